@@ -1,0 +1,105 @@
+"""The data that flows from the session to the store, the exports and the dashboard.
+
+Plain dataclasses, JSON-able through `to_dict()`, picklable across processes. One `JobResult` is one
+(command, variant, target, backend) measurement, finished or failed.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+# Job status values, in the order a job moves through them.
+QUEUED = "queued"
+EXPORTING = "exporting"
+COMPILING = "compiling"
+CACHED = "cached"          # compiled artifact found in the cache, waiting to be measured
+MEASURING = "measuring"
+DONE = "done"
+FAILED = "failed"
+CANCELLED = "cancelled"
+INTERRUPTED = "interrupted"  # the run stopped (quit, kill) before this job finished
+FINAL_STATUSES = (DONE, FAILED, CANCELLED, INTERRUPTED)
+
+# Backends: the IREE kernel, or the same signature in eager PyTorch on the same device.
+IREE = "iree"
+TORCH = "torch"
+
+
+@dataclass
+class Stats:
+    """Latency statistics of one measurement, in microseconds per kernel call."""
+
+    n: int
+    min_us: float
+    max_us: float
+    mean_us: float
+    stddev_us: float
+    median_us: float
+    p10_us: float
+    p90_us: float
+    iqr_us: float
+    gflops: float | None = None   # flops / median
+    gbps: float | None = None     # bytes / median
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class CompileInfo:
+    """How the kernel's artifact came to be (absent for the torch backend)."""
+
+    seconds: float = 0.0            # compile (and export) wall time; 0 on a cache hit
+    cache_hit: bool = False
+    command: list[str] = field(default_factory=list)   # exact iree-compile command line
+    artifact: str | None = None     # path of the .vmfb
+    key: str | None = None          # cache key
+    compiler_version: str | None = None
+    num_dispatches: int | None = None
+    error: str | None = None        # compiler stderr on failure
+    spec_applied: bool | None = None  # variants with a tuning spec: did it change the kernel?
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class NumericsInfo:
+    verdict: str                    # "pass" | "fail"
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class JobResult:
+    job_id: str
+    command: str                    # the op's command text (timing args stripped)
+    func_name: str
+    op: str
+    variant: str                    # "baseline" or the variant's name
+    target: str                     # "cpu", "hip:gfx942", "cuda:sm_80"
+    backend: str                    # IREE or TORCH
+    status: str = QUEUED
+    error: str | None = None        # one line: why it failed
+    source: str | None = None       # "file:line" when it came from a commands file
+    stats: Stats | None = None
+    samples_us: list[float] = field(default_factory=list)
+    block_k: int | None = None      # calls per sample (samples are per-call means of a block of k calls)
+    warmup_calls: int | None = None
+    noisy: bool = False
+    noise_reason: str | None = None
+    host_load: float | None = None  # CPU time other processes took during the measurement, as a fraction of one core
+    numerics: NumericsInfo | None = None
+    compile: CompileInfo | None = None
+    reproducer: str | None = None   # shell command that reproduces the measurement outside the tool
+    started_at: float | None = None
+    finished_at: float | None = None
+
+    def to_dict(self, *, samples: bool = True) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        if not samples:
+            d.pop("samples_us")
+        return d

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs boo-tui (editable) into the Python environment in use: an activated venv, or python3 on PATH.
+#   bash scripts/setup.sh          the tool
+#   bash scripts/setup.sh --test   the tool and what the tests need
+# A torch that is already installed is reused. With none, the CPU build is installed: from pip's local
+# wheels when the machine has them, else from PyTorch's CPU index (~200 MB), never a multi-GB CUDA build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+
+if ! "$PY" -c "import torch" >/dev/null 2>&1; then
+    echo "setup: no torch installed; installing the CPU build of torch" >&2
+    "$PY" -m pip install -q --no-index "torch==2.13.0" 2>/dev/null \
+        || "$PY" -m pip install -q "torch" --index-url https://download.pytorch.org/whl/cpu
+fi
+
+extras=""
+if [ "${1:-}" = "--test" ]; then extras="[test]"; fi
+"$PY" -m pip install -q -e ".${extras}"
+# pyenv only exposes new console scripts (boo-tui, boo-driver) after a rehash.
+if command -v pyenv >/dev/null 2>&1; then pyenv rehash || true; fi
+echo "setup: boo-tui installed for $("$PY" -c 'import sys; print(sys.executable)')" >&2
