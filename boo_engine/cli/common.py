@@ -1,0 +1,103 @@
+"""Arguments shared by `boo-tui` (dashboard and headless) and turned into a SessionConfig in one place."""
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+
+from ..errors import BooError
+from ..results import IREE, TORCH
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_REGRESSION = 0, 1, 2, 3
+
+
+class UsageError(BooError):
+    """Bad command-line usage: printed as one line, exit code 2."""
+
+
+def add_session_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("inputs", nargs="*", metavar="FILE_OR_COMMAND",
+                   help="commands files (.txt shell-split, .tsv tab-split) and/or quoted commands, "
+                        "e.g. 'conv -n 2 -c 8 -H 16 -W 16 -k 8 -y 3 -x 3'")
+    g = p.add_argument_group("what to measure")
+    g.add_argument("--target", default=None,
+                   help="cpu (this host, the default without a GPU), hip:gfx942, cuda:sm_80, ...")
+    g.add_argument("--variant", action="append", default=[], metavar="NAME=SPEC",
+                   help="a variant: NAME=spec.mlir (tuning spec), NAME='--flag ...' (compiler flags), "
+                        "NAME=DIR/ (edited dispatches from --dump-dispatches); repeatable")
+    g.add_argument("--variants-file", action="append", default=[], metavar="TOML",
+                   help="variants defined in a TOML file; repeatable")
+    g.add_argument("--no-baseline", action="store_true", help="do not measure the baseline (no spec, no flags)")
+    g.add_argument("--backend", action="append", choices=[IREE, TORCH],
+                   help="iree and/or torch (eager PyTorch on the same device); default: both")
+    t = p.add_argument_group("how to measure")
+    t.add_argument("--iter", type=int, default=None, help="samples per job (overrides each command's --iter)")
+    t.add_argument("--min-time", type=float, default=None, metavar="S", help="measure each job at least S seconds")
+    t.add_argument("--max-time", type=float, default=60.0, metavar="S", help="at most S seconds per job (default 60)")
+    t.add_argument("--threads", type=int, default=1,
+                   help="CPU threads for kernels and torch (default 1: local-sync, the most stable)")
+    t.add_argument("--seed", type=int, default=0, help="seed of the sample inputs (default 0)")
+    t.add_argument("--splat-input-value", type=float, default=None, metavar="V", help="every input element = V")
+    t.add_argument("--no-numerics", action="store_true", help="skip the numerics check")
+    t.add_argument("--rounds", type=int, default=5,
+                   help="interleaving rounds when a command has several variants/backends (default 5)")
+    t.add_argument("--min-effect", type=float, default=3.0, metavar="PCT",
+                   help="smallest difference called faster/slower, in percent (default 3)")
+    s = p.add_argument_group("where things go")
+    s.add_argument("--db", default=None, help="results database (default $BOO_DB or ./boo-results.db)")
+    s.add_argument("--cache-dir", default=None, help="kernel cache (default $BOO_CACHE_DIR or ~/.cache/boo-tui/kernels)")
+    s.add_argument("--resume", nargs="?", const="last", default=None, metavar="RUN_ID",
+                   help="continue a run (default: the last one) without redoing its finished jobs")
+    s.add_argument("--jobs", type=int, default=None, help="parallel compiles (default: one per core)")
+    s.add_argument("--compile-timeout", type=float, default=600.0, metavar="S", help="per compile (default 600)")
+
+
+def config_from_args(args: argparse.Namespace):
+    """SessionConfig from parsed arguments; raises a BooError subclass with a one-line message."""
+    from ..session import SessionConfig
+    from ..targets import parse_target
+    from ..variants import build_variants, preflight_variant
+
+    if args.iter is not None and args.iter <= 0:
+        raise UsageError(f"--iter must be positive, got {args.iter}")
+    if args.threads <= 0:
+        raise UsageError(f"--threads must be positive, got {args.threads}")
+    if args.target is not None:
+        parse_target(args.target)  # validate early: a TargetError names the problem
+    variants = build_variants(args.variant, args.variants_file, include_baseline=not args.no_baseline)
+    if not variants:
+        raise UsageError("--no-baseline needs at least one --variant")
+    for v in variants:
+        preflight_variant(v)
+    backends = tuple(dict.fromkeys(args.backend or [IREE, TORCH]))
+    resume = args.resume
+    if resume is not None and resume != "last":
+        try:
+            resume = int(resume)
+        except ValueError:
+            raise UsageError(f"--resume expects a run id, got {resume!r}") from None
+    return SessionConfig(
+        target=args.target,
+        variants=variants,
+        backends=backends,
+        iters=args.iter,
+        min_time_s=args.min_time,
+        max_time_s=args.max_time,
+        threads=args.threads,
+        seed=args.seed,
+        splat_value=args.splat_input_value,
+        verify_numerics=not args.no_numerics,
+        db_path=args.db,
+        cache_dir=args.cache_dir,
+        compile_workers=args.jobs,
+        compile_timeout_s=args.compile_timeout,
+        rounds=args.rounds,
+        resume=resume,
+        command_line=" ".join(shlex.quote(a) for a in [os.path.basename(sys.argv[0])] + sys.argv[1:]),
+    )
+
+
+def fail(prog: str, message: str, code: int = EXIT_USAGE) -> int:
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    return code

@@ -1,0 +1,230 @@
+"""`boo-driver`: a drop-in for iree-boo-driver's command line, on boo-tui's engine.
+
+    boo-driver convbfp16 -n 128 -c 128 -H 24 -W 48 -k 384 -y 1 -x 1 ... -F 1 -t 1 --iter 100
+    boo-driver --commands-file sample_commands.txt --csv results.csv --backend iree_boo --backend torch
+
+The command's own tokens (MIOpen flags, -t/--time, --iter) are passed through untouched; the driver's flags are
+picked out by name, so no MIOpen flag can be mistaken for a driver flag. Per command it prints the command and
+`>>> min=..us max=..us mean=..us stddev=..us` per backend, as iree-boo-driver does (plus median and dispatches).
+Exit code 1 when any command failed, 2 on usage errors. Every result also lands in the results DB (--db).
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Sequence
+
+from ..errors import BooError
+from ..results import DONE, IREE, TORCH, JobResult
+from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail
+
+PROG = "boo-driver"
+
+# iree-boo-driver's backend names, mapped to what each means here.
+BACKENDS = {
+    "iree": IREE, "iree_boo": IREE, "iree_boo_experimental": IREE, "iree_boo_legacy": IREE,
+    "torch": TORCH, "pytorch": TORCH,
+}
+# flag -> number of values (0: a switch)
+FLAGS = {
+    "--commands-file": 1, "--csv": 1, "--backend": 1, "--verify-numerics": 0, "--cache-dir": 1,
+    "--splat-input-value": 1, "--verbose": 0, "--no-verbose": 0, "--gpu-id": 1, "--target": 1,
+    "--tuning-spec": 1, "--db": 1, "--preload": 0, "--jobs": 1, "--threads": 1, "--seed": 1,
+    "--min-time": 1, "-h": 0, "--help": 0,
+}
+
+USAGE = """usage: boo-driver [COMMAND ...] [--commands-file FILE] [--csv FILE] [--backend NAME]...
+                  [--verify-numerics] [--cache-dir DIR] [--splat-input-value V] [--verbose | --no-verbose]
+                  [--target cpu|hip:ARCH|cuda:ARCH] [--tuning-spec SPEC.mlir] [--db PATH] [--preload]
+                  [--jobs N] [--threads N] [--seed N] [--min-time S] [--gpu-id N]
+
+A drop-in for iree-boo-driver: COMMAND is an MIOpenDriver command (conv*, layernorm*, gemm*), with its own
+-t/--time and --iter. --backend: iree (also iree_boo, iree_boo_experimental, iree_boo_legacy) and/or torch;
+default iree. --preload compiles every command into the cache (in parallel) without running anything.
+Exit codes: 0 all commands succeeded, 1 some failed (CSV cells N.A.), 2 usage error."""
+
+
+def split_args(argv: Sequence[str]) -> tuple[dict[str, list[str]], list[str]]:
+    """Driver options (name -> values, in order) and the remaining command tokens."""
+    opts: dict[str, list[str]] = {}
+    command: list[str] = []
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        name, eq, inline = tok.partition("=")
+        if name in FLAGS:
+            if FLAGS[name] == 0:
+                if eq:
+                    raise BooError(f"{name} takes no value")
+                opts.setdefault(name, []).append("")
+            elif eq:
+                opts.setdefault(name, []).append(inline)
+            elif i + 1 < len(argv):
+                opts.setdefault(name, []).append(argv[i + 1])
+                i += 1
+            else:
+                raise BooError(f"{name} expects a value")
+        else:
+            command.append(tok)
+        i += 1
+    return opts, command
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        opts, command = split_args(argv)
+    except BooError as e:
+        return fail(PROG, str(e))
+    if "-h" in opts or "--help" in opts:
+        print(USAGE)
+        return EXIT_OK
+    try:
+        return _run(opts, command)
+    except BooError as e:
+        return fail(PROG, str(e))
+
+
+def _last(opts, name, default=None):
+    return opts[name][-1] if name in opts else default
+
+
+def _number(opts, name, kind, default=None):
+    value = _last(opts, name)
+    if value is None:
+        return default
+    try:
+        return kind(value)
+    except ValueError:
+        raise BooError(f"{name} expects a number, got {value!r}") from None
+
+
+def _run(opts: dict[str, list[str]], command: list[str]) -> int:
+    from ..variants import Variant, parse_variant_arg, preflight_variant, variant_from_env
+
+    names = opts.get("--backend") or ["iree_boo"]
+    for name in names:
+        if name not in BACKENDS:
+            raise BooError(f"--backend {name!r} is not supported here (use iree, iree_boo or torch)")
+    backends = tuple(dict.fromkeys(BACKENDS[n] for n in names))
+    if "--cache-dir" in opts:
+        os.environ["BOO_CACHE_DIR"] = os.path.abspath(_last(opts, "--cache-dir"))
+    files = opts.get("--commands-file", [])
+    if not files and not command:
+        raise BooError("no command: give an MIOpenDriver command or --commands-file FILE")
+    if files and command and not command[0].startswith("-"):
+        raise BooError("give either a command or --commands-file, not both")
+
+    # The tuning spec replaces the baseline, as in iree-boo-driver (BOO_TUNING_SPEC_PATH is honoured too).
+    variant = Variant()
+    spec = _last(opts, "--tuning-spec")
+    if spec is not None:
+        variant = parse_variant_arg(f"{os.path.splitext(os.path.basename(spec))[0]}={spec}")
+    else:
+        variant = variant_from_env() or variant
+    preflight_variant(variant)
+
+    if "--preload" in opts:
+        return _preload(opts, files, command, variant)
+
+    from ..session import Session, SessionConfig
+
+    config = SessionConfig(
+        target=_last(opts, "--target"),
+        variants=[variant],
+        backends=backends,
+        threads=_number(opts, "--threads", int, 1),
+        seed=_number(opts, "--seed", int, 0),
+        min_time_s=_number(opts, "--min-time", float),
+        splat_value=_number(opts, "--splat-input-value", float),
+        verify_numerics="--verify-numerics" in opts,
+        db_path=_last(opts, "--db"),
+        cache_dir=_last(opts, "--cache-dir"),
+        compile_workers=_number(opts, "--jobs", int),
+        command_line=" ".join([PROG] + [a for a in sys.argv[1:]]),
+    )
+    csv_path = _last(opts, "--csv")
+    if csv_path is not None:
+        from ..exporters import check_export_path
+
+        check_export_path(csv_path, formats=(".csv",))
+    verbose = "--verbose" in opts and "--no-verbose" not in opts
+
+    rows: list[tuple[str, dict[str, JobResult]]] = []
+    with Session(config) as session:
+        entries: list[tuple[str, list[JobResult]]] = []
+        extra = [t for t in command] if files else []
+        if files:
+            for f in files:
+                entries += session.add_file(f, extra)
+        else:
+            entries.append((" ".join(command), session.add_command(command)))
+        session.start()
+        session.wait()
+        failed = False
+        for text, jobs in entries:
+            by_backend: dict[str, JobResult] = {}
+            print(text)
+            for job in jobs:
+                name = next((n for n in names if BACKENDS[n] == job.backend), job.backend)
+                by_backend[name] = job
+                print(_line(name, job, len(names) > 1 or verbose))
+                if job.status != DONE:
+                    failed = True
+            if not jobs or any(j.backend == "-" for j in jobs):
+                failed = True
+                for n in names:
+                    by_backend.setdefault(n, jobs[0] if jobs else None)
+            rows.append((text, by_backend))
+    if csv_path is not None:
+        from ..exporters import write_boo_driver_csv
+
+        write_boo_driver_csv(csv_path, rows, backends=names, numerics="--verify-numerics" in opts)
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def _line(name: str, job: JobResult, show_backend: bool) -> str:
+    who = f"{name}: " if show_backend else ""
+    if job.status == DONE and job.stats is not None:
+        s = job.stats
+        text = (f">>> {who}min={s.min_us:.2f}us max={s.max_us:.2f}us mean={s.mean_us:.2f}us "
+                f"stddev={s.stddev_us:.2f}us median={s.median_us:.2f}us")
+        if job.compile is not None and job.compile.num_dispatches is not None:
+            text += f" num_dispatches={job.compile.num_dispatches}"
+        if job.numerics is not None:
+            text += f" numerics={job.numerics.verdict}"
+        if job.error:
+            text += f" ({job.error})"
+        return text
+    return f">>> {who}FAILED: {job.error or job.status}"
+
+
+def _preload(opts, files, command, variant) -> int:
+    from ..commands import parse_invocation, read_commands_file
+    from ..compile.cache import KernelCache
+    from ..compile.preload import format_summary, preload
+    from ..targets import default_target, parse_target
+
+    target_text = _last(opts, "--target")
+    target = parse_target(target_text) if target_text else default_target()
+    commands = []
+    bad = []
+    if files:
+        for f in files:
+            for line in read_commands_file(f, [t for t in command], errors="collect"):
+                if line.command is not None:
+                    commands.append(line.command)
+                else:
+                    bad.append(f"{line.error}")
+    else:
+        commands.append(parse_invocation(command))
+    summary = preload(commands, target, (variant,), workers=_number(opts, "--jobs", int),
+                      cache=KernelCache(_last(opts, "--cache-dir")))
+    print(format_summary(summary))
+    for line in bad:
+        print(f"failed  {line}")
+    return EXIT_FAILED if (bad or getattr(summary, "failed", None)) else EXIT_OK
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

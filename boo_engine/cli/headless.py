@@ -1,0 +1,217 @@
+"""`boo-tui ... --export OUT`: the same session as the dashboard, without the UI.
+
+stdout stays clean for data (a Markdown table when no --export is given); progress, one line per finished job
+and diagnostics go to stderr. Exit codes: 0 every job succeeded, 1 some job failed (it is still exported with its
+reason), 2 usage errors (bad arguments, missing input file, bad spec, unwritable export path), 3 a variant is
+significantly slower than the baseline by more than --fail-on-regression PCT.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+from typing import Sequence
+
+from .. import events as ev
+from ..errors import BooError
+from ..results import DONE, FAILED, FINAL_STATUSES, JobResult
+from .common import EXIT_FAILED, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, config_from_args, fail
+
+PROG = "boo-tui"
+
+
+def add_headless_args(p: argparse.ArgumentParser) -> None:
+    h = p.add_argument_group("headless")
+    h.add_argument("--export", action="append", default=[], metavar="OUT",
+                   help="run without the UI and write results to OUT (.csv, .json or .md); repeatable")
+    h.add_argument("--headless", action="store_true",
+                   help="run without the UI; with no --export, print a Markdown table on stdout")
+    h.add_argument("--fail-on-regression", type=float, default=None, metavar="PCT",
+                   help="exit 3 when a variant is significantly slower than the baseline by more than PCT percent")
+    h.add_argument("--dump-dispatches", default=None, metavar="DIR",
+                   help="write each command's dispatch sources and configurations to DIR (edit them, then "
+                        "measure with --variant NAME=DIR/) and exit")
+
+
+def wants_headless(args: argparse.Namespace) -> bool:
+    return bool(args.export or args.headless or args.dump_dispatches)
+
+
+def run_headless(args: argparse.Namespace) -> int:
+    from ..exporters import check_export_path
+
+    try:
+        for out in args.export:
+            check_export_path(out)
+        config = config_from_args(args)
+    except BooError as e:
+        return fail(PROG, str(e))
+    if not args.inputs:
+        return fail(PROG, "no commands: give a commands file (e.g. sample_commands.txt) or a quoted command")
+    if args.dump_dispatches:
+        return _dump_dispatches(args, config)
+
+    from ..session import Session
+
+    progress = _Progress()
+    try:
+        session = Session(config, listener=progress.on_event)
+    except BooError as e:
+        return fail(PROG, str(e))
+    interrupted = threading.Event()
+    previous = signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, lambda *_: (interrupted.set(), session.cancel()))
+    try:
+        try:
+            jobs = session.add_inputs(args.inputs)
+        except BooError as e:
+            session.close()
+            return fail(PROG, str(e))
+        for job in jobs:
+            if job.status == FAILED:  # bad lines of a commands file: reported now, exported with the rest
+                progress.console.print(_result_line(job), highlight=False, markup=False)
+        progress.begin(sum(1 for j in jobs if j.status not in FINAL_STATUSES))
+        session.start()
+        try:
+            while not session.wait(timeout=0.2):
+                if interrupted.is_set():
+                    break
+        except KeyboardInterrupt:
+            interrupted.set()
+            session.cancel()
+        results = list(session.jobs.values())
+        for out in args.export:
+            try:
+                session.export(out)
+                print(f"{PROG}: wrote {out}", file=sys.stderr)
+            except BooError as e:
+                progress.stop()
+                session.close()
+                return fail(PROG, str(e))
+        if not args.export:
+            from ..exporters import render_markdown
+
+            sys.stdout.write(render_markdown(results, environment=session.environment()))
+        run_id = session.run_id
+    finally:
+        progress.stop()
+        session.close()
+        signal.signal(signal.SIGTERM, previous)
+    print(f"{PROG}: run {run_id} stored in {session.store.path}", file=sys.stderr)
+    if interrupted.is_set():
+        return 130
+    return _exit_code(results, args)
+
+
+def _exit_code(results: list[JobResult], args: argparse.Namespace) -> int:
+    if args.fail_on_regression is not None:
+        from ..compare import regressions_in_results
+
+        slower = regressions_in_results(results, args.fail_on_regression, min_effect=args.min_effect / 100)
+        for line in slower:
+            print(f"{PROG}: regression: {line}", file=sys.stderr)
+        if slower:
+            return EXIT_REGRESSION
+    failed = [r for r in results if r.status != DONE]
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def _dump_dispatches(args, config) -> int:
+    from ..commands import read_commands_file, parse_invocation
+    from ..targets import default_target, parse_target
+    from ..variants import dump_dispatches
+
+    target = parse_target(config.target) if config.target else default_target()
+    code = EXIT_OK
+    try:
+        commands = []
+        for item in args.inputs:
+            if item.endswith((".txt", ".tsv")) or os.path.isfile(item):
+                commands += [c.command for c in read_commands_file(item, errors="raise")]
+            else:
+                commands.append(parse_invocation(item))
+    except BooError as e:
+        return fail(PROG, str(e))
+    for command in commands:
+        try:
+            files = dump_dispatches(command.signature, target, args.dump_dispatches)
+            print(f"{command.signature.func_name}: {len(files)} files in {args.dump_dispatches}", file=sys.stderr)
+        except BooError as e:
+            print(f"{PROG}: {command.signature.func_name}: {e}", file=sys.stderr)
+            code = EXIT_FAILED
+    return code
+
+
+class _Progress:
+    """A rich progress bar with ETA on stderr, plus one line per finished job. Fed from engine threads."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+
+        self.console = Console(stderr=True)
+        self._progress = None
+        self._task = None
+
+    def begin(self, total: int) -> None:
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                                   TimeRemainingColumn)
+
+        self._progress = Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
+            console=self.console, transient=False,
+        )
+        self._task = self._progress.add_task("measuring", total=total)
+        self._progress.start()
+
+    def stop(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+    def on_event(self, event: ev.Event) -> None:
+        if isinstance(event, ev.JobFinished) and event.result is not None:
+            r = event.result
+            if self._progress is not None:
+                self._progress.advance(self._task)
+            self.console.print(_result_line(r), highlight=False, markup=False)
+        elif isinstance(event, ev.JobQueued) and self._progress is not None:
+            # jobs added while running grow the bar
+            self._progress.update(self._task, total=(self._progress.tasks[0].total or 0) + 1)
+        elif isinstance(event, ev.JobStatus) and self._progress is not None:
+            self._progress.update(self._task, description=event.status)
+        elif isinstance(event, ev.Log):
+            self.console.print(f"{event.level}: {event.message}", highlight=False, markup=False)
+
+
+def _result_line(r: JobResult) -> str:
+    who = f"{r.func_name or r.command} [{r.variant}/{r.backend}]"
+    if r.status == DONE and r.stats is not None:
+        extra = []
+        if r.numerics is not None:
+            extra.append(f"numerics {r.numerics.verdict}")
+        if r.noisy:
+            extra.append(f"NOISY ({r.noise_reason})")
+        if r.error:
+            extra.append(r.error)
+        tail = ("  " + ", ".join(extra)) if extra else ""
+        return f"done    {who}: median {r.stats.median_us:.2f} us (n={r.stats.n}){tail}"
+    return f"{r.status:<7} {who}: {r.error or ''}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Headless only (used by tests and scripts); `boo-tui` itself is boo_tui.cli.main."""
+    from .common import add_session_args
+
+    p = argparse.ArgumentParser(prog=PROG)
+    add_session_args(p)
+    add_headless_args(p)
+    args = p.parse_args(argv)
+    args.headless = True
+    return run_headless(args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,5 @@
+import sys
+
+from boo_tui.cli import main
+
+sys.exit(main())

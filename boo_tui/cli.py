@@ -1,0 +1,47 @@
+"""`boo-tui`: the dashboard, or the same session headless with --export / --headless.
+
+Textual is imported only for the interactive dashboard, so headless runs (CI, scripts) start fast and never need
+a terminal.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from boo_engine.cli.common import EXIT_USAGE, add_session_args, config_from_args, fail
+from boo_engine.cli.headless import add_headless_args, run_headless, wants_headless
+from boo_engine.errors import BooError
+
+PROG = "boo-tui"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        description="Benchmark IREE-compiled kernels from MIOpenDriver commands: a live dashboard, or headless "
+                    "with --export results.{csv,json,md}.",
+        allow_abbrev=False,
+    )
+    add_session_args(p)
+    add_headless_args(p)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if wants_headless(args):
+        return run_headless(args)
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        return fail(PROG, "no terminal for the dashboard: use --export FILE (or --headless) to run without the UI")
+    try:
+        config = config_from_args(args)
+    except BooError as e:
+        return fail(PROG, str(e))
+    from boo_tui.app import run_app
+
+    return run_app(config, list(args.inputs))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
