@@ -1,0 +1,129 @@
+"""Reproduce a measurement outside the tool: the inputs the harness used, saved next to the artifact, and the
+`iree-benchmark-module` command line that times the same artifact on the same inputs.
+
+Inputs are written once per (seed, splat value) into `<artifact_dir>/inputs_<tag>/`: `.npy` for dtypes numpy
+has (float32, float16), raw little-endian bytes for bfloat16, which iree-benchmark-module reads with
+`--input=<shape>xbf16=@file.bin` (checked with iree-benchmark-module 3.13).
+"""
+from __future__ import annotations
+
+import glob
+import os
+import shlex
+import tempfile
+
+import torch
+
+from ..errors import BooError
+
+
+
+class ReproducerError(BooError):
+    """The reproducer could not be written (missing artifact, unwritable folder)."""
+
+
+def write_reproducer(
+    artifact_dir: str,
+    sig,
+    seed: int,
+    driver: str,
+    threads: int,
+    function: str = "main",
+    *,
+    vmfb_path: str | None = None,
+    splat_value: float | None = None,
+    repetitions: int = 10,
+    min_time_s: float = 0.1,
+) -> str:
+    """Save `sig`'s inputs for `seed` beside the artifact and return the shell command that benchmarks it.
+
+    `driver` is the IREE driver the harness used ("local-sync", "local-task", "hip", "cuda"); on the CPU the
+    thread count picks local-sync (1) or local-task with `threads` workers, as the worker does.
+    """
+    artifact_dir = os.path.abspath(artifact_dir)
+    vmfb = os.path.abspath(vmfb_path or _find_vmfb(artifact_dir))
+    if not os.path.isfile(vmfb):
+        raise ReproducerError(f"no such artifact: {vmfb}")
+    args = sig.get_sample_args(seed, splat_value=splat_value)
+    tag = f"seed{seed}" if splat_value is None else f"splat{splat_value:g}"
+    folder = os.path.join(artifact_dir, f"inputs_{tag}")
+    input_flags = _write_inputs(folder, args)
+    device_flags = _device_flags(driver, threads)
+    cmd = [
+        "iree-benchmark-module",
+        f"--module={vmfb}",
+        *device_flags,
+        f"--function={function}",
+        *input_flags,
+        f"--benchmark_repetitions={repetitions}",
+        f"--benchmark_min_time={min_time_s:g}s",
+    ]
+    return shlex.join(cmd)
+
+
+def _find_vmfb(artifact_dir: str) -> str:
+    found = sorted(glob.glob(os.path.join(artifact_dir, "*.vmfb")))
+    if len(found) != 1:
+        what = "no .vmfb" if not found else f"{len(found)} .vmfb files"
+        raise ReproducerError(f"{what} in {artifact_dir}; pass vmfb_path")
+    return found[0]
+
+
+def _device_flags(driver: str, threads: int) -> list[str]:
+    if driver in ("local-sync", "local-task"):
+        if threads <= 1:
+            return ["--device=local-sync"]
+        return ["--device=local-task", f"--task_topology_max_group_count={threads}"]
+    return [f"--device={driver}"]
+
+
+def _write_inputs(folder: str, args: tuple[torch.Tensor, ...]) -> list[str]:
+    """Write each argument once (a complete folder is reused) and return the --input flags for them."""
+    names = [_file_name(i, t) for i, t in enumerate(args)]
+    if not all(os.path.isfile(os.path.join(folder, n)) for n in names):
+        parent = os.path.dirname(folder) or "."
+        try:
+            os.makedirs(parent, exist_ok=True)
+            tmp = tempfile.mkdtemp(prefix=".inputs-", dir=parent)
+            for name, t in zip(names, args):
+                _write_one(os.path.join(tmp, name), t)
+            if os.path.exists(folder):
+                _merge(tmp, folder)
+            else:
+                try:
+                    os.replace(tmp, folder)
+                except OSError:   # another process won the race
+                    _merge(tmp, folder)
+        except OSError as e:
+            raise ReproducerError(f"cannot write reproducer inputs in {parent}: {e.strerror or e}") from None
+    return [_input_flag(os.path.join(folder, n), t) for n, t in zip(names, args)]
+
+
+def _merge(tmp: str, folder: str) -> None:
+    """Another process made the folder first (or it is incomplete): move our files in, atomically each."""
+    os.makedirs(folder, exist_ok=True)
+    for name in os.listdir(tmp):
+        os.replace(os.path.join(tmp, name), os.path.join(folder, name))
+    os.rmdir(tmp)
+
+
+def _file_name(i: int, t: torch.Tensor) -> str:
+    return f"arg{i}.bin" if t.dtype == torch.bfloat16 else f"arg{i}.npy"
+
+
+def _write_one(path: str, t: torch.Tensor) -> None:
+    import numpy as np
+
+    t = t.detach().cpu().contiguous()
+    if t.dtype == torch.bfloat16:
+        with open(path, "wb") as f:
+            f.write(t.view(torch.uint16).numpy().astype("<u2", copy=False).tobytes())
+    else:
+        np.save(path, t.numpy())
+
+
+def _input_flag(path: str, t: torch.Tensor) -> str:
+    if t.dtype == torch.bfloat16:
+        dims = "x".join(str(d) for d in t.shape)
+        return f"--input={dims}xbf16=@{path}" if dims else f"--input=bf16=@{path}"
+    return f"--input=@{path}"
