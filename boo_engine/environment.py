@@ -1,0 +1,201 @@
+"""Where a number was measured: host, CPU, GPU, compiler and library versions.
+
+A latency means nothing without the machine and the compiler that produced it, so every run records this next
+to its results (deduplicated by the store). Collecting it must never slow a run or break it: every probe is
+cheap, has a short timeout, and degrades to None; external tool probes are cached for the process.
+"""
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+from typing import Any
+
+PROBE_TIMEOUT_S = 2.0
+
+
+def collect_environment(target_name: str) -> dict[str, Any]:
+    """A JSON-able description of this machine and toolchain for a run on `target_name`. Never raises."""
+    env: dict[str, Any] = {"target": target_name}
+    for key, probe in (
+        ("host", socket.gethostname),
+        ("os", _os_name),
+        ("python", platform.python_version),
+        ("cpu", _cpu_model),
+        ("cores_logical", os.cpu_count),
+        ("cores_physical", _physical_cores),
+        ("cores_available", _available_cores),
+        ("memory_gb", _memory_gb),
+        ("iree_compile_version", _iree_compile_version),
+        ("iree_runtime_version", lambda: _dist_version("iree-base-runtime")),
+        ("torch_version", _torch_version),
+        ("torch_threads", _torch_threads),
+        ("tool_version", _tool_version),
+    ):
+        env[key] = _safe(probe)
+    gpu = _safe(_gpu_info) or {}
+    env["gpu"] = gpu.get("name")
+    env["gpu_arch"] = gpu.get("arch")
+    env["driver"] = gpu.get("driver")
+    env["gpu_count"] = gpu.get("count")
+    return env
+
+
+def _safe(probe: Any) -> Any:
+    try:
+        return probe()
+    except Exception:  # a probe is best effort by design: a missing fact is None, never a failed run
+        return None
+
+
+def _os_name() -> str:
+    return f"{platform.system()} {platform.release()}"
+
+
+@functools.cache
+def _cpuinfo() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def _cpu_model() -> str | None:
+    for line in _cpuinfo().splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("model name", "Model", "Hardware") and value.strip():
+            return value.strip()
+    return platform.processor() or platform.machine() or None
+
+
+def _physical_cores() -> int | None:
+    """Distinct (physical id, core id) pairs; None where /proc/cpuinfo does not tell (some VMs, non-Linux)."""
+    cores: set[tuple[str, str]] = set()
+    phys = core = None
+    for line in _cpuinfo().splitlines() + [""]:
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key == "physical id":
+            phys = value.strip()
+        elif key == "core id":
+            core = value.strip()
+        elif not key:
+            if core is not None:
+                cores.add((phys or "0", core))
+            phys = core = None
+    return len(cores) or None
+
+
+def _available_cores() -> int | None:
+    """Cores this process may run on (taskset / cgroup cpusets make this smaller than the machine)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count()
+
+
+def _memory_gb() -> float | None:
+    with open("/proc/meminfo", encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("MemTotal:"):
+                return round(int(line.split()[1]) / 1024 / 1024, 1)
+    return None
+
+
+def _run(cmd: list[str]) -> str | None:
+    """stdout of a tool if it is on PATH and answers in time, else None."""
+    if shutil.which(cmd[0]) is None:
+        return None
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
+@functools.cache
+def _iree_compile_version() -> str | None:
+    """The line of `iree-compile --version` that names the version (its literal first line is a banner)."""
+    out = _run(["iree-compile", "--version"])
+    if not out:
+        return None
+    lines = [ln.strip() for ln in out.splitlines() if ln.strip()]
+    for ln in lines:
+        if "version" in ln.lower():
+            return ln
+    return lines[0] if lines else None
+
+
+def _dist_version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _torch_version() -> str | None:
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        return str(torch.__version__)
+    return _dist_version("torch")   # importing torch just to ask would cost seconds
+
+
+def _torch_threads() -> int | None:
+    """Only when torch is already imported: importing it here would cost seconds, and the thread count that
+    matters is the one the measuring process set."""
+    torch = sys.modules.get("torch")
+    return int(torch.get_num_threads()) if torch is not None else None
+
+
+def _tool_version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+@functools.cache
+def _gpu_info() -> dict[str, Any] | None:
+    return _nvidia_gpu() or _amd_gpu()
+
+
+def _nvidia_gpu() -> dict[str, Any] | None:
+    out = _run(["nvidia-smi", "--query-gpu=name,driver_version,compute_cap", "--format=csv,noheader"])
+    if not out:
+        return None
+    rows = [[c.strip() for c in ln.split(",")] for ln in out.splitlines() if ln.strip()]
+    if not rows:
+        return None
+    name, driver, cap = (rows[0] + [None, None, None])[:3]
+    arch = f"sm_{cap.replace('.', '')}" if cap else None
+    return {"name": name, "driver": driver, "arch": arch, "count": len(rows)}
+
+
+def _amd_gpu() -> dict[str, Any] | None:
+    out = _run(["rocminfo"])
+    if not out:
+        return None
+    names, archs = [], []
+    for block in out.split("*******"):
+        if "Device Type:" in block and "GPU" in block.split("Device Type:", 1)[1].splitlines()[0]:
+            fields = {}
+            for line in block.splitlines():
+                k, _, val = line.partition(":")
+                fields.setdefault(k.strip(), val.strip())
+            archs.append(fields.get("Name"))
+            names.append(fields.get("Marketing Name") or fields.get("Name"))
+    if not archs:
+        return None
+    return {"name": names[0], "arch": archs[0], "driver": _amd_driver(), "count": len(archs)}
+
+
+def _amd_driver() -> str | None:
+    try:
+        with open("/sys/module/amdgpu/version", encoding="utf-8") as f:
+            return f.read().strip() or None
+    except OSError:
+        return None

@@ -1,0 +1,457 @@
+"""Export results as CSV, JSON or Markdown, and as iree-boo-driver's CSV.
+
+Every writer is atomic (a temp file in the same directory, then os.replace): an export that fails, or a process
+killed while writing, never leaves a half-written file where a previous good one may have been. Paths are
+checked up front (`check_export_path`) so a long run cannot end in "unknown extension".
+
+- CSV: one row per (command, variant, backend): the stats a spreadsheet needs, plus the comparison against the
+  baseline of the same command.
+- JSON: everything: environment, run, every result with its raw samples, compile and numerics details,
+  reproducer, the comparisons and a per-variant summary.
+- Markdown: one row per command, variants (and the torch reference) side by side with their ratio to the
+  baseline, its 95% CI and a verdict mark; fit to paste into a pull request.
+"""
+from __future__ import annotations
+
+import csv
+import datetime
+import io
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .compare import (BASELINE_LABEL, FASTER, INSUFFICIENT, SAME, SLOWER, Comparison, by_variant,
+                      column_label, compare_results, comparison_key, summarize)
+from .errors import BooError
+from .results import DONE, FAILED, JobResult
+
+FORMATS = (".csv", ".json", ".md")
+NA = "N.A."
+
+CSV_COLUMNS = [
+    "command", "func_name", "op", "variant", "target", "backend", "status",
+    "n", "min_us", "median_us", "mean_us", "max_us", "stddev_us", "p10_us", "p90_us", "iqr_us", "gflops", "gbps",
+    "numerics", "noisy", "noise_reason", "host_load", "block_k", "warmup_calls",
+    "compile_seconds", "cache_hit", "num_dispatches", "spec_applied",
+    "ratio_vs_baseline", "ci_low", "ci_high", "p_value", "verdict",
+    "error", "source", "reproducer", "job_id",
+]
+_STAT_COLUMNS = ("n", "min_us", "median_us", "mean_us", "max_us", "stddev_us", "p10_us", "p90_us", "iqr_us",
+                 "gflops", "gbps")
+BOO_DRIVER_STATS = ("min", "max", "mean", "stddev", "num_dispatches")
+
+Comparisons = Mapping[tuple[str, str, str], Comparison]
+
+
+class ExportError(BooError):
+    """An export cannot be written: unknown format, or a path that is not writable. One line, names the path."""
+
+
+# --- paths and atomic writes ---------------------------------------------------------------------------------
+
+def export_format(path: str | os.PathLike[str]) -> str:
+    """The format an export path asks for (".csv", ".json" or ".md"); ExportError for anything else."""
+    suffix = Path(path).suffix.lower()
+    if suffix == ".markdown":
+        suffix = ".md"
+    if suffix not in FORMATS:
+        raise ExportError(f"export {os.fspath(path)}: unknown format {suffix or '(no extension)'!r};"
+                          f" use one of {', '.join(FORMATS)}")
+    return suffix
+
+
+def check_export_path(path: str | os.PathLike[str], *, formats: Sequence[str] = FORMATS) -> Path:
+    """Validate an export path before any work: a known extension, an existing directory we can create files
+    in, and not itself a directory. Returns the path. Raises ExportError with a one-line reason."""
+    p = Path(path)
+    if list(formats) == list(FORMATS):
+        export_format(p)
+    elif p.suffix.lower() not in formats:
+        raise ExportError(f"export {p}: unknown format {p.suffix or '(no extension)'!r}; use {', '.join(formats)}")
+    if p.is_dir():
+        raise ExportError(f"export {p}: is a directory")
+    parent = p.parent
+    if not parent.is_dir():
+        what = "is not a directory" if parent.exists() else "does not exist"
+        raise ExportError(f"export {p}: directory {parent} {what}")
+    try:   # the only reliable test (permissions, read-only mounts, ACLs): create a file there
+        fd, probe = tempfile.mkstemp(dir=parent, prefix=f".{p.name}.", suffix=".probe")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise ExportError(f"export {p}: cannot write in {parent}: {e.strerror or e}") from None
+    return p
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp: str | None = None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())   # mkstemp makes 0600; an export is an ordinary file
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as e:
+        raise ExportError(f"export {path}: {e.strerror or e}") from None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+# --- entry points --------------------------------------------------------------------------------------------
+
+def export_results(
+    path: str | os.PathLike[str],
+    results: Sequence[JobResult],
+    *,
+    environment: dict[str, Any] | None = None,
+    run: dict[str, Any] | None = None,
+    comparisons: Comparisons | None = None,
+) -> None:
+    """Write `results` to `path` in the format its extension names (.csv, .json, .md).
+
+    `comparisons` maps `compare.comparison_key(result)` to its Comparison against the baseline; when None they
+    are computed here from the samples (`compare.compare_results`).
+    """
+    p = check_export_path(path)
+    fmt = export_format(p)
+    results = list(results)
+    if comparisons is None:
+        comparisons = compare_results(results)
+    if fmt == ".csv":
+        text = render_csv(results, comparisons)
+    elif fmt == ".json":
+        text = render_json(results, environment=environment, run=run, comparisons=comparisons)
+    else:
+        text = render_markdown(results, environment=environment, run=run, comparisons=comparisons)
+    _write_atomic(p, text)
+
+
+def write_boo_driver_csv(path: str | os.PathLike[str], rows: Sequence[tuple[str, Mapping[str, JobResult]]]) -> None:
+    """iree-boo-driver's `--csv` file. `rows`: one (arguments text, {backend: JobResult}) per command.
+
+    Columns: `arguments`, then for each backend (in first-seen order) `<b> min`, `<b> max`, `<b> mean`,
+    `<b> stddev`, `<b> num_dispatches` (times in us). When any result carries a numerics check, each backend
+    also gets `<b> numerics_pass` (True/False) and one `<b> <stat>` column per numerics statistic (sorted
+    names, the union over all results). Anything a result cannot provide (failed, missing) is `N.A.`.
+    """
+    p = check_export_path(path, formats=(".csv",))
+    _write_atomic(p, render_boo_driver_csv(rows))
+
+
+# --- CSV -----------------------------------------------------------------------------------------------------
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return "" if math.isnan(v) else repr(v)
+    return str(v)
+
+
+def _csv_text(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(header)
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+def _result_record(r: JobResult, comparisons: Comparisons) -> dict[str, Any]:
+    d: dict[str, Any] = {
+        "command": r.command, "func_name": r.func_name, "op": r.op, "variant": r.variant, "target": r.target,
+        "backend": r.backend, "status": r.status, "numerics": r.numerics.verdict if r.numerics else None,
+        "noisy": r.noisy, "noise_reason": r.noise_reason, "host_load": r.host_load, "block_k": r.block_k,
+        "warmup_calls": r.warmup_calls, "error": r.error, "source": r.source, "reproducer": r.reproducer,
+        "job_id": r.job_id,
+    }
+    for f in _STAT_COLUMNS:
+        d[f] = getattr(r.stats, f) if r.stats else None
+    c = r.compile
+    d.update(compile_seconds=c.seconds if c else None, cache_hit=c.cache_hit if c else None,
+             num_dispatches=c.num_dispatches if c else None, spec_applied=c.spec_applied if c else None)
+    cmp = comparisons.get(comparison_key(r))
+    d.update(ratio_vs_baseline=cmp.ratio if cmp else None, ci_low=cmp.ci_low if cmp else None,
+             ci_high=cmp.ci_high if cmp else None, p_value=cmp.p_value if cmp else None,
+             verdict=cmp.verdict if cmp else None)
+    return d
+
+
+def render_csv(results: Sequence[JobResult], comparisons: Comparisons) -> str:
+    rows = []
+    for r in results:
+        rec = _result_record(r, comparisons)
+        rows.append([_cell(rec[k]) for k in CSV_COLUMNS])
+    return _csv_text(CSV_COLUMNS, rows)
+
+
+# --- JSON ----------------------------------------------------------------------------------------------------
+
+def _json_safe(v: Any) -> Any:
+    """JSON has no NaN / inf: they become null, so every JSON parser reads the file."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        return {str(k): _json_safe(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_json_safe(x) for x in v]
+    return v
+
+
+def render_json(results: Sequence[JobResult], *, environment: dict[str, Any] | None, run: dict[str, Any] | None,
+                comparisons: Comparisons) -> str:
+    out_results = []
+    for r in results:
+        d = r.to_dict()
+        cmp = comparisons.get(comparison_key(r))
+        d["column"] = column_label(r)
+        d["comparison"] = cmp.to_dict() if cmp else None
+        out_results.append(d)
+    doc = {
+        "format": "boo-tui-results",
+        "format_version": 1,
+        "exported_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "environment": environment,
+        "run": run,
+        "results": out_results,
+        "comparisons": [
+            {"target": t, "command": cmd, "variant": label, "baseline": BASELINE_LABEL, **c.to_dict()}
+            for (t, cmd, label), c in comparisons.items()
+        ],
+        "summary": {label: s.to_dict() for label, s in summarize(by_variant(comparisons)).items()},
+    }
+    return json.dumps(_json_safe(doc), indent=1, allow_nan=False, default=str) + "\n"
+
+
+# --- Markdown ------------------------------------------------------------------------------------------------
+
+_MARK = {FASTER: "✅ faster", SLOWER: "❌ slower", SAME: "≈ same", INSUFFICIENT: "❔ too few samples"}
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def _code(text: str) -> str:
+    return "`" + text.replace("`", "'").replace("|", "\\|").replace("\n", " ") + "`"
+
+
+def _fmt_us(x: float | None) -> str:
+    if x is None or not math.isfinite(x):
+        return "-"
+    if x >= 1000:
+        return f"{x:,.0f}"
+    if x >= 10:
+        return f"{x:.1f}"
+    return f"{x:.2f}"
+
+
+def _fmt_ratio(c: Comparison) -> str:
+    if not math.isfinite(c.ratio):
+        return "-"
+    s = f"{c.ratio:.3f}x"
+    if math.isfinite(c.ci_low) and math.isfinite(c.ci_high):
+        s += f" [{c.ci_low:.3f}, {c.ci_high:.3f}]"
+    return f"{s} {_MARK.get(c.verdict, c.verdict)}"
+
+
+def _short(text: str | None, limit: int = 80) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _latency_cell(r: JobResult | None) -> str:
+    if r is None:
+        return "-"
+    if r.status == FAILED:
+        return "**failed**: " + _md_escape(_short(r.error or "unknown error"))
+    if r.status != DONE or r.stats is None:
+        return _md_escape(r.status)
+    cell = _fmt_us(r.stats.median_us)
+    if r.noisy:
+        cell += " ⚠"
+    if r.numerics is not None and r.numerics.verdict != "pass":
+        cell += " (numerics **" + _md_escape(r.numerics.verdict) + "**)"
+    return cell
+
+
+def _header_lines(results: Sequence[JobResult], environment: dict[str, Any] | None,
+                  run: dict[str, Any] | None) -> list[str]:
+    env = environment or (run or {}).get("environment") or {}
+    targets = sorted({r.target for r in results}) or [str((run or {}).get("target") or env.get("target") or "?")]
+    when = (run or {}).get("started_at") or datetime.datetime.now(datetime.timezone.utc).strftime(
+        "%Y-%m-%d %H:%M UTC")
+    facts = [f"target {', '.join(_code(t) for t in targets)}"]
+    if env.get("host"):
+        machine = str(env["host"])
+        if env.get("cpu"):
+            machine += f" ({env['cpu']}"
+            cores = env.get("cores_logical") or env.get("cores")
+            machine += f", {cores} cores)" if cores else ")"
+        if env.get("gpu"):
+            machine += f", {env['gpu']}"
+        facts.append(f"host {_md_escape(machine)}")
+    facts.append(_md_escape(str(when)))
+    if env.get("iree_compile_version"):
+        facts.append(_md_escape(_short_iree_version(str(env["iree_compile_version"]))))
+    if env.get("torch_version"):
+        facts.append(f"torch {_md_escape(str(env['torch_version']))}")
+    return ["## boo-tui results", "", " · ".join(facts), ""]
+
+
+def _short_iree_version(line: str) -> str:
+    """"IREE compiler version 3.13.0rc20261016 @ 89ece87..." -> "IREE 3.13.0rc20261016" (the hash is in the JSON)."""
+    words = line.split()
+    if "version" in words and words.index("version") + 1 < len(words):
+        return "IREE " + words[words.index("version") + 1]
+    return line
+
+
+def render_markdown(results: Sequence[JobResult], *, environment: dict[str, Any] | None = None,
+                    run: dict[str, Any] | None = None, comparisons: Comparisons | None = None) -> str:
+    comparisons = comparisons if comparisons is not None else {}
+    lines = _header_lines(results, environment, run)
+    labels: list[str] = []
+    cells: dict[tuple[str, str], dict[str, JobResult]] = {}
+    for r in results:
+        label = column_label(r)
+        if label not in labels:
+            labels.append(label)
+        cells.setdefault((r.target, r.command), {})[label] = r
+    if BASELINE_LABEL in labels:
+        labels.remove(BASELINE_LABEL)
+        labels.insert(0, BASELINE_LABEL)
+    multi_target = len({t for t, _ in cells}) > 1
+    if labels == [BASELINE_LABEL] or len(labels) == 1:
+        lines += _single_column_table(cells, labels[0] if labels else BASELINE_LABEL, multi_target)
+    else:
+        lines += _side_by_side_table(cells, labels, comparisons, multi_target)
+    if not cells:
+        lines.append("_no results_")
+    summary = summarize(by_variant(comparisons)) if comparisons else {}
+    if summary:
+        parts = []
+        for label in labels:
+            s = summary.get(label)
+            if s is None:
+                continue
+            gm = f"{s.geomean_ratio:.3f}x" if math.isfinite(s.geomean_ratio) else "-"
+            parts.append(f"**{_md_escape(label)}** {gm} ({s.faster} faster, {s.slower} slower, {s.same} same"
+                         + (f", {s.insufficient} too few samples" if s.insufficient else "") + ")")
+        lines += ["", "Geomean latency ratio vs baseline (< 1 is faster): " + " · ".join(parts)]
+    n_failed = sum(1 for r in results if r.status == FAILED)
+    n_noisy = sum(1 for r in results if r.noisy)
+    notes = ["Times are median microseconds per call."]
+    if comparisons:
+        notes.append("Ratios: median(variant) / median(baseline) with a 95% bootstrap CI; a verdict needs "
+                     "Mann-Whitney p < 0.05 and a change of at least 3%.")
+    if n_noisy:
+        notes.append(f"⚠ = noisy measurement ({n_noisy}).")
+    if n_failed:
+        notes.append(f"{n_failed} failed.")
+    lines += ["", " ".join(notes), ""]
+    return "\n".join(lines)
+
+
+def _row_head(target: str, command: str, multi_target: bool) -> list[str]:
+    return ([_code(target)] if multi_target else []) + [_code(command)]
+
+
+def _single_column_table(cells: dict[tuple[str, str], dict[str, JobResult]], label: str,
+                         multi_target: bool) -> list[str]:
+    head = (["target"] if multi_target else []) + ["command", "median (us)", "min (us)", "p10-p90 (us)",
+                                                   "GFLOP/s", "n"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] * (len(head) - 5) + ["---:"] * 5) + "|"]
+    for (target, command), by_label in cells.items():
+        r = by_label.get(label)
+        row = _row_head(target, command, multi_target)
+        if r is not None and r.status == DONE and r.stats is not None:
+            s = r.stats
+            row += [_latency_cell(r), _fmt_us(s.min_us), f"{_fmt_us(s.p10_us)}-{_fmt_us(s.p90_us)}",
+                    f"{s.gflops:.1f}" if s.gflops is not None else "-", str(s.n)]
+        else:
+            row += [_latency_cell(r), "", "", "", ""]
+        lines.append("| " + " | ".join(row) + " |")
+    return lines
+
+
+def _side_by_side_table(cells: dict[tuple[str, str], dict[str, JobResult]], labels: list[str],
+                        comparisons: Comparisons, multi_target: bool) -> list[str]:
+    head = (["target"] if multi_target else []) + ["command"]
+    align = ["---"] * len(head)
+    for label in labels:
+        head.append(f"{_md_escape(label)} (us)")
+        align.append("---:")
+        if label != BASELINE_LABEL:
+            head.append(f"{_md_escape(label)} vs baseline")
+            align.append("---")
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(align) + "|"]
+    for (target, command), by_label in cells.items():
+        row = _row_head(target, command, multi_target)
+        for label in labels:
+            row.append(_latency_cell(by_label.get(label)))
+            if label != BASELINE_LABEL:
+                c = comparisons.get((target, command, label))
+                row.append(_fmt_ratio(c) if c else "-")
+        lines.append("| " + " | ".join(row) + " |")
+    return lines
+
+
+# --- iree-boo-driver CSV -------------------------------------------------------------------------------------
+
+def render_boo_driver_csv(rows: Sequence[tuple[str, Mapping[str, JobResult]]]) -> str:
+    backends: list[str] = []
+    numerics_keys: set[str] = set()
+    any_numerics = False
+    for _, by_backend in rows:
+        for b, r in by_backend.items():
+            if b not in backends:
+                backends.append(b)
+            if r.numerics is not None:
+                any_numerics = True
+                numerics_keys.update(r.numerics.stats)
+    stat_keys = sorted(numerics_keys)
+    header = ["arguments"]
+    for b in backends:
+        header += [f"{b} {k}" for k in BOO_DRIVER_STATS]
+        if any_numerics:
+            header += [f"{b} numerics_pass"] + [f"{b} {k}" for k in stat_keys]
+    out = []
+    for arguments, by_backend in rows:
+        line = [arguments]
+        for b in backends:
+            r = by_backend.get(b)
+            ok = r is not None and r.status == DONE and r.stats is not None
+            if ok:
+                s = r.stats
+                nd = r.compile.num_dispatches if r.compile and r.compile.num_dispatches is not None else NA
+                line += [_cell(s.min_us), _cell(s.max_us), _cell(s.mean_us), _cell(s.stddev_us), _cell(nd)]
+            else:
+                line += [NA] * len(BOO_DRIVER_STATS)
+            if any_numerics:
+                num = r.numerics if r is not None else None
+                if num is None:
+                    line += [NA] * (1 + len(stat_keys))
+                else:
+                    line.append("True" if num.verdict == "pass" else "False")
+                    line += [NA if num.stats.get(k) is None else _cell(num.stats[k]) for k in stat_keys]
+        out.append(line)
+    return _csv_text(header, out)

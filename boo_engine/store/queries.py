@@ -1,0 +1,78 @@
+"""Read queries. Each takes its own sqlite3 connection (readers never share the writer's), so any thread
+may call them while results are being written (WAL: readers see the last committed state, never wait)."""
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from ..results import DONE, FAILED, JobResult
+from .rows import job_result_from_row, loads
+
+_RUN_SELECT = """
+SELECT runs.*, e.host AS host,
+       (SELECT COUNT(*) FROM results r WHERE r.run_id = runs.id) AS n_results,
+       (SELECT COUNT(*) FROM results r WHERE r.run_id = runs.id AND r.status = 'done') AS ok,
+       (SELECT COUNT(*) FROM results r WHERE r.run_id = runs.id AND r.status = 'failed') AS failed
+FROM runs LEFT JOIN environments e ON e.id = runs.environment_id
+"""
+
+RESULT_SELECT = """
+SELECT r.*, c.text AS command, c.op AS op, c.func_name AS func_name, v.name AS variant,
+       k.artifact, k.cache_key, k.compile_seconds, k.cache_hit, k.compiler_version, k.num_dispatches,
+       k.compile_command, k.compile_error, k.spec_applied
+FROM results r
+JOIN commands c ON c.id = r.command_id
+JOIN variants v ON v.id = r.variant_id
+LEFT JOIN kernels k ON k.id = r.kernel_id
+WHERE r.run_id = ?
+ORDER BY r.id
+"""
+
+
+def _run_dict(row: sqlite3.Row) -> dict[str, Any]:
+    d = dict(row)
+    d["config"] = loads(d.get("config"))
+    return d
+
+
+def list_runs(conn: sqlite3.Connection, limit: int) -> list[dict[str, Any]]:
+    rows = conn.execute(_RUN_SELECT + " ORDER BY runs.id DESC LIMIT ?", (limit,)).fetchall()
+    return [_run_dict(r) for r in rows]
+
+
+def run_info(conn: sqlite3.Connection, run_id: int) -> dict[str, Any] | None:
+    row = conn.execute(_RUN_SELECT + " WHERE runs.id = ?", (run_id,)).fetchone()
+    if row is None:
+        return None
+    d = _run_dict(row)
+    env = None
+    if d.get("environment_id") is not None:
+        erow = conn.execute("SELECT details FROM environments WHERE id = ?", (d["environment_id"],)).fetchone()
+        env = loads(erow["details"]) if erow else None
+    d["environment"] = env
+    return d
+
+
+def load_results(conn: sqlite3.Connection, run_id: int) -> list[JobResult]:
+    rows = conn.execute(RESULT_SELECT, (run_id,)).fetchall()
+    samples: dict[int, list[float]] = {}
+    cur = conn.execute(
+        "SELECT s.result_id, s.latency_us FROM samples s JOIN results r ON r.id = s.result_id "
+        "WHERE r.run_id = ? ORDER BY s.result_id, s.idx",
+        (run_id,),
+    )
+    for result_id, latency in cur:
+        samples.setdefault(result_id, []).append(latency)
+    return [job_result_from_row(dict(r), samples.get(r["id"], [])) for r in rows]
+
+
+def finished_job_ids(conn: sqlite3.Connection, run_id: int) -> set[str]:
+    rows = conn.execute(
+        "SELECT job_id FROM results WHERE run_id = ? AND status IN (?, ?)", (run_id, DONE, FAILED)
+    ).fetchall()
+    return {r[0] for r in rows}
+
+
+def last_run_id(conn: sqlite3.Connection) -> int | None:
+    row = conn.execute("SELECT MAX(id) FROM runs").fetchone()
+    return row[0] if row else None

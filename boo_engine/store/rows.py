@@ -1,0 +1,157 @@
+"""JobResult <-> table rows. Pure functions, so the mapping can be tested without threads."""
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from ..results import CompileInfo, JobResult, NumericsInfo, Stats
+
+STAT_FIELDS = ("n", "min_us", "median_us", "mean_us", "max_us", "stddev_us", "p10_us", "p90_us", "iqr_us",
+               "gflops", "gbps")
+
+
+def dumps(value: Any) -> str | None:
+    """JSON text for a nested column; NULL for None so 'not known' stays distinguishable from '{}'."""
+    if value is None:
+        return None
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def sha256_json(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _bool_or_none(v: Any) -> bool | None:
+    return None if v is None else bool(v)
+
+
+def result_row(result: JobResult) -> dict[str, Any]:
+    """The `results` columns a JobResult fills (ids are added by the writer)."""
+    row: dict[str, Any] = {
+        "job_id": result.job_id,
+        "target": result.target,
+        "backend": result.backend,
+        "status": result.status,
+        "error": result.error,
+        "source": result.source,
+        "block_k": result.block_k,
+        "warmup_calls": result.warmup_calls,
+        "noisy": int(bool(result.noisy)),
+        "noise_reason": result.noise_reason,
+        "host_load": result.host_load,
+        "numerics": result.numerics.verdict if result.numerics else None,
+        "numerics_stats": dumps(result.numerics.stats) if result.numerics else None,
+        "reproducer": result.reproducer,
+        "started_at": result.started_at,
+        "finished_at": result.finished_at,
+    }
+    stats = result.stats
+    for f in STAT_FIELDS:
+        row[f] = getattr(stats, f) if stats is not None else None
+    return row
+
+
+def kernel_row(result: JobResult, variant_id: int) -> dict[str, Any] | None:
+    c = result.compile
+    if c is None:
+        return None
+    return {
+        "func_name": result.func_name,
+        "target": result.target,
+        "variant_id": variant_id,
+        "artifact": c.artifact,
+        "cache_key": c.key,
+        "compile_seconds": c.seconds,
+        "cache_hit": int(bool(c.cache_hit)),
+        "compiler_version": c.compiler_version,
+        "num_dispatches": c.num_dispatches,
+        "compile_command": dumps(list(c.command)),
+        "compile_error": c.error,
+        "spec_applied": None if c.spec_applied is None else int(bool(c.spec_applied)),
+    }
+
+
+def variant_row(name: str, *, flags: list[str] | None = None, spec_text: str | None = None,
+                details: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A variants row, identified by its content: the same name, flags, spec and details map to the same row,
+    and editing a spec between runs gives a new row (so old results keep pointing at what they measured)."""
+    flags_list = list(flags) if flags else []
+    row = {
+        "name": name,
+        "flags": dumps(flags_list),
+        "spec_text": spec_text,
+        "spec_hash": hashlib.sha256(spec_text.encode()).hexdigest() if spec_text is not None else None,
+        "details": dumps(details),
+    }
+    row["content_hash"] = sha256_json([name, flags_list, spec_text, details])
+    return row
+
+
+def environment_row(env: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "hash": sha256_json(env),
+        "host": env.get("host"),
+        "os": env.get("os"),
+        "cpu": env.get("cpu"),
+        "cores": env.get("cores_logical", env.get("cores")),
+        "gpu": env.get("gpu"),
+        "gpu_arch": env.get("gpu_arch"),
+        "driver": env.get("driver"),
+        "iree_compile_version": env.get("iree_compile_version"),
+        "iree_runtime_version": env.get("iree_runtime_version"),
+        "torch_version": env.get("torch_version"),
+        "tool_version": env.get("tool_version"),
+        "details": dumps(env),
+    }
+
+
+def job_result_from_row(row: dict[str, Any], samples: list[float]) -> JobResult:
+    """Rebuild a JobResult from a joined results/commands/variants/kernels row (see queries.RESULT_SELECT)."""
+    stats = None
+    if row["n"] is not None:
+        stats = Stats(**{f: row[f] for f in STAT_FIELDS})
+    numerics = None
+    if row["numerics"] is not None:
+        numerics = NumericsInfo(verdict=row["numerics"], stats=loads(row["numerics_stats"]) or {})
+    compile_info = None
+    if row["kernel_id"] is not None:
+        compile_info = CompileInfo(
+            seconds=row["compile_seconds"] if row["compile_seconds"] is not None else 0.0,
+            cache_hit=bool(row["cache_hit"]),
+            command=loads(row["compile_command"]) or [],
+            artifact=row["artifact"],
+            key=row["cache_key"],
+            compiler_version=row["compiler_version"],
+            num_dispatches=row["num_dispatches"],
+            error=row["compile_error"],
+            spec_applied=_bool_or_none(row["spec_applied"]),
+        )
+    return JobResult(
+        job_id=row["job_id"],
+        command=row["command"],
+        func_name=row["func_name"],
+        op=row["op"],
+        variant=row["variant"],
+        target=row["target"],
+        backend=row["backend"],
+        status=row["status"],
+        error=row["error"],
+        source=row["source"],
+        stats=stats,
+        samples_us=samples,
+        block_k=row["block_k"],
+        warmup_calls=row["warmup_calls"],
+        noisy=bool(row["noisy"]),
+        noise_reason=row["noise_reason"],
+        host_load=row["host_load"],
+        numerics=numerics,
+        compile=compile_info,
+        reproducer=row["reproducer"],
+        started_at=row["started_at"],
+        finished_at=row["finished_at"],
+    )

@@ -1,0 +1,158 @@
+"""The results database schema, as sqlite-utils migrations (applied in order, each once, recorded in
+`_sqlite_migrations`). Never edit an applied migration: add a new one.
+
+Design: plain columns for everything one filters or sorts on, foreign keys between tables (so `datasette` links
+them), JSON text only for nested detail. Times of runs are ISO-8601 UTC text (readable in any browser); times of
+results are Unix seconds (REAL) because the session hands them over as such and they must round-trip exactly.
+"""
+from __future__ import annotations
+
+from sqlite_utils import Database, Migrations
+
+migrations = Migrations("boo_results")
+
+_INITIAL = """
+CREATE TABLE environments (
+    id INTEGER PRIMARY KEY,
+    hash TEXT NOT NULL UNIQUE,            -- sha256 of details: identical machines share one row
+    host TEXT,
+    os TEXT,
+    cpu TEXT,
+    cores INTEGER,
+    gpu TEXT,
+    gpu_arch TEXT,
+    driver TEXT,
+    iree_compile_version TEXT,
+    iree_runtime_version TEXT,
+    torch_version TEXT,
+    tool_version TEXT,
+    details TEXT                          -- JSON: the whole collect_environment() dict
+);
+
+CREATE TABLE runs (
+    id INTEGER PRIMARY KEY,
+    started_at TEXT NOT NULL,
+    finished_at TEXT,
+    status TEXT NOT NULL DEFAULT 'running',   -- running | done | failed | interrupted | cancelled
+    command_line TEXT,
+    tool_version TEXT,
+    target TEXT,
+    config TEXT,                              -- JSON
+    environment_id INTEGER REFERENCES environments(id)
+);
+
+CREATE TABLE commands (
+    id INTEGER PRIMARY KEY,
+    text TEXT NOT NULL UNIQUE,
+    op TEXT,
+    func_name TEXT,
+    signature TEXT                            -- JSON (OpSignature.describe()), when known
+);
+
+CREATE TABLE variants (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    flags TEXT,                               -- JSON list of extra iree-compile flags
+    spec_text TEXT,                           -- tuning spec content (what was compiled, not just a path)
+    spec_hash TEXT,                           -- sha256 of spec_text
+    details TEXT,                             -- JSON (Variant.describe() and anything else)
+    content_hash TEXT NOT NULL UNIQUE         -- deduplication: same name + flags + spec + details = same row
+);
+
+CREATE TABLE kernels (
+    id INTEGER PRIMARY KEY,
+    func_name TEXT,
+    target TEXT,
+    variant_id INTEGER REFERENCES variants(id),
+    artifact TEXT,
+    cache_key TEXT,
+    compile_seconds REAL,
+    cache_hit INTEGER,
+    compiler_version TEXT,
+    num_dispatches INTEGER,
+    compile_command TEXT,                     -- JSON list: the exact iree-compile argv
+    compile_error TEXT,
+    spec_applied INTEGER
+);
+CREATE INDEX idx_kernels_cache_key ON kernels(cache_key);
+
+CREATE TABLE results (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    job_id TEXT NOT NULL,
+    command_id INTEGER NOT NULL REFERENCES commands(id),
+    variant_id INTEGER NOT NULL REFERENCES variants(id),
+    kernel_id INTEGER REFERENCES kernels(id),
+    target TEXT,
+    backend TEXT,
+    status TEXT NOT NULL,
+    error TEXT,
+    source TEXT,
+    n INTEGER,
+    min_us REAL,
+    median_us REAL,
+    mean_us REAL,
+    max_us REAL,
+    stddev_us REAL,
+    p10_us REAL,
+    p90_us REAL,
+    iqr_us REAL,
+    gflops REAL,
+    gbps REAL,
+    block_k INTEGER,
+    warmup_calls INTEGER,
+    noisy INTEGER NOT NULL DEFAULT 0,
+    noise_reason TEXT,
+    host_load REAL,
+    numerics TEXT,                            -- pass | fail | NULL (not checked)
+    numerics_stats TEXT,                      -- JSON
+    reproducer TEXT,
+    started_at REAL,
+    finished_at REAL,
+    UNIQUE (run_id, job_id)
+);
+CREATE INDEX idx_results_command ON results(command_id);
+CREATE INDEX idx_results_variant ON results(variant_id);
+CREATE INDEX idx_results_status ON results(run_id, status);
+
+-- Every raw sample, one row each. WITHOUT ROWID clusters a result's samples together on disk
+-- (a range scan to load them, ~20 bytes a row).
+CREATE TABLE samples (
+    result_id INTEGER NOT NULL REFERENCES results(id),
+    idx INTEGER NOT NULL,
+    latency_us REAL NOT NULL,
+    PRIMARY KEY (result_id, idx)
+) WITHOUT ROWID;
+
+-- One readable row per result for browsing (datasette, sqlite3 shell): names instead of ids.
+CREATE VIEW result_summary AS
+SELECT r.run_id, r.job_id, c.text AS command, c.func_name, v.name AS variant, r.target, r.backend,
+       r.status, r.n, r.median_us, r.min_us, r.p10_us, r.p90_us, r.gflops, r.gbps, r.numerics,
+       r.noisy, r.noise_reason, k.cache_hit, k.compile_seconds, k.spec_applied, r.error, r.id AS result_id
+FROM results r
+JOIN commands c ON c.id = r.command_id
+JOIN variants v ON v.id = r.variant_id
+LEFT JOIN kernels k ON k.id = r.kernel_id;
+"""
+
+
+@migrations()
+def m001_initial(db: Database) -> None:
+    for statement in _INITIAL.split(";\n"):
+        if statement.strip():
+            db.execute(statement)
+
+
+def apply(db: Database) -> None:
+    """Bring `db` to the current schema. Safe to call on every open and from several processes at once: the
+    whole check-and-apply runs under one write lock (BEGIN IMMEDIATE), so two processes opening a new file
+    together cannot both create the tables."""
+    if not migrations.pending(db):
+        return
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        migrations.apply(db)   # nested: each migration runs in a savepoint of this transaction
+    except BaseException:
+        db.rollback()
+        raise
+    db.commit()
