@@ -1,0 +1,299 @@
+"""Content-addressed kernel cache, safe across processes.
+
+Layout (under the root)::
+
+    <func_name>/<func_name>.mlir            the exported source (deterministic for a func_name)
+    <func_name>/<key[:16]>/kernel.vmfb      the compiled artifact
+                         /compile_command.sh the exact iree-compile command that built it (runnable)
+                         /meta.json          key fields, flags, compiler version, timings, vmfb size + sha256
+                         /configs/           --iree-hal-dump-executable-configurations-to output (always dumped)
+    .index/<xx>/<digest>                    (signature, target, flags, variant, compiler) -> key
+    .compiler-version.json                  `iree-compile --version`, remembered per compiler build
+
+The key is sha256 over the MLIR text, the full flag list, the target identity (resolved host CPU or GPU arch),
+the variant's key material (the CONTENT of specs and substituted files) and `iree-compile --version`. Changing
+any of them misses. The index lets a hit skip the export entirely: it maps everything that determines the MLIR
+and the flags (signature repr, the source of the signature's class, torch version) plus the other key parts to
+the key, so a warm `get_launchable` costs a few file reads.
+
+Root: an explicit `root` argument, else `$BOO_CACHE_DIR`, else `~/.cache/boo-tui/kernels`. `BOO_CACHE_ON=0`
+(when no explicit root is given) uses a private temporary cache that is deleted when the process exits.
+
+Writes are atomic: an entry is built in a temporary folder next to its final place and renamed into place, so a
+reader never sees half an entry. An entry whose meta.json does not parse or whose kernel.vmfb has the wrong size
+or checksum is treated as absent and rebuilt. A per-key fcntl lock makes concurrent compiles of the same kernel
+(threads or processes) compile it once.
+"""
+from __future__ import annotations
+
+import atexit
+import contextlib
+import fcntl
+import functools
+import hashlib
+import importlib.util
+import inspect
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any, Iterator
+
+DEFAULT_ROOT = Path("~/.cache/boo-tui/kernels")
+VMFB = "kernel.vmfb"
+META = "meta.json"
+COMMAND = "compile_command.sh"
+CONFIGS = "configs"
+#: bump when the layout or the key recipe changes, so old entries are never misread
+SCHEMA = 1
+
+
+def iree_compile_path() -> str:
+    """Absolute path of the iree-compile binary of the installed iree-base-compiler wheel (found without
+    importing iree.compiler, which costs ~70 ms), else the one on PATH."""
+    spec = importlib.util.find_spec("iree.compiler")
+    for loc in (spec.submodule_search_locations or []) if spec else []:
+        exe = Path(loc) / "_mlir_libs" / "iree-compile"
+        if exe.is_file():
+            return str(exe)
+    exe = shutil.which("iree-compile")
+    if not exe:
+        from ..errors import CompileError
+
+        raise CompileError("iree-compile not found: install iree-base-compiler")
+    return exe
+
+
+def _compiler_stamp(exe: str) -> str:
+    """Identifies a compiler build cheaply: path, size and mtime of the binary and of its library."""
+    parts = []
+    for p in (Path(exe), Path(exe).parent / "libIREECompiler.so"):
+        with contextlib.suppress(OSError):
+            st = p.stat()
+            parts.append(f"{p}:{st.st_size}:{st.st_mtime_ns}")
+    return "|".join(parts)
+
+
+@functools.lru_cache(maxsize=None)
+def _run_version(exe: str) -> str:
+    out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=60)
+    lines = [ln.strip() for ln in (out.stdout + out.stderr).splitlines() if ln.strip()]
+    version = " ".join(ln for ln in lines if "version" in ln.lower())
+    return version or " ".join(lines) or "unknown"
+
+
+@functools.lru_cache(maxsize=None)
+def _class_source_digest(cls: type) -> str:
+    """Digest of the module defining a signature class: a change to how an op is expressed must miss the index
+    (the MLIR might change even though the signature's repr does not)."""
+    try:
+        src = Path(inspect.getsourcefile(cls) or "").read_bytes()
+    except (OSError, TypeError):
+        src = cls.__qualname__.encode()
+    return hashlib.sha256(src).hexdigest()
+
+
+def _atomic_write(path: Path, data: str | bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode() if isinstance(data, str) else data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def file_sha256(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+class KernelCache:
+    """The on-disk cache. Cheap to construct; several instances (in several processes) may share a root.
+
+    `compiler_version` overrides `iree-compile --version` in the key (tests use it to prove a compiler upgrade
+    misses); by default it is read once per compiler build and remembered in the cache root.
+    """
+
+    def __init__(self, root: str | os.PathLike | None = None, *, compiler_version: str | None = None):
+        self.temporary = False
+        if root is None:
+            if os.environ.get("BOO_CACHE_ON", "1").strip().lower() in ("0", "false", "no", "off"):
+                root = tempfile.mkdtemp(prefix="boo-kernels-")
+                self.temporary = True
+                atexit.register(shutil.rmtree, root, True)
+            else:
+                root = os.environ.get("BOO_CACHE_DIR") or DEFAULT_ROOT
+        self.root = Path(root).expanduser().resolve()
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._compiler_version = compiler_version
+        self._thread_locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"KernelCache({str(self.root)!r})"
+
+    def __reduce__(self):  # picklable into worker processes: same root, same version override
+        return (_rebuild_cache, (str(self.root), self._compiler_version))
+
+    # ---- compiler version -----------------------------------------------------------------------------
+    @property
+    def compiler_version(self) -> str:
+        if self._compiler_version is None:
+            self._compiler_version = self._read_compiler_version()
+        return self._compiler_version
+
+    def _read_compiler_version(self) -> str:
+        exe = iree_compile_path()
+        stamp = _compiler_stamp(exe)
+        memo = self.root / ".compiler-version.json"
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            known = json.loads(memo.read_text())
+            if known["stamp"] == stamp:
+                return str(known["version"])
+        version = _run_version(exe)
+        with contextlib.suppress(OSError):
+            _atomic_write(memo, json.dumps({"stamp": stamp, "version": version}))
+        return version
+
+    # ---- keys -----------------------------------------------------------------------------------------
+    def key_for(self, mlir: str, flags: list[str], target_identity: str, variant_key: str) -> str:
+        h = hashlib.sha256()
+        for part in (f"schema{SCHEMA}", mlir, json.dumps(list(flags)), target_identity, variant_key,
+                     self.compiler_version):
+            h.update(part.encode())
+            h.update(b"\0\1\0")
+        return h.hexdigest()
+
+    def index_key(self, sig: Any, flags: list[str], target_identity: str, variant_key: str) -> str:
+        import torch
+
+        material = [f"schema{SCHEMA}", type(sig).__module__, type(sig).__qualname__, repr(sig),
+                    _class_source_digest(type(sig)), torch.__version__, list(flags), target_identity,
+                    variant_key, self.compiler_version]
+        return hashlib.sha256(json.dumps(material).encode()).hexdigest()
+
+    def _index_path(self, ikey: str) -> Path:
+        return self.root / ".index" / ikey[:2] / ikey
+
+    def index_lookup(self, ikey: str) -> tuple[str, str] | None:
+        """(func_name, key) recorded for an index key, or None."""
+        try:
+            rec = json.loads(self._index_path(ikey).read_text())
+            return str(rec["func_name"]), str(rec["key"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def index_record(self, ikey: str, func_name: str, key: str) -> None:
+        _atomic_write(self._index_path(ikey), json.dumps({"func_name": func_name, "key": key}))
+
+    # ---- entries --------------------------------------------------------------------------------------
+    def func_dir(self, func_name: str) -> Path:
+        return self.root / func_name
+
+    def entry_dir(self, func_name: str, key: str) -> Path:
+        return self.func_dir(func_name) / key[:16]
+
+    def mlir_path(self, func_name: str) -> Path:
+        return self.func_dir(func_name) / f"{func_name}.mlir"
+
+    def write_mlir(self, func_name: str, text: str) -> Path:
+        path = self.mlir_path(func_name)
+        try:
+            if path.read_text() == text:
+                return path
+        except OSError:
+            pass
+        _atomic_write(path, text)
+        return path
+
+    def load(self, func_name: str, key: str) -> dict[str, Any] | None:
+        """The validated meta of an entry, or None when absent, truncated or corrupt (then it gets rebuilt)."""
+        d = self.entry_dir(func_name, key)
+        try:
+            meta = json.loads((d / META).read_text())
+            if meta.get("key") != key or meta.get("schema") != SCHEMA:
+                return None
+            vmfb = d / VMFB
+            if vmfb.stat().st_size != meta["vmfb_size"] or file_sha256(vmfb) != meta["vmfb_sha256"]:
+                return None
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        return meta
+
+    def staging_dir(self, func_name: str, key: str) -> Path:
+        """A fresh temporary folder next to the entry's final place (same filesystem, so rename is atomic)."""
+        parent = self.func_dir(func_name)
+        parent.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(dir=parent, prefix=f".tmp-{key[:16]}-"))
+
+    def commit(self, staging: Path, func_name: str, key: str, meta: dict[str, Any]) -> dict[str, Any]:
+        """Seal `staging` (which holds kernel.vmfb, configs/, compile_command.sh) with its meta and move it into
+        place, replacing a corrupt entry if one is there. Returns the meta written."""
+        vmfb = staging / VMFB
+        meta = dict(meta, schema=SCHEMA, key=key, func_name=func_name,
+                    vmfb_size=vmfb.stat().st_size, vmfb_sha256=file_sha256(vmfb))
+        (staging / META).write_text(json.dumps(meta, indent=2, sort_keys=True))
+        final = self.entry_dir(func_name, key)
+        if final.exists():  # corrupt or stale: move aside first (rename onto a non-empty dir fails)
+            trash = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".trash-{key[:16]}-"))
+            with contextlib.suppress(OSError):
+                os.rename(final, trash / "old")
+            shutil.rmtree(trash, ignore_errors=True)
+        try:
+            os.rename(staging, final)
+        except OSError:
+            # someone else (without our lock, e.g. another cache root view) won the race: keep theirs if valid
+            shutil.rmtree(staging, ignore_errors=True)
+            theirs = self.load(func_name, key)
+            if theirs is None:
+                raise
+            return theirs
+        return meta
+
+    @contextlib.contextmanager
+    def lock(self, func_name: str, key: str) -> Iterator[None]:
+        """Exclusive per-key lock across threads and processes, held while (re)building one entry."""
+        d = self.func_dir(func_name)
+        d.mkdir(parents=True, exist_ok=True)
+        name = f".{key[:16]}.lock"
+        with self._guard:
+            tlock = self._thread_locks.setdefault(name + func_name, threading.Lock())
+        with tlock, open(d / name, "a+") as f:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+    def entries(self) -> Iterator[tuple[str, str, Path]]:
+        """(func_name, key, dir) of every valid entry, for listing and tests."""
+        for fdir in sorted(p for p in self.root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            for edir in sorted(p for p in fdir.iterdir() if p.is_dir() and not p.name.startswith(".")):
+                with contextlib.suppress(OSError, ValueError):
+                    meta = json.loads((edir / META).read_text())
+                    if self.load(fdir.name, meta["key"]) is not None:
+                        yield fdir.name, meta["key"], edir
+
+
+def _rebuild_cache(root: str, compiler_version: str | None) -> KernelCache:
+    return KernelCache(root, compiler_version=compiler_version)
+
+
+_default: KernelCache | None = None
+_default_lock = threading.Lock()
+
+
+def default_cache() -> KernelCache:
+    """The process-wide cache from the environment ($BOO_CACHE_DIR / BOO_CACHE_ON), made on first use."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = KernelCache()
+        return _default

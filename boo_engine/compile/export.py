@@ -1,0 +1,38 @@
+"""Signature -> torch-dialect MLIR text, through torch.export and IREE's FxImporter.
+
+The MLIR text is part of the cache key, so export must be deterministic: the same signature gives the same text
+in any process (no source locations, no addresses, constants frozen in a stable order). The first torch.export
+of a process holds the GIL for ~150 ms, which is why the compile pool exports in worker processes, never on a
+UI thread.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..errors import CompileError
+from ..ops.base import OpSignature
+
+#: name of the exported entry point; the runtime calls this function
+FUNC_NAME = "main"
+
+
+def export_mlir(sig: OpSignature) -> str:
+    """Torch-dialect MLIR of `sig.reference`, with one function `main` taking `sig.input_shapes()`.
+
+    Raises CompileError when torch.export or the importer rejects the op (a bug in the signature or an op
+    the importer cannot express), with the underlying message kept in `stderr`."""
+    from iree.compiler import ir
+    from iree.compiler.extras.fx_importer import FxImporter
+
+    # Meta-free sample tensors: export only needs shapes and dtypes, values are irrelevant.
+    args = tuple(torch.zeros(s, dtype=d) for s, d in zip(sig.input_shapes(), sig.input_dtypes()))
+    try:
+        with torch.no_grad():
+            program = torch.export.export(sig.as_module(), args, strict=False)
+        importer = FxImporter(context=ir.Context())
+        importer.import_frozen_program(program, func_name=FUNC_NAME)
+        text = str(importer.module)
+    except Exception as e:  # noqa: BLE001 - export failures become one clear error
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise CompileError(f"{sig.func_name}: export to MLIR failed: {first}", stderr=str(e)) from None
+    return text

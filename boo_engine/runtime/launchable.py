@@ -1,0 +1,184 @@
+"""Compiled kernels as Python callables taking and returning torch tensors.
+
+`get_launchable(sig, target, variant)(*tensors)` behaves like `sig.reference(*tensors)`: same argument
+convention, same result structure, shapes and dtypes. On the CPU, inputs go to IREE zero-copy through DLPack
+(bf16 included: verified on IREE 3.13); outputs are copied out (see `_host_tensor` for why).
+
+For timing, `Launchable.prepare(*tensors)` uploads once and returns a `Prepared` whose `invoke()` only calls the
+kernel (no checks, no conversions), plus `to_torch(raw)` to read a result.
+
+Runtime devices are created once per (driver, threads) per process. CPU kernels run on `local-sync` (one thread,
+inline: the most stable measurement) by default; `threads > 1` uses `local-task`, whose worker count IREE fixes
+when the first local-task device of the process is created, so a process can only ever use one local-task size.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from ..errors import LaunchError
+from ..ops.base import OpSignature
+from ..targets import Target, parse_target
+from ..variants import BASELINE, Variant
+
+_devices: dict[str, Any] = {}
+_devices_lock = threading.Lock()
+_local_task_threads: int | None = None
+
+
+def _runtime_config(driver: str, threads: int) -> Any:
+    """One iree.runtime.Config (instance + device) per driver per process."""
+    global _local_task_threads
+    import iree.runtime as rt
+
+    with _devices_lock:
+        if driver == "local-task":
+            if _local_task_threads is None:
+                rt.flags.parse_flags(f"--task_topology_max_group_count={max(1, threads)}")
+                _local_task_threads = max(1, threads)
+            elif _local_task_threads != max(1, threads):
+                raise LaunchError(f"local-task already runs {_local_task_threads} threads in this process; "
+                                  f"{threads} threads need a fresh process")
+        cfg = _devices.get(driver)
+        if cfg is None:
+            try:
+                cfg = rt.Config(driver)
+            except Exception as e:  # noqa: BLE001
+                raise LaunchError(f"IREE runtime driver {driver!r} is unavailable here: "
+                                  f"{(str(e).splitlines() or [''])[0]}") from None
+            _devices[driver] = cfg
+        return cfg
+
+
+@dataclass
+class LoadedModule:
+    """A vmfb loaded on a device: `fn` is the `main` entry point."""
+
+    fn: Any
+    device: Any
+    driver: str
+    context: Any
+    vmfb_path: str
+
+
+def load_artifact(vmfb_path: str, driver: str, threads: int = 1, *, function: str = "main") -> LoadedModule:
+    """Map a .vmfb and bind its entry point on `driver` (~1 ms for a cached kernel)."""
+    import iree.runtime as rt
+
+    if driver == "local-sync" and threads > 1:
+        driver = "local-task"
+    cfg = _runtime_config(driver, threads)
+    try:
+        ctx = rt.SystemContext(config=cfg)
+        ctx.add_vm_module(rt.VmModule.mmap(cfg.vm_instance, str(vmfb_path)))
+        fn = ctx.modules.module[function]
+    except Exception as e:  # noqa: BLE001
+        raise LaunchError(f"cannot load {vmfb_path}: {(str(e).splitlines() or [''])[0]}") from None
+    return LoadedModule(fn=fn, device=cfg.device, driver=driver, context=ctx, vmfb_path=str(vmfb_path))
+
+
+class Prepared:
+    """Arguments already on the device: `invoke()` is one kernel call and nothing else."""
+
+    def __init__(self, launchable: "Launchable", tensors: tuple[torch.Tensor, ...], device_args: list[Any]):
+        self.launchable = launchable
+        self.tensors = tensors          # keeps zero-copy inputs alive
+        self.device_args = device_args
+        self._fn = launchable.module.fn
+
+    def invoke(self) -> Any:
+        """Call the kernel; returns IREE's raw result (a device array or a tuple of them)."""
+        return self._fn(*self.device_args)
+
+    def to_torch(self, raw: Any) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        return self.launchable.to_torch(raw)
+
+
+class Launchable:
+    """A compiled signature on a device. Call it like `sig.reference`."""
+
+    def __init__(self, sig: OpSignature, module: LoadedModule, artifact: Any = None):
+        self.sig = sig
+        self.module = module
+        self.artifact = artifact
+        self._shapes = [tuple(int(d) for d in s) for s in sig.input_shapes()]
+        self._dtypes = list(sig.input_dtypes())
+        self._cpu = module.driver in ("local-sync", "local-task")
+
+    def __repr__(self) -> str:
+        return f"Launchable({self.sig.func_name}, driver={self.module.driver})"
+
+    def __call__(self, *tensors: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        return self.to_torch(self.prepare(*tensors).invoke())
+
+    def prepare(self, *tensors: torch.Tensor) -> Prepared:
+        """Check the arguments against the signature and put them on the device (zero-copy on the CPU)."""
+        checked = self._check(tensors)
+        return Prepared(self, checked, [self._to_device(t) for t in checked])
+
+    def _check(self, tensors: Sequence[Any]) -> tuple[torch.Tensor, ...]:
+        name = self.sig.func_name
+        if len(tensors) != len(self._shapes):
+            raise LaunchError(f"{name}: takes {len(self._shapes)} tensors, got {len(tensors)}")
+        out = []
+        for i, (t, shape, dtype) in enumerate(zip(tensors, self._shapes, self._dtypes)):
+            if not isinstance(t, torch.Tensor):
+                raise LaunchError(f"{name}: argument {i} must be a torch.Tensor, got {type(t).__name__}")
+            if tuple(t.shape) != shape:
+                raise LaunchError(f"{name}: argument {i} has shape {tuple(t.shape)}, expected {shape}")
+            if t.dtype != dtype:
+                raise LaunchError(f"{name}: argument {i} has dtype {t.dtype}, expected {dtype}")
+            if t.requires_grad:
+                t = t.detach()
+            if t.device.type != "cpu" and self._cpu:
+                t = t.cpu()
+            out.append(t.contiguous())  # no copy when already contiguous
+        return tuple(out)
+
+    def _to_device(self, t: torch.Tensor) -> Any:
+        import iree.runtime as rt
+
+        dev = self.module.device
+        if self._cpu:
+            return rt.DeviceArray(dev, dev.from_dlpack_capsule(t.__dlpack__()))
+        t = t.cpu()
+        if t.dtype == torch.bfloat16:
+            return rt.asdevicearray(dev, t.view(torch.int16).numpy(), element_type=rt.HalElementType.BFLOAT_16)
+        return rt.asdevicearray(dev, t.numpy())
+
+    def to_torch(self, raw: Any) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        """IREE result(s) -> torch CPU tensor(s), in the structure `sig.reference` returns."""
+        items = list(raw) if isinstance(raw, (tuple, list)) else [raw]
+        tensors = tuple(_host_tensor(x) for x in items)
+        if self.sig.returns_tuple or len(tensors) > 1:
+            return tensors
+        return tensors[0]
+
+
+def _host_tensor(x: Any) -> torch.Tensor:
+    """Copy one result out. A copy, not a view: in IREE 3.13 the numpy array `to_host()` returns does not keep
+    the mapped buffer alive, so a view would read freed memory once the result object is gone (seen: garbage
+    bf16 outputs as soon as torch reused the memory)."""
+    host = x.to_host() if hasattr(x, "to_host") else np.asarray(x)
+    if str(host.dtype) == "bfloat16":  # numpy has no native bf16: reinterpret the bits
+        return torch.from_numpy(host.view(np.uint16)).clone().view(torch.bfloat16)
+    return torch.from_numpy(host).clone()
+
+
+def get_launchable(sig: OpSignature, target: Target | str = "cpu", variant: Variant | None = None, *,
+                   cache: Any = None, threads: int | None = None, timeout_s: float | None = None) -> Launchable:
+    """Compile `sig` through the cache if needed (a cache hit neither exports nor compiles) and load it.
+
+    `threads` (cpu only) overrides `target.threads`. Raises CompileError or LaunchError."""
+    from ..compile.pool import DEFAULT_TIMEOUT_S, compile_signature
+
+    target = target if isinstance(target, Target) else parse_target(target)
+    art = compile_signature(sig, target, variant or BASELINE, cache=cache,
+                            timeout_s=timeout_s or DEFAULT_TIMEOUT_S)
+    n = threads if threads is not None else target.threads
+    driver = ("local-sync" if n <= 1 else "local-task") if target.kind == "cpu" else target.driver
+    return Launchable(sig, load_artifact(art.vmfb_path, driver, n), art)
