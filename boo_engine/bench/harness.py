@@ -94,11 +94,10 @@ def measure(
     """
     if iters < 1:
         raise ValueError(f"iters must be >= 1, got {iters}")
-    gc_was_enabled = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    load = _HostLoad()
     t_start = _now_ns()
+    gc_was_enabled = gc.isenabled()
+    gc.disable()     # no collection inside a block; a full gc.collect() first would cost ~100 ms per job
+    load = _HostLoad()
     deadline = t_start + int(max_time_s * 1e9) if max_time_s is not None else None
     try:
         timer_ns = _timer_overhead_ns()

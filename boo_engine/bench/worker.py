@@ -119,7 +119,8 @@ class BenchWorker:
     asking for another thread count restarts the child.
     """
 
-    def __init__(self, *, threads: int = 1, start: bool = True) -> None:
+    def __init__(self, target_name: str = "cpu", *, threads: int = 1, start: bool = True) -> None:
+        self.target_name = target_name   # the device this worker measures on (specs carry it too)
         self._ctx = mp.get_context("spawn")
         self._lock = threading.Lock()
         self._threads = threads
@@ -344,7 +345,7 @@ def _child_main(inbox: Connection, outbox: Connection, threads: int) -> None:
                 return
 
     threading.Thread(target=read, name="boo-bench-inbox", daemon=True).start()
-    state = _ChildState(threads)
+    state = RuntimeCache()
     outbox.send(("ready", os.getpid()))
     while True:
         job = jobs.get()
@@ -393,11 +394,10 @@ def _one_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {first}" if first else type(e).__name__
 
 
-class _ChildState:
-    """What the child keeps warm between jobs: one IREE config (device) per driver, loaded modules."""
+class RuntimeCache:
+    """What the worker keeps warm between jobs: one IREE config (device) per driver, and loaded modules."""
 
-    def __init__(self, threads: int) -> None:
-        self.threads = threads
+    def __init__(self) -> None:
         self._configs: dict[str, Any] = {}
         self._modules: dict[tuple, Any] = {}
 
@@ -423,7 +423,7 @@ class _ChildState:
         return ctx
 
 
-def _run_spec(spec: BenchSpec, state: _ChildState, send: Callable[[list[float]], None], cancel: _SeqCancel):
+def _run_spec(spec: BenchSpec, state: RuntimeCache, send: Callable[[list[float]], None], cancel: _SeqCancel):
     from .harness import measure
 
     import torch
@@ -434,7 +434,7 @@ def _run_spec(spec: BenchSpec, state: _ChildState, send: Callable[[list[float]],
     driver = None
     if spec.backend == IREE:
         driver = resolve_driver(spec)
-        kernel = _IreeKernel(state, spec.vmfb_path, driver, spec.function, args)
+        kernel = IreeCall(state, spec.vmfb_path, driver, spec.function, args)
         call, sync, outputs = kernel.call, None, kernel.outputs
     else:
         targs = tuple(a.to(device) for a in args)
@@ -496,14 +496,14 @@ def _numerics(spec: BenchSpec, args: tuple, outs: tuple) -> NumericsInfo:
     return numerics_verdict(spec.sig, args, outs, reference_outputs=reference)
 
 
-class _IreeKernel:
+class IreeCall:
     """A vmfb function with its arguments packed ONCE: each call is one VM invoke and nothing else.
 
     On the CPU the torch tensors are shared with IREE through DLPack (no copy); on a GPU they are uploaded once.
     The results list is fresh per call (IREE allocates the outputs per call, as iree-benchmark-module does).
     """
 
-    def __init__(self, state: _ChildState, path: str, driver: str, function: str, args: tuple) -> None:
+    def __init__(self, state: RuntimeCache, path: str, driver: str, function: str, args: tuple) -> None:
         import iree.runtime as rt
         from iree.runtime.function import InvokeContext
 

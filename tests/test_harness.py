@@ -1,0 +1,162 @@
+"""The timing harness on real IREE kernels (CPU, local-sync), in this process.
+
+The machine running the tests is shared and noisy, so timing assertions use generous bounds; the structural
+ones (counts, warm-up, k, streaming, cancel) are exact.
+"""
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from boo_engine.bench.harness import MAX_BLOCK_K, choose_block_k, measure
+from boo_engine.bench.worker import IreeCall, RuntimeCache
+from test_worker_support import MatmulSig, compile_sig
+
+
+@pytest.fixture(scope="module")
+def kernels(tmp_path_factory):
+    """A tiny kernel (~2-3 us, dominated by invoke overhead) and a big one (~ms)."""
+    out = tmp_path_factory.mktemp("harness_kernels")
+    cache = RuntimeCache()
+    calls = {}
+    for name, n in (("tiny", 8), ("big", 256)):
+        sig = MatmulSig(n=n)
+        vmfb = compile_sig(sig, str(out))
+        calls[name] = IreeCall(cache, vmfb, "local-sync", "main", sig.get_sample_args(0))
+    return calls
+
+
+def _plain_loop_us(call, n: int) -> float:
+    """Per-call time of a plain loop, the yardstick the samples should agree with (median of 5 runs)."""
+    runs = []
+    for _ in range(5):
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            call()
+        runs.append((time.perf_counter_ns() - t0) / n / 1e3)
+    return statistics.median(runs)
+
+
+def test_sample_count_warmup_and_k_for_big_kernel(kernels):
+    m = measure(kernels["big"].call, iters=30, warmup_s=0.05)
+    assert len(m.samples_us) == 30
+    assert m.warmup_calls >= 3
+    assert m.block_k == 1
+    assert not m.truncated and not m.cancelled
+    assert all(s > 0 for s in m.samples_us)
+    assert m.overhead_fraction < 0.01
+    yard = _plain_loop_us(kernels["big"].call, 20)
+    assert 0.7 * yard < statistics.median(m.samples_us) < 1.4 * yard
+
+
+def test_tiny_kernel_is_timed_in_blocks(kernels):
+    m = measure(kernels["tiny"].call, iters=200)
+    assert m.block_k > 1, (m.est_call_ns, m.timer_overhead_ns, m.loop_overhead_ns)
+    assert len(m.samples_us) == 200
+    # the harness's own share stays within the budget (or is as small as Python allows)
+    assert m.overhead_fraction <= 0.011
+    yard = _plain_loop_us(kernels["tiny"].call, 20000)
+    assert 0.7 * yard < statistics.median(m.samples_us) < 1.4 * yard
+
+
+def test_warmup_is_discarded():
+    """The first calls are slow (as a cold kernel's are); none of them may reach the samples."""
+    state = {"n": 0}
+
+    def call():
+        state["n"] += 1
+        if state["n"] <= 3:
+            time.sleep(0.01)
+
+    m = measure(call, iters=50, warmup_s=0.0, min_warmup_calls=3)
+    assert m.warmup_calls == 3
+    assert len(m.samples_us) == 50
+    assert max(m.samples_us) < 5_000     # a 10 ms warm-up call would show as >= 10000 us
+
+
+def test_min_time_extends_sampling_and_max_time_truncates(kernels):
+    m = measure(kernels["big"].call, iters=5, min_time_s=0.3, warmup_s=0.01)
+    span = sum(s * m.block_k for s in m.samples_us) / 1e6
+    assert len(m.samples_us) > 5 and span >= 0.25
+
+    m = measure(kernels["big"].call, iters=10**9, max_time_s=0.3, warmup_s=0.01)
+    assert m.truncated
+    assert m.wall_s < 1.0
+    assert len(m.samples_us) > 5
+
+
+def test_streaming_cadence_and_completeness(kernels):
+    stamps: list[float] = []
+    batches: list[list[float]] = []
+
+    def on_batch(b):
+        stamps.append(time.perf_counter())
+        batches.append(list(b))
+
+    t0 = time.perf_counter()
+    m = measure(kernels["big"].call, iters=1, min_time_s=1.0, warmup_s=0.05, on_batch=on_batch)
+    elapsed = time.perf_counter() - t0
+    assert [s for b in batches for s in b] == m.samples_us       # every sample streamed exactly once
+    assert len(batches) / elapsed >= 5.0, (len(batches), elapsed)
+    gaps = [b - a for a, b in zip(stamps, stamps[1:])]
+    assert max(gaps) < 0.35
+
+
+def test_cancel_stops_quickly(kernels):
+    ev = threading.Event()
+    set_at: list[float] = []
+
+    def on_batch(_):
+        if not set_at:
+            set_at.append(time.perf_counter())
+            ev.set()
+
+    m = measure(kernels["big"].call, iters=10**9, max_time_s=30, cancel=ev, on_batch=on_batch)
+    assert m.cancelled
+    assert time.perf_counter() - set_at[0] < 0.5
+    assert m.samples_us                   # what was measured is kept
+
+    ev2 = threading.Event()
+    threading.Timer(0.05, ev2.set).start()      # cancelled during warm-up: returns at once, no samples
+    t0 = time.perf_counter()
+    m = measure(kernels["big"].call, iters=10, warmup_s=30, cancel=ev2)
+    assert m.cancelled and not m.samples_us and time.perf_counter() - t0 < 1.0
+
+
+def test_sync_runs_once_per_block_inside_the_timed_region():
+    calls = {"call": 0, "sync": 0}
+
+    def call():
+        calls["call"] += 1
+
+    def sync():
+        calls["sync"] += 1
+        time.sleep(0.001)      # a device wait: must be part of every sample
+
+    m = measure(call, iters=20, warmup_s=0.0, min_warmup_calls=3, sync=sync)
+    assert calls["sync"] == m.warmup_calls + len(m.samples_us)
+    assert min(s * m.block_k for s in m.samples_us) >= 1000
+
+
+def test_host_load_sees_another_busy_process(kernels):
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        m = measure(kernels["big"].call, iters=1, min_time_s=1.0, warmup_s=0.01)
+    finally:
+        spinner.kill()
+        spinner.wait()
+    assert m.host_load is not None and m.host_load >= 0.5, m.host_load
+
+
+def test_choose_block_k():
+    assert choose_block_k(1_000_000, 50, 20) == 1          # 1 ms call: k = 1
+    k = choose_block_k(2_000, 60, 15)                         # 2 us call: timer must be amortised
+    assert k > 1 and 60 / k + 15 <= 0.01 * 2_000
+    assert 1 < choose_block_k(500, 60, 15) <= MAX_BLOCK_K    # below what any k can fix: block ~100 us
+    assert choose_block_k(1, 60, 15) == MAX_BLOCK_K
