@@ -222,14 +222,9 @@ class Store:
     def _result_of(self, fut: Future[Any], timeout: float | None) -> Any:
         try:
             return fut.result(timeout)
-        except TimeoutError:
-            raise
-        except StoreError:
+        except (TimeoutError, StoreError):
             raise
         except Exception as e:
-            with self._error_lock:
-                if self._error is e:
-                    self._error = None    # reported here: flush() need not raise it again
             raise StoreError(f"results database {self.path}: {e}") from e
 
     def _wait(self, event: threading.Event, timeout: float | None) -> bool:
@@ -293,8 +288,8 @@ class Store:
                 fut = item[1]
                 try:
                     fut.set_result(getattr(writer, op)(*item[2:]))
-                except Exception as e:
-                    self._record_error(e, op)
+                except Exception as e:   # the caller waits on this one: it gets the error directly
+                    log.debug("results store %s: %s failed: %s", self.path, op, e)
                     fut.set_exception(e)
         write_pending()
         return False
@@ -327,8 +322,10 @@ class _Writer:
     """Owns the write connection; used only on the writer thread."""
 
     def __init__(self, path: Path):
+        self.path = path
         self.conn = _connect(path)
         self.conn.execute("PRAGMA synchronous=NORMAL")   # with WAL: durable across a process kill, far faster
+        self.conn.execute("PRAGMA foreign_keys=ON")      # a result for an unknown run is an error, not an orphan
         self.variants: dict[tuple[int, str], dict[str, Any]] = {}
 
     def close(self) -> None:
@@ -366,19 +363,19 @@ class _Writer:
         with self._tx() as c:
             cur = c.execute("UPDATE runs SET status = ?, finished_at = ? WHERE id = ?", (status, _now_iso(), run_id))
             if cur.rowcount == 0:
-                raise StoreError(f"no run {run_id}")
+                raise StoreError(f"no run {run_id} in {self.path}")
 
     def resume_run(self, run_id: int) -> None:
         with self._tx() as c:
             cur = c.execute("UPDATE runs SET status = 'running', finished_at = NULL WHERE id = ?", (run_id,))
             if cur.rowcount == 0:
-                raise StoreError(f"no run {run_id}")
+                raise StoreError(f"no run {run_id} in {self.path}")
 
     def mark_interrupted(self, run_id: int) -> int:
         marks = ",".join("?" * len(FINAL_STATUSES))
         with self._tx() as c:
             if c.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
-                raise StoreError(f"no run {run_id}")
+                raise StoreError(f"no run {run_id} in {self.path}")
             cur = c.execute(
                 f"UPDATE results SET status = ? WHERE run_id = ? AND status NOT IN ({marks})",
                 (INTERRUPTED, run_id, *FINAL_STATUSES),

@@ -1,0 +1,398 @@
+"""The results store on real SQLite files: round trips, upserts, WAL, migrations, crash safety, concurrency."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from boo_engine.results import (COMPILING, DONE, FAILED, INTERRUPTED, MEASURING, QUEUED, CompileInfo, JobResult,
+                                NumericsInfo, Stats)
+from boo_engine.store import Store, StoreError, default_db_path
+
+ENV = {"host": "testhost", "cpu": "Test CPU", "cores_logical": 2, "iree_compile_version": "IREE compiler version 9",
+       "torch_version": "2.x", "gpu": None}
+
+
+def full_result(job_id: str = "j1", n: int = 7, **kw) -> JobResult:
+    """A JobResult with EVERY field set to a non-default value."""
+    samples = [10.0 + i * 0.25 for i in range(n)]
+    r = JobResult(
+        job_id=job_id,
+        command="conv -n 1 -c 8 -H 16 -W 16 -k 4 -y 3 -x 3",
+        func_name="conv_2d_float32_forward_1x8x16x16_nchw_4x8x3x3_fchw_nfhw_1x1s_1x1p_1x1d_1g",
+        op="conv",
+        variant="tuned",
+        target="cpu",
+        backend="iree",
+        status=DONE,
+        error="a warning kept even on success",
+        source="cmds.txt:3",
+        stats=Stats(n=n, min_us=10.0, max_us=11.5, mean_us=10.75, stddev_us=0.54, median_us=10.75, p10_us=10.15,
+                    p90_us=11.35, iqr_us=0.75, gflops=12.5, gbps=3.25),
+        samples_us=samples,
+        block_k=8,
+        warmup_calls=16,
+        noisy=True,
+        noise_reason="IQR/median 14% > 10%",
+        host_load=0.125,
+        numerics=NumericsInfo(verdict="fail", stats={"max_abs": 0.5, "mean_error": -1e-7, "nested": {"a": [1, 2]}}),
+        compile=CompileInfo(seconds=1.75, cache_hit=True, command=["iree-compile", "in.mlir", "-o", "out.vmfb"],
+                            artifact="/cache/x/out.vmfb", key="abc123", compiler_version="IREE 3.13",
+                            num_dispatches=2, error="remark: something", spec_applied=False),
+        reproducer="iree-benchmark-module --module=/cache/x/out.vmfb --device=local-sync",
+        started_at=1763700000.125,
+        finished_at=1763700003.5,
+    )
+    for k, v in kw.items():
+        setattr(r, k, v)
+    return r
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = Store(tmp_path / "sub" / "results.db")
+    yield s
+    s.close()
+
+
+def new_run(store: Store, **kw) -> int:
+    args = dict(command_line="boo-tui conv -n 1", target="cpu", config={"iters": 100, "variants": ["tuned"]},
+                environment=ENV)
+    args.update(kw)
+    return store.start_run(**args)
+
+
+def test_full_round_trip_every_field(store):
+    run = new_run(store)
+    r = full_result()
+    store.record_result(run, r)
+    store.flush()
+    [back] = store.load_results(run)
+    assert back == r
+    assert back.to_dict() == r.to_dict()
+
+
+def test_round_trip_of_a_bare_failed_result(store):
+    run = new_run(store)
+    r = JobResult(job_id="f", command="gemm --a_w 4", func_name="g", op="gemm", variant="baseline", target="cpu",
+                  backend="torch", status=FAILED, error="boom")
+    store.record_result(run, r)
+    store.flush()
+    assert store.load_results(run) == [r]
+
+
+def test_snapshot_taken_when_queued(store):
+    run = new_run(store)
+    r = full_result()
+    store.record_result(run, r)
+    r.samples_us.append(999.0)   # the caller keeps mutating its object: the queued state must not change
+    r.status = FAILED
+    store.flush()
+    [back] = store.load_results(run)
+    assert back.status == DONE and 999.0 not in back.samples_us
+
+
+def test_upsert_queued_progress_final(store, tmp_path):
+    run = new_run(store)
+    r = JobResult(job_id="j", command="conv -n 1", func_name="f", op="conv", variant="baseline", target="cpu",
+                  backend="iree", status=QUEUED)
+    store.record_result(run, r)
+    store.flush()
+    assert [x.status for x in store.load_results(run)] == [QUEUED]
+    r.status, r.samples_us = MEASURING, [1.0, 2.0, 3.0]
+    r.compile = CompileInfo(seconds=2.0, key="k1")
+    store.record_result(run, r)
+    store.flush()
+    [mid] = store.load_results(run)
+    assert mid.status == MEASURING and mid.samples_us == [1.0, 2.0, 3.0] and mid.compile.key == "k1"
+    final = full_result(job_id="j", n=5)
+    store.record_result(run, final)
+    store.flush()
+    [back] = store.load_results(run)
+    assert back == final
+    with sqlite3.connect(store.path) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM results").fetchone()[0] == 1
+        assert conn.execute("SELECT COUNT(*) FROM samples").fetchone()[0] == 5   # replaced, not appended
+        assert conn.execute("SELECT COUNT(*) FROM kernels").fetchone()[0] == 1   # updated in place
+    # a later write without compile info drops the kernel row
+    final.compile = None
+    store.record_result(run, final)
+    store.flush()
+    assert store.load_results(run)[0].compile is None
+    with sqlite3.connect(store.path) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM kernels").fetchone()[0] == 0
+
+
+def test_many_updates_of_one_job_collapse_and_keep_the_last(store):
+    run = new_run(store)
+    r = full_result(n=1)
+    for i in range(200):
+        r.samples_us = [float(i)] * (i + 1)
+        store.record_result(run, r)
+    store.flush()
+    [back] = store.load_results(run)
+    assert back.samples_us == [199.0] * 200
+
+
+def test_same_job_id_in_two_runs_are_two_results(store):
+    a, b = new_run(store), new_run(store)
+    store.record_result(a, full_result(status=DONE))
+    store.record_result(b, full_result(status=FAILED))
+    store.flush()
+    assert store.load_results(a)[0].status == DONE
+    assert store.load_results(b)[0].status == FAILED
+    assert store.last_run_id() == b
+
+
+def test_wal_enabled_and_schema_browsable(store):
+    new_run(store)
+    with sqlite3.connect(store.path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert {"runs", "environments", "commands", "variants", "kernels", "results", "samples"} <= tables
+        fks = {(r[2], r[3]) for r in conn.execute("PRAGMA foreign_key_list(results)")}
+        assert {("runs", "run_id"), ("commands", "command_id"), ("variants", "variant_id"),
+                ("kernels", "kernel_id")} <= fks
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_migrations_idempotent(tmp_path):
+    path = tmp_path / "r.db"
+    with Store(path) as s1:
+        run = new_run(s1)
+        s1.record_result(run, full_result())
+    with Store(path) as s2:   # second open: nothing re-applied, data intact
+        assert s2.load_results(run) == [full_result()]
+        with sqlite3.connect(path) as conn:
+            names = [r[0] for r in conn.execute("SELECT name FROM _sqlite_migrations")]
+        assert names == ["m001_initial"]
+
+
+def test_two_stores_on_one_file_at_once(tmp_path):
+    """Two writers (two threads here, two processes in real life) share the file through the busy timeout."""
+    path = tmp_path / "shared.db"
+    s1, s2 = Store(path), Store(path)
+    try:
+        r1, r2 = new_run(s1), new_run(s2)
+        for i in range(40):
+            s1.record_result(r1, full_result(job_id=f"a{i}", n=50))
+            s2.record_result(r2, full_result(job_id=f"b{i}", n=50))
+        s1.flush()
+        s2.flush()
+        assert len(s1.load_results(r2)) == 40 and len(s2.load_results(r1)) == 40
+    finally:
+        s1.close()
+        s2.close()
+
+
+def test_environment_and_variants_deduplicated(store):
+    a = new_run(store)
+    b = new_run(store)
+    c = new_run(store, environment=dict(ENV, host="other"))
+    for run in (a, b, c):
+        store.register_variant(run, "tuned", flags=["--x"], spec_text="module {}", details={"specs": ["s.mlir"]})
+        store.record_result(run, full_result())
+    store.register_variant(c, "tuned", flags=["--x"], spec_text="module { changed }")
+    store.record_result(c, full_result(job_id="j2"))
+    store.flush()
+    with sqlite3.connect(store.path) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM environments").fetchone()[0] == 2
+        rows = conn.execute("SELECT name, spec_text, spec_hash, flags FROM variants ORDER BY id").fetchall()
+        assert len(rows) == 2 and rows[0][1] == "module {}" and json.loads(rows[0][3]) == ["--x"]
+        assert rows[0][2] != rows[1][2]
+        assert conn.execute("SELECT COUNT(*) FROM commands").fetchone()[0] == 1
+    assert {r.variant for r in store.load_results(c)} == {"tuned"}
+    assert store.run_info(a)["environment"] == ENV
+
+
+def test_register_command_signature(store):
+    run = new_run(store)
+    store.register_command("conv -n 1 -c 8 -H 16 -W 16 -k 4 -y 3 -x 3", op="conv", func_name="fn",
+                           signature={"n": 1, "c": 8})
+    store.record_result(run, full_result())
+    store.flush()
+    with sqlite3.connect(store.path) as conn:
+        assert json.loads(conn.execute("SELECT signature FROM commands").fetchone()[0]) == {"n": 1, "c": 8}
+
+
+def test_runs_listing_info_resume_and_interrupt(store):
+    run = new_run(store)
+    store.record_result(run, full_result(job_id="ok1"))
+    store.record_result(run, full_result(job_id="bad", status=FAILED))
+    store.record_result(run, full_result(job_id="comp", status=COMPILING))
+    store.record_result(run, full_result(job_id="q", status=QUEUED))
+    store.flush()
+    [listed] = store.list_runs()
+    assert (listed["id"], listed["status"], listed["n_results"], listed["ok"], listed["failed"]) == (run, "running", 4, 1, 1)
+    assert listed["config"] == {"iters": 100, "variants": ["tuned"]} and listed["host"] == "testhost"
+    assert store.finished_job_ids(run) == {"ok1", "bad"}
+    assert store.mark_interrupted(run) == 2
+    statuses = {r.job_id: r.status for r in store.load_results(run)}
+    assert statuses == {"ok1": DONE, "bad": FAILED, "comp": INTERRUPTED, "q": INTERRUPTED}
+    info = store.run_info(run)
+    assert info["status"] == "interrupted" and info["finished_at"]
+    store.resume_run(run)
+    assert store.run_info(run)["status"] == "running" and store.run_info(run)["finished_at"] is None
+    store.finish_run(run, "done")
+    assert store.run_info(run)["status"] == "done"
+    assert store.mark_interrupted(run) == 0 and store.run_info(run)["status"] == "done"   # a finished run stays
+
+
+def test_bad_calls_are_one_line_errors(store):
+    with pytest.raises(StoreError, match="no run 424242"):
+        store.run_info(424242)
+    with pytest.raises(StoreError, match="no run 424242"):
+        store.finish_run(424242, "done")
+    with pytest.raises(ValueError, match="not one of"):
+        store.finish_run(1, "exploded")
+    assert store.last_run_id() is None
+
+
+def test_writer_errors_surface_on_flush_and_are_logged(store, caplog):
+    caplog.set_level(logging.ERROR, logger="boo_engine.store")
+    store.record_result(999, full_result())   # no such run: the foreign key rejects it
+    with pytest.raises(StoreError, match="write failed"):
+        store.flush()
+    assert any("FOREIGN KEY" in r.getMessage() for r in caplog.records)
+    store.flush()   # reported once; the store keeps working
+    run = new_run(store)
+    store.record_result(run, full_result())
+    store.flush()
+    assert len(store.load_results(run)) == 1
+
+
+def test_error_surfaces_on_close(tmp_path):
+    s = Store(tmp_path / "r.db")
+    s.record_result(77, full_result())
+    with pytest.raises(StoreError):
+        s.close()
+    with pytest.raises(StoreError, match="closed"):
+        s.record_result(77, full_result())
+
+
+def test_unusable_path_is_a_store_error(tmp_path):
+    garbage = tmp_path / "not-a-db.db"
+    garbage.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(StoreError, match="not-a-db.db"):
+        Store(garbage)
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(StoreError):
+        Store(blocker / "sub" / "r.db")
+
+
+def test_default_db_path(monkeypatch, tmp_path):
+    monkeypatch.delenv("BOO_DB", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert default_db_path() == tmp_path / "boo-results.db"
+    monkeypatch.setenv("BOO_DB", str(tmp_path / "elsewhere.db"))
+    assert default_db_path() == tmp_path / "elsewhere.db"
+    with Store() as s:
+        assert s.path == tmp_path / "elsewhere.db" and s.path.exists()
+
+
+def test_readers_in_other_threads_while_writing(store):
+    run = new_run(store)
+    errors: list[BaseException] = []
+    seen: dict[int, list[int]] = {0: [], 1: []}
+    stop = threading.Event()
+
+    def reader(me: int) -> None:
+        try:
+            while not stop.is_set():
+                results = store.load_results(run)
+                for r in results:   # every visible result is whole: its stats match its samples
+                    assert r.stats.n == len(r.samples_us)
+                seen[me].append(len(results))
+                store.list_runs()
+        except BaseException as e:  # noqa: BLE001 - reported to the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=reader, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for i in range(150):
+        store.record_result(run, full_result(job_id=f"j{i}", n=200,
+                                             stats=Stats(200, 1, 1, 1, 0, 1, 1, 1, 0)))
+        if i % 10 == 0:
+            time.sleep(0.005)
+    store.flush()
+    time.sleep(0.05)
+    stop.set()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for counts in seen.values():
+        assert counts and counts == sorted(counts)   # a reader never sees the count go backwards
+    assert len(store.load_results(run)) == 150
+
+
+CHILD = textwrap.dedent("""
+    import sys
+    from boo_engine.results import JobResult, Stats
+    from boo_engine.store import Store
+    store = Store(sys.argv[1])
+    run = store.start_run(command_line="child", target="cpu", config={}, environment={"host": "child"})
+    print("run", run, flush=True)
+    i = 0
+    while True:
+        batch = []
+        for _ in range(5):
+            n = 300 + (i % 7) * 100
+            r = JobResult(job_id=f"j{i}", command=f"conv -n {i}", func_name="f", op="conv", variant="baseline",
+                          target="cpu", backend="iree", status="queued")
+            store.record_result(run, r)
+            r.status = "done"
+            r.samples_us = [float(i) + k * 1e-3 for k in range(n)]
+            r.stats = Stats(n, 0, 0, 0, 0, 0, 0, 0, 0)
+            store.record_result(run, r)
+            batch.append(r.job_id)
+            i += 1
+        store.flush()
+        print("committed", " ".join(batch), flush=True)
+""")
+
+
+def test_sigkill_mid_stream_leaves_a_consistent_db(tmp_path):
+    path = tmp_path / "killed.db"
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(path)], stdout=subprocess.PIPE, text=True)
+    committed: list[str] = []
+    try:
+        run = int(proc.stdout.readline().split()[1])
+        while len(committed) < 60:
+            line = proc.stdout.readline()
+            assert line, "child died before writing enough results"
+            committed += line.split()[1:]
+        time.sleep(0.01)   # the child is writing the next batches right now
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    with Store(path) as s:
+        assert s.run_info(run)["status"] == "running"
+        s.mark_interrupted(run)
+        results = {r.job_id: r for r in s.load_results(run)}
+        assert s.run_info(run)["status"] == "interrupted"
+    for job_id in committed:
+        r = results[job_id]
+        i = int(job_id[1:])
+        assert r.status == DONE
+        assert r.samples_us == [float(i) + k * 1e-3 for k in range(300 + (i % 7) * 100)]
+    for r in results.values():   # nothing half-written, reported or not
+        if r.status == DONE:
+            assert r.stats.n == len(r.samples_us)
+        else:
+            assert r.status == INTERRUPTED and r.samples_us == []
