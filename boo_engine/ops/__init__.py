@@ -1,0 +1,9 @@
+"""Op signatures: one frozen dataclass per op family (see base.OpSignature for the contract)."""
+from __future__ import annotations
+
+from boo_engine.ops.base import DTYPES, OpSignature
+from boo_engine.ops.conv import ConvSignature
+from boo_engine.ops.gemm import GemmSignature
+from boo_engine.ops.layernorm import LayerNormSignature
+
+__all__ = ["DTYPES", "OpSignature", "ConvSignature", "GemmSignature", "LayerNormSignature"]

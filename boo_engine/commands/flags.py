@@ -1,0 +1,150 @@
+"""A small MIOpenDriver-style flag parser.
+
+Why not argparse: argparse prints to stderr and raises SystemExit on bad input, which would take down a
+dashboard or a whole batch of commands. Here every problem is a one-line `CommandError` naming the token.
+
+Accepted forms: `--flag value`, `--flag=value`, `-x value`. Every MIOpenDriver flag takes a value, so the token
+after a flag is always its value (which lets `-p -1` reach validation as "-1" instead of being read as a flag).
+A flag given twice keeps its last value, so arguments appended to a command (a commands file's extra args)
+override the ones written earlier.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+from boo_engine.errors import CommandError
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One flag of an op's table: its long name (the key of the parsed values), short letter, value kind and
+    default (None = not given, for flags whose default depends on other flags)."""
+
+    long: str
+    short: str | None
+    kind: str  # "int" | "float" | "str"
+    default: Any
+
+
+def _show(token: str) -> str:
+    """A token as it appears in error messages: quoted and kept to one line."""
+    text = token if len(token) <= 40 else token[:37] + "..."
+    return repr(text)
+
+
+def flag_name(flag: Flag, used: str | None = None) -> str:
+    """How to name a flag in a message: the spelling the user typed, else the long form."""
+    return used if used else f"--{flag.long}"
+
+
+def _convert(op: str, spelled: str, kind: str, raw: str) -> Any:
+    if kind == "int":
+        text = raw.strip()
+        # plain decimal integers only (int() would also take '1_000' and ' 7 ')
+        body = text[1:] if text[:1] in "+-" else text
+        if not body.isascii() or not body.isdigit() or len(body) > 18:
+            raise CommandError(f"{op}: {spelled} expects an integer, got {_show(raw)}")
+        return int(text)
+    if kind == "float":
+        try:
+            value = float(raw)
+        except ValueError:
+            raise CommandError(f"{op}: {spelled} expects a number, got {_show(raw)}") from None
+        if not math.isfinite(value):
+            raise CommandError(f"{op}: {spelled} expects a finite number, got {_show(raw)}")
+        return value
+    return raw
+
+
+def parse_flags(op: str, tokens: Sequence[str], table: Iterable[Flag]) -> tuple[dict[str, Any], dict[str, str]]:
+    """Parse `tokens` (the command without its op word) against `table`.
+
+    Returns (values by long name with defaults filled in, the spelling the user typed for each given flag).
+    The spellings let later validation name the flag as the user wrote it.
+    """
+    flags = list(table)
+    by_long: Mapping[str, Flag] = {f.long: f for f in flags}
+    by_short: Mapping[str, Flag] = {f.short: f for f in flags if f.short}
+    values: dict[str, Any] = {f.long: f.default for f in flags}
+    spelled: dict[str, str] = {}
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        flag: Flag | None = None
+        raw: str | None = None
+        if token.startswith("--") and len(token) > 2:
+            name, eq, inline = token[2:].partition("=")
+            flag = by_long.get(name)
+            if flag is None:
+                raise CommandError(f"{op}: unknown flag {_show('--' + name)}")
+            used = "--" + name
+            if eq:
+                raw = inline
+        elif token.startswith("-") and len(token) == 2:
+            flag = by_short.get(token[1])
+            if flag is None:
+                raise CommandError(f"{op}: unknown flag {_show(token)}")
+            used = token
+        elif token.startswith("-") and len(token) > 2 and not _looks_numeric(token):
+            raise CommandError(f"{op}: unknown flag {_show(token)}")
+        else:
+            raise CommandError(f"{op}: unexpected argument {_show(token)}")
+        if raw is None:
+            if i + 1 >= len(tokens):
+                raise CommandError(f"{op}: {used} expects a value")
+            raw = tokens[i + 1]
+            i += 2
+        else:
+            i += 1
+        values[flag.long] = _convert(op, used, flag.kind, raw)
+        spelled[flag.long] = used
+    return values, spelled
+
+
+def _looks_numeric(token: str) -> bool:
+    try:
+        float(token)
+    except ValueError:
+        return False
+    return True
+
+
+def split_timing_args(tokens: Sequence[str]) -> tuple[list[str], int, int]:
+    """Remove the timing args (`-t/--time`, `--iter`/`-i`) wherever they appear, as BOO does before the op's
+    parser sees the command. Returns (remaining tokens, iters, time); the last occurrence wins."""
+    iters, time = 100, 1
+    op = tokens[0] if tokens and not tokens[0].startswith("-") else "command"
+    rest: list[str] = []
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        name, eq, inline = token.partition("=") if token.startswith("--") else (token, "", "")
+        which = {"--iter": "iter", "-i": "iter", "--time": "time", "-t": "time"}.get(name)
+        if which is None:
+            rest.append(token)
+            i += 1
+            continue
+        if eq:
+            raw, i = inline, i + 1
+        elif i + 1 < len(tokens):
+            raw, i = tokens[i + 1], i + 2
+        else:
+            raise CommandError(f"{op}: {name} expects a value")
+        value = _convert(op, name, "int", raw)
+        if which == "iter":
+            if value < 1:
+                raise CommandError(f"{op}: {name} must be at least 1, got {value}")
+            iters = value
+        else:
+            if value not in (0, 1):
+                raise CommandError(f"{op}: {name} must be 0 or 1, got {value}")
+            time = value
+    return rest, iters, time
+
+
+def require(op: str, cond: bool, message: str) -> None:
+    """Raise a CommandError `op: message` unless `cond` holds."""
+    if not cond:
+        raise CommandError(f"{op}: {message}")

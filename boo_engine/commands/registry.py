@@ -1,0 +1,62 @@
+"""The op registry: the first token of a command picks the op family parser and the dtype."""
+from __future__ import annotations
+
+import os
+import shlex
+from typing import Callable, Sequence
+
+from boo_engine.commands.conv import parse_conv
+from boo_engine.commands.gemm import parse_gemm
+from boo_engine.commands.layernorm import parse_layernorm
+from boo_engine.errors import CommandError
+from boo_engine.ops.base import OpSignature
+
+Parser = Callable[[str, str, Sequence[str]], OpSignature]
+
+_FAMILIES: dict[str, Parser] = {
+    "conv": parse_conv,
+    "layernorm": parse_layernorm,
+    "gemm": parse_gemm,
+}
+_DTYPE_SUFFIXES = {"": "float32", "fp16": "float16", "bfp16": "bfloat16"}
+
+#: op word -> (family parser, dtype name); filled by `register_family`
+OPS: dict[str, tuple[Parser, str]] = {}
+
+
+def register_family(family: str, parser: Parser) -> None:
+    """Make `family`, `familyfp16` and `familybfp16` known."""
+    for suffix, dtype_name in _DTYPE_SUFFIXES.items():
+        OPS[family + suffix] = (parser, dtype_name)
+
+
+for _family, _parser in _FAMILIES.items():
+    register_family(_family, _parser)
+
+
+def tokenize(cmd: str | Sequence[str]) -> list[str]:
+    """Shell-split a command string (a sequence of tokens is taken as is). A leading `MIOpenDriver` (as in
+    MIOpen's logs) is dropped, so commands can be pasted from a log."""
+    if isinstance(cmd, str):
+        try:
+            tokens = shlex.split(cmd)
+        except ValueError as exc:
+            raise CommandError(f"cannot split command: {exc}") from None
+    else:
+        tokens = [str(t) for t in cmd]
+    if tokens and os.path.basename(tokens[0]) == "MIOpenDriver":
+        tokens = tokens[1:]
+    if not tokens:
+        raise CommandError("empty command")
+    return tokens
+
+
+def parse_op_tokens(tokens: Sequence[str]) -> OpSignature:
+    """tokens[0] is the op word, the rest its flags (timing args already removed)."""
+    word = tokens[0]
+    entry = OPS.get(word)
+    if entry is None:
+        shown = word if len(word) <= 40 else word[:37] + "..."
+        raise CommandError(f"unknown op {shown!r} (expected one of {', '.join(sorted(OPS))})")
+    parser, dtype_name = entry
+    return parser(word, dtype_name, list(tokens[1:]))

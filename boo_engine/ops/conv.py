@@ -1,0 +1,307 @@
+"""Convolution signatures (1-D, 2-D, 3-D; any layout; groups; bias; forward and every backward mode; transposed).
+
+Layouts are strings of letters: N (batch), C (channels), and the spatial letters H (1-D), H W (2-D) or D H W
+(3-D). The filter's N is its first torch dimension (out channels, or in channels for a transposed conv) and its
+C the second. The reference permutes every tensor to torch's N C <spatial> order, calls torch, and permutes the
+results back, so an NHWC command takes NHWC tensors and returns NHWC tensors.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import torch
+
+from boo_engine.ops._common import BACKWARD_MODE_NAMES, check_dtype, check_size, fail, numel, shape_str
+from boo_engine.ops.base import OpSignature
+
+#: MIOpen `-F` values and the gradients each selects (input, weight, bias); 1 is forward
+CONV_BACKWARD_MASKS: dict[int, tuple[bool, bool, bool]] = {
+    2: (True, False, False),
+    4: (False, True, False),
+    6: (True, True, False),
+    7: (False, False, True),
+    8: (True, False, True),
+    9: (False, True, True),
+    10: (True, True, True),
+}
+CONV_FORW_VALUES = (1, *CONV_BACKWARD_MASKS)
+
+SPATIAL_LETTERS: dict[int, str] = {1: "H", 2: "HW", 3: "DHW"}
+DEFAULT_LAYOUTS: dict[int, str] = {n: "NC" + s for n, s in SPATIAL_LETTERS.items()}
+
+# flag spellings used in messages, per spatial letter
+_IN_FLAGS = {"D": "--in_d", "H": "-H", "W": "-W"}
+_FIL_FLAGS = {"D": "--fil_d", "H": "-y", "W": "-x"}
+_STRIDE_FLAGS = {"D": "--conv_stride_d", "H": "-u", "W": "-v"}
+_PAD_FLAGS = {"D": "--pad_d", "H": "-p", "W": "-q"}
+_DIL_FLAGS = {"D": "--dilation_d", "H": "-l", "W": "-j"}
+_OPAD_FLAGS = {"D": "--trans_output_pad_d", "H": "-Y", "W": "-X"}
+
+
+def _perm(src: str, dst: str) -> list[int]:
+    """The permutation p with `t.permute(p)` turning a tensor laid out as `src` into `dst`."""
+    return [src.index(ch) for ch in dst]
+
+
+def _permute(t: torch.Tensor, src: str, dst: str) -> torch.Tensor:
+    if src == dst:
+        return t
+    return t.permute(_perm(src, dst)).contiguous()
+
+
+@dataclass(frozen=True)
+class ConvSignature(OpSignature):
+    """One convolution kernel. Spatial tuples are in D, H, W order (only the dims the conv has)."""
+
+    op: ClassVar[str] = "conv"
+
+    dtype_name: str
+    batch: int
+    in_channels: int
+    out_channels: int
+    in_spatial: tuple[int, ...]
+    fil_spatial: tuple[int, ...]
+    stride: tuple[int, ...]
+    padding: tuple[int, ...]
+    dilation: tuple[int, ...]
+    groups: int = 1
+    bias: bool = False
+    forw: int = 1
+    in_layout: str = ""
+    fil_layout: str = ""
+    out_layout: str = ""
+    transposed: bool = False
+    output_padding: tuple[int, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        for name in ("in_spatial", "fil_spatial", "stride", "padding", "dilation", "output_padding"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        nd = len(self.in_spatial)
+        # fill defaults that depend on the spatial rank (frozen: go through object.__setattr__)
+        for name in ("in_layout", "fil_layout", "out_layout"):
+            if not getattr(self, name) and nd in DEFAULT_LAYOUTS:
+                object.__setattr__(self, name, DEFAULT_LAYOUTS[nd])
+        if not self.output_padding:
+            object.__setattr__(self, "output_padding", (0,) * nd)
+        self._validate()
+
+    # ---- validation -----------------------------------------------------------------------------------
+    def _validate(self) -> None:
+        op = "conv"
+        check_dtype(op, self.dtype_name)
+        nd = len(self.in_spatial)
+        if nd not in SPATIAL_LETTERS:
+            raise fail(op, f"{nd}-D convolution not supported (expected 1, 2 or 3 spatial dims)")
+        letters = SPATIAL_LETTERS[nd]
+        for name, seq in (("filter", self.fil_spatial), ("stride", self.stride), ("padding", self.padding),
+                          ("dilation", self.dilation), ("output padding", self.output_padding)):
+            if len(seq) != nd:
+                raise fail(op, f"{name} has {len(seq)} dims, the input {nd}")
+        for flag, label in (("--in_layout", self.in_layout), ("--fil_layout", self.fil_layout),
+                            ("--out_layout", self.out_layout)):
+            if sorted(label) != sorted("NC" + letters):
+                want = ", ".join("NC" + letters)
+                raise fail(op, f"{flag} {label!r} is not a {nd}-D layout (expected the letters {want}, each once)")
+        if self.forw not in CONV_FORW_VALUES:
+            if self.forw in (0, 3, 5):
+                raise fail(op, f"unsupported -F {self.forw} (forward mixed with backward)")
+            raise fail(op, f"unsupported -F {self.forw} (expected one of {', '.join(map(str, CONV_FORW_VALUES))})")
+        check_size(op, "-n", self.batch)
+        check_size(op, "-c", self.in_channels)
+        check_size(op, "-k", self.out_channels)
+        check_size(op, "-g", self.groups)
+        for i, ch in enumerate(letters):
+            check_size(op, _IN_FLAGS[ch], self.in_spatial[i])
+            check_size(op, _FIL_FLAGS[ch], self.fil_spatial[i])
+            check_size(op, _STRIDE_FLAGS[ch], self.stride[i])
+            check_size(op, _PAD_FLAGS[ch], self.padding[i], minimum=0)
+            check_size(op, _DIL_FLAGS[ch], self.dilation[i])
+            check_size(op, _OPAD_FLAGS[ch], self.output_padding[i], minimum=0)
+        if self.in_channels % self.groups:
+            raise fail(op, f"-c {self.in_channels} not divisible by -g {self.groups}")
+        if self.out_channels % self.groups:
+            raise fail(op, f"-k {self.out_channels} not divisible by -g {self.groups}")
+        if self.transposed:
+            for i, ch in enumerate(letters):
+                op_, s, d = self.output_padding[i], self.stride[i], self.dilation[i]
+                if op_ and op_ >= max(s, d):
+                    raise fail(op, f"{_OPAD_FLAGS[ch]} {op_} must be smaller than the stride or the dilation")
+            if any(o < 1 for o in self.out_spatial):
+                raise fail(op, f"transposed conv output {shape_str(self.out_spatial)} is empty "
+                               "(padding too large for the input)")
+        else:
+            if any(o != 0 for o in self.output_padding):
+                raise fail(op, "output padding (-Y/-X) only applies to a transposed conv (-m trans)")
+            padded = [x + 2 * p for x, p in zip(self.in_spatial, self.padding)]
+            extent = [d * (f - 1) + 1 for f, d in zip(self.fil_spatial, self.dilation)]
+            if any(e > p for e, p in zip(extent, padded)):
+                what = "dilated filter" if any(d != 1 for d in self.dilation) else "filter"
+                raise fail(op, f"{what} {shape_str(extent)} larger than padded input {shape_str(padded)}")
+
+    # ---- derived facts --------------------------------------------------------------------------------
+    @property
+    def num_spatial_dims(self) -> int:
+        return len(self.in_spatial)
+
+    @property
+    def _torch_layout(self) -> str:
+        return DEFAULT_LAYOUTS[self.num_spatial_dims]
+
+    @property
+    def out_spatial(self) -> tuple[int, ...]:
+        if self.transposed:
+            return tuple(
+                (x - 1) * s - 2 * p + d * (f - 1) + o + 1
+                for x, f, s, p, d, o in zip(self.in_spatial, self.fil_spatial, self.stride, self.padding,
+                                            self.dilation, self.output_padding)
+            )
+        return tuple(
+            (x + 2 * p - d * (f - 1) - 1) // s + 1
+            for x, f, s, p, d in zip(self.in_spatial, self.fil_spatial, self.stride, self.padding, self.dilation)
+        )
+
+    def _shape(self, layout: str, n: int, c: int, spatial: tuple[int, ...]) -> tuple[int, ...]:
+        sizes = {"N": n, "C": c, **dict(zip(SPATIAL_LETTERS[self.num_spatial_dims], spatial))}
+        return tuple(sizes[ch] for ch in layout)
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        """x, in the input layout."""
+        return self._shape(self.in_layout, self.batch, self.in_channels, self.in_spatial)
+
+    @property
+    def filter_shape(self) -> tuple[int, ...]:
+        """w, in the filter layout: (k, c/g, ...) in torch order, (c, k/g, ...) for a transposed conv."""
+        if self.transposed:
+            return self._shape(self.fil_layout, self.in_channels, self.out_channels // self.groups, self.fil_spatial)
+        return self._shape(self.fil_layout, self.out_channels, self.in_channels // self.groups, self.fil_spatial)
+
+    @property
+    def output_shape(self) -> tuple[int, ...]:
+        """y (and dLdy), in the output layout."""
+        return self._shape(self.out_layout, self.batch, self.out_channels, self.out_spatial)
+
+    @property
+    def is_forward(self) -> bool:
+        return self.forw == 1
+
+    @property
+    def grad_mask(self) -> tuple[bool, bool, bool]:
+        """Which of (dLdx, dLdw, dLdb) a backward mode returns; all False for forward."""
+        return CONV_BACKWARD_MASKS.get(self.forw, (False, False, False))
+
+    @property
+    def mode(self) -> str:
+        return "forward" if self.is_forward else BACKWARD_MODE_NAMES[self.grad_mask]
+
+    @property
+    def func_name(self) -> str:
+        """BOO's name; a transposed conv (which BOO's name does not tell apart) gets a `_trans` suffix."""
+        items = ["conv", f"{self.num_spatial_dims}d", self.dtype_name, self.mode]
+        if self.bias and self.is_forward:
+            items.append("b")
+        items += [
+            shape_str(self.input_shape),
+            self.in_layout.lower(),
+            shape_str(self.filter_shape),
+            self.fil_layout.lower().replace("n", "f"),
+            self.out_layout.lower().replace("c", "f"),
+            shape_str(self.stride) + "s",
+            shape_str(self.padding) + "p",
+            shape_str(self.dilation) + "d",
+            f"{self.groups}g",
+        ]
+        if self.transposed:
+            items.append("trans")
+            if any(self.output_padding):
+                items.append(shape_str(self.output_padding) + "op")
+        return "_".join(items)
+
+    # ---- arguments and results ------------------------------------------------------------------------
+    def input_shapes(self) -> list[tuple[int, ...]]:
+        if self.is_forward:
+            shapes = [self.input_shape, self.filter_shape]
+            if self.bias:
+                shapes.append((self.out_channels,))
+            return shapes
+        return [self.output_shape, self.input_shape, self.filter_shape]
+
+    def output_shapes(self) -> list[tuple[int, ...]]:
+        if self.is_forward:
+            return [self.output_shape]
+        all_grads = (self.input_shape, self.filter_shape, (self.out_channels,))
+        return [s for s, on in zip(all_grads, self.grad_mask) if on]
+
+    def _conv_args(self) -> tuple[list[int], list[int], list[int], bool, list[int], int]:
+        return (list(self.stride), list(self.padding), list(self.dilation), self.transposed,
+                list(self.output_padding), self.groups)
+
+    def reference(self, *args: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        tl = self._torch_layout
+        if self.is_forward:
+            x = _permute(args[0], self.in_layout, tl)
+            w = _permute(args[1], self.fil_layout, tl)
+            b = args[2] if self.bias else None
+            y = torch.convolution(x, w, b, *self._conv_args())
+            return _permute(y, tl, self.out_layout)
+        dy = _permute(args[0], self.out_layout, tl)
+        x = _permute(args[1], self.in_layout, tl)
+        w = _permute(args[2], self.fil_layout, tl)
+        mask = list(self.grad_mask)
+        bias_sizes = [self.out_channels] if mask[2] else None
+        dx, dw, db = torch.ops.aten.convolution_backward(dy, x, w, bias_sizes, *self._conv_args(), mask)
+        results = []
+        if mask[0]:
+            results.append(_permute(dx, tl, self.in_layout))
+        if mask[1]:
+            results.append(_permute(dw, tl, self.fil_layout))
+        if mask[2]:
+            results.append(db)
+        return results[0] if len(results) == 1 else tuple(results)
+
+    # ---- cost model -----------------------------------------------------------------------------------
+    @property
+    def macs_per_pass(self) -> int:
+        """Multiply-adds of one pass; forward, backward-data and backward-weight each do this many."""
+        fil = numel(self.fil_spatial)
+        if self.transposed:
+            return self.batch * self.in_channels * numel(self.in_spatial) * (self.out_channels // self.groups) * fil
+        return self.batch * self.out_channels * numel(self.out_spatial) * (self.in_channels // self.groups) * fil
+
+    @property
+    def flops(self) -> int:
+        """2 * MACs for each pass selected (forward, data grad, weight grad), plus one add per output element
+        for the bias (the forward add or the bias-grad reduction)."""
+        out_elems = self.batch * self.out_channels * numel(self.out_spatial)
+        if self.is_forward:
+            return 2 * self.macs_per_pass + (out_elems if self.bias else 0)
+        dx, dw, db = self.grad_mask
+        return 2 * self.macs_per_pass * (int(dx) + int(dw)) + (out_elems if db else 0)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "op": self.op,
+            "dtype": self.dtype_name,
+            "mode": self.mode,
+            "forw": self.forw,
+            "spatial_dims": self.num_spatial_dims,
+            "input_shapes": [list(s) for s in self.input_shapes()],
+            "output_shapes": [list(s) for s in self.output_shapes()],
+            "in_layout": self.in_layout,
+            "fil_layout": self.fil_layout,
+            "out_layout": self.out_layout,
+            "batch": self.batch,
+            "in_channels": self.in_channels,
+            "out_channels": self.out_channels,
+            "input_spatial": list(self.in_spatial),
+            "filter_spatial": list(self.fil_spatial),
+            "output_spatial": list(self.out_spatial),
+            "stride": list(self.stride),
+            "padding": list(self.padding),
+            "dilation": list(self.dilation),
+            "groups": self.groups,
+            "bias": self.bias,
+            "transposed": self.transposed,
+            "output_padding": list(self.output_padding),
+        }

@@ -1,0 +1,213 @@
+"""Layer-norm signatures: normalize over dims [normalized_dim, rank) of an input of any rank >= 1.
+
+Argument conventions follow BOO's, so kernels and their inputs line up with what BOO users know:
+- forward (`-F 1`): (x[, weight, bias]) -> (y, mean, rstd); mean / rstd have the input's leading dims and a 1
+  for every normalized dim (what `aten.native_layer_norm` returns), in the op's dtype.
+- backward (`-F` any non-empty sum of 2 input, 4 weight, 8 bias): dLdy first, then x when the input or weight
+  grad is wanted, the weight when the input grad of an affine norm is wanted, the bias for `-F 14` only (BOO passes
+  it there although no gradient needs its value), and mean, rstd (as the forward returned them) when x is passed.
+  Returns the selected grads in the order (dLdx, dLdw, dLdb).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+
+from boo_engine.ops._common import BACKWARD_MODE_NAMES, check_dtype, check_size, fail, numel, shape_str
+from boo_engine.ops.base import OpSignature
+
+LAYERNORM_FORW_VALUES = (1, 2, 4, 6, 8, 10, 12, 14)
+
+
+def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
+    """float32 accumulation for 16-bit inputs (as aten does); wider types compute in their own precision."""
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
+def _sum_leading(t: torch.Tensor, lead_dims: list[int]) -> torch.Tensor:
+    # sum(dim=[]) would reduce over EVERY dim, so no leading dims means nothing to reduce
+    return t.sum(dim=lead_dims) if lead_dims else t.clone()
+
+
+@dataclass(frozen=True)
+class LayerNormSignature(OpSignature):
+    op: ClassVar[str] = "layernorm"
+
+    dtype_name: str
+    input_shape: tuple[int, ...]
+    normalized_dim: int
+    eps: float = 1e-5
+    affine: bool = False  # MIOpen --mode 1: with weight and bias
+    forw: int = 1
+
+    def __post_init__(self) -> None:
+        op = "layernorm"
+        if isinstance(self.eps, int) and not isinstance(self.eps, bool):
+            object.__setattr__(self, "eps", float(self.eps))
+        object.__setattr__(self, "input_shape", tuple(self.input_shape))
+        check_dtype(op, self.dtype_name)
+        if len(self.input_shape) < 1:
+            raise fail(op, "--input needs at least one dimension")
+        for d in self.input_shape:
+            check_size(op, "--input dimension", d)
+        rank = len(self.input_shape)
+        if isinstance(self.normalized_dim, bool) or not isinstance(self.normalized_dim, int) or not (
+            0 <= self.normalized_dim < rank
+        ):
+            raise fail(op, f"--normalized_dim {self.normalized_dim} out of range for a {rank}-D input "
+                           f"(expected 0..{rank - 1})")
+        if not (isinstance(self.eps, float) and math.isfinite(self.eps) and self.eps >= 0):
+            raise fail(op, f"--eps must be a finite number >= 0, got {self.eps!r}")
+        if self.forw not in LAYERNORM_FORW_VALUES:
+            raise fail(op, f"unsupported -F {self.forw} (expected 1 forward, or a sum of 2 input, 4 weight, "
+                           "8 bias grads)")
+        if self.forw & 12 and not self.affine:
+            raise fail(op, f"-F {self.forw} asks for weight/bias grads, which need --mode 1 (with weight and bias)")
+
+    # ---- identity -------------------------------------------------------------------------------------
+    @property
+    def is_forward(self) -> bool:
+        return self.forw == 1
+
+    @property
+    def grad_mask(self) -> tuple[bool, bool, bool]:
+        """Which of (dLdx, dLdw, dLdb) a backward mode returns; all False for forward."""
+        if self.is_forward:
+            return (False, False, False)
+        return (bool(self.forw & 2), bool(self.forw & 4), bool(self.forw & 8))
+
+    @property
+    def mode(self) -> str:
+        return "forward" if self.is_forward else BACKWARD_MODE_NAMES[self.grad_mask]
+
+    @property
+    def normalized_shape(self) -> tuple[int, ...]:
+        return tuple(self.input_shape[self.normalized_dim:])
+
+    @property
+    def stats_shape(self) -> tuple[int, ...]:
+        """Shape of mean / rstd: leading dims kept, normalized dims 1."""
+        return tuple(self.input_shape[: self.normalized_dim]) + (1,) * len(self.normalized_shape)
+
+    @property
+    def func_name(self) -> str:
+        """Unlike BOO's, distinct for every distinct kernel: normalized rank, dtype, mode, shape, affine, eps."""
+        items = ["layer_norm", f"{len(self.normalized_shape)}d", self.dtype_name, self.mode,
+                 shape_str(self.input_shape)]
+        if self.affine:
+            items += ["w", "b"]
+        items.append("eps" + repr(float(self.eps)))
+        return "_".join(items)
+
+    # ---- arguments ------------------------------------------------------------------------------------
+    def _arg_roles(self) -> list[str]:
+        if self.is_forward:
+            return ["x", "weight", "bias"] if self.affine else ["x"]
+        dx, dw, _ = self.grad_mask
+        roles = ["dLdy"]
+        if dx or dw:
+            roles.append("x")
+        if dx and self.affine:
+            roles.append("weight")
+        if self.forw == 14:
+            roles.append("bias")
+        if dx or dw:
+            roles += ["mean", "rstd"]
+        return roles
+
+    def arg_names(self) -> list[str]:
+        """The role of each call argument, in order (for display and for arranging backward inputs)."""
+        return self._arg_roles()
+
+    def input_shapes(self) -> list[tuple[int, ...]]:
+        shape_of = {"x": self.input_shape, "dLdy": self.input_shape, "weight": self.normalized_shape,
+                    "bias": self.normalized_shape, "mean": self.stats_shape, "rstd": self.stats_shape}
+        return [shape_of[r] for r in self._arg_roles()]
+
+    def output_shapes(self) -> list[tuple[int, ...]]:
+        if self.is_forward:
+            return [self.input_shape, self.stats_shape, self.stats_shape]
+        grads = (self.input_shape, self.normalized_shape, self.normalized_shape)
+        return [s for s, on in zip(grads, self.grad_mask) if on]
+
+    def get_sample_args(self, seed: int = 0, *, device: torch.device | str | None = None,
+                        splat_value: float | None = None) -> tuple[torch.Tensor, ...]:
+        """As the base class, except that mean / rstd are the real statistics of x (computed in float32), so a
+        backward kernel sees the inputs a training step would give it."""
+        args = list(super().get_sample_args(seed, splat_value=splat_value))
+        roles = self._arg_roles()
+        if "mean" in roles:
+            x = args[roles.index("x")].float()
+            dims = list(range(self.normalized_dim, len(self.input_shape)))
+            mean = x.mean(dim=dims, keepdim=True)
+            var = x.var(dim=dims, keepdim=True, unbiased=False)
+            args[roles.index("mean")] = mean.to(self.dtype)
+            args[roles.index("rstd")] = torch.rsqrt(var + self.eps).to(self.dtype)
+        if device is not None:
+            args = [a.to(device) for a in args]
+        return tuple(args)
+
+    # ---- reference ------------------------------------------------------------------------------------
+    def reference(self, *args: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        roles = self._arg_roles()
+        a = dict(zip(roles, args))
+        shape = list(self.normalized_shape)
+        if self.is_forward:
+            x = a["x"]
+            y, mean, rstd = torch.ops.aten.native_layer_norm(x, shape, a.get("weight"), a.get("bias"), self.eps)
+            return y, mean.to(x.dtype), rstd.to(x.dtype)
+        dy = a["dLdy"]
+        out_dtype = dy.dtype
+        acc = _acc_dtype(out_dtype)
+        dy = dy.to(acc)
+        dx_on, dw_on, db_on = self.grad_mask
+        norm_dims = list(range(self.normalized_dim, len(self.input_shape)))
+        lead_dims = list(range(self.normalized_dim))
+        results = []
+        if dx_on or dw_on:
+            # the math of aten.native_layer_norm_backward, written out: it lowers through IREE's torch input
+            # without a decomposition pass, and low-precision inputs accumulate in float32 as aten does
+            rstd = a["rstd"].to(acc)
+            xhat = (a["x"].to(acc) - a["mean"].to(acc)) * rstd
+            if dx_on:
+                g = dy * a["weight"].to(acc) if self.affine else dy
+                dx = rstd * (g - g.mean(dim=norm_dims, keepdim=True)
+                             - xhat * (g * xhat).mean(dim=norm_dims, keepdim=True))
+                results.append(dx)
+            if dw_on:
+                results.append(_sum_leading(dy * xhat, lead_dims))
+        if db_on:
+            results.append(_sum_leading(dy, lead_dims))
+        results = [r.to(out_dtype) for r in results]
+        return results[0] if len(results) == 1 else tuple(results)
+
+    # ---- cost model -----------------------------------------------------------------------------------
+    @property
+    def flops(self) -> int:
+        """A documented estimate per input element: forward 6 (mean 1, variance 3, normalize 2) + 2 for the
+        affine; input grad 9 (+1 affine); weight grad 4 (recompute x-hat 2, multiply, accumulate); bias grad 1."""
+        n = numel(self.input_shape)
+        if self.is_forward:
+            return n * (6 + (2 if self.affine else 0))
+        dx, dw, db = self.grad_mask
+        per = (9 + (1 if self.affine else 0)) * dx + 4 * dw + 1 * db
+        return n * per
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "op": self.op,
+            "dtype": self.dtype_name,
+            "mode": self.mode,
+            "forw": self.forw,
+            "input_shapes": [list(s) for s in self.input_shapes()],
+            "output_shapes": [list(s) for s in self.output_shapes()],
+            "arguments": self.arg_names(),
+            "input_shape": list(self.input_shape),
+            "normalized_dim": self.normalized_dim,
+            "normalized_shape": list(self.normalized_shape),
+            "eps": self.eps,
+            "affine": self.affine,
+        }
