@@ -11,6 +11,7 @@ import importlib.metadata
 import os
 import platform
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -112,10 +113,22 @@ def _run(cmd: list[str]) -> str | None:
     if shutil.which(cmd[0]) is None:
         return None
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False)
-    except (OSError, subprocess.SubprocessError):
+        # its own session, so a timeout kills the tool AND anything it started (a grandchild holding the pipe
+        # open would otherwise keep us waiting for it)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                                text=True, start_new_session=True)
+    except OSError:
         return None
-    return proc.stdout if proc.returncode == 0 else None
+    try:
+        out, _ = proc.communicate(timeout=PROBE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        proc.communicate()
+        return None
+    return out if proc.returncode == 0 else None
 
 
 @functools.cache

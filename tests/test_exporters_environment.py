@@ -1,0 +1,90 @@
+"""collect_environment: the facts recorded next to every run. Real probes of this machine, plus stand-in GPU
+tools on PATH (scripts printing what nvidia-smi prints) for the GPU paths this CPU-only machine cannot take."""
+from __future__ import annotations
+
+import json
+import os
+import stat
+import time
+
+import pytest
+
+from boo_engine import __version__, environment
+from boo_engine.environment import collect_environment
+
+
+@pytest.fixture(autouse=True)
+def fresh_caches():
+    for fn in (environment._iree_compile_version, environment._gpu_info):
+        fn.cache_clear()
+    yield
+    for fn in (environment._iree_compile_version, environment._gpu_info):
+        fn.cache_clear()
+
+
+def test_this_machine():
+    env = collect_environment("cpu")
+    json.dumps(env)   # JSON-able
+    assert env["target"] == "cpu" and env["host"] and env["python"].count(".") == 2
+    assert env["cores_logical"] >= 1 and env["memory_gb"] > 0 and env["cpu"]
+    assert "3.13" in env["iree_compile_version"] and "version" in env["iree_compile_version"]
+    assert env["iree_runtime_version"].startswith("3.13")
+    assert env["torch_version"] and env["tool_version"] == __version__
+    t0 = time.perf_counter()
+    assert collect_environment("cpu") == env   # cached probes: cheap to call per run
+    assert time.perf_counter() - t0 < 0.1
+
+
+def test_torch_threads_when_torch_is_loaded():
+    import torch
+
+    assert collect_environment("cpu")["torch_threads"] == torch.get_num_threads()
+
+
+def _tool(dir_, name: str, body: str) -> None:
+    p = dir_ / name
+    p.write_text("#!/bin/sh\n" + body + "\n")
+    p.chmod(p.stat().st_mode | stat.S_IEXEC)
+
+
+def test_no_tools_on_path_never_raises(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    env = collect_environment("hip:gfx942")
+    assert env["iree_compile_version"] is None and env["gpu"] is None and env["host"]
+
+
+def test_nvidia_gpu(monkeypatch, tmp_path):
+    _tool(tmp_path, "nvidia-smi", 'echo "NVIDIA H100 80GB HBM3, 550.54.15, 9.0"\necho "NVIDIA H100 80GB HBM3, 550.54.15, 9.0"')
+    monkeypatch.setenv("PATH", str(tmp_path) + os.pathsep + os.environ["PATH"])
+    env = collect_environment("cuda:sm_90")
+    assert (env["gpu"], env["driver"], env["gpu_arch"], env["gpu_count"]) == ("NVIDIA H100 80GB HBM3", "550.54.15",
+                                                                             "sm_90", 2)
+
+
+def test_amd_gpu(monkeypatch, tmp_path):
+    _tool(tmp_path, "rocminfo", """cat <<'EOF'
+*******
+Agent 1
+*******
+  Name:                    AMD EPYC 9534
+  Marketing Name:          AMD EPYC 9534
+  Device Type:             CPU
+*******
+Agent 2
+*******
+  Name:                    gfx942
+  Marketing Name:          AMD Instinct MI300X
+  Device Type:             GPU
+EOF""")
+    monkeypatch.setenv("PATH", str(tmp_path) + os.pathsep + os.environ["PATH"])
+    env = collect_environment("hip:gfx942")
+    assert (env["gpu"], env["gpu_arch"], env["gpu_count"]) == ("AMD Instinct MI300X", "gfx942", 1)
+
+
+def test_hanging_tool_times_out(monkeypatch, tmp_path):
+    _tool(tmp_path, "nvidia-smi", "sleep 20\necho late")   # a grandchild holding stdout open
+    monkeypatch.setenv("PATH", str(tmp_path) + os.pathsep + os.environ["PATH"])
+    monkeypatch.setattr(environment, "PROBE_TIMEOUT_S", 0.3)
+    t0 = time.perf_counter()
+    env = collect_environment("cuda:sm_80")
+    assert env["gpu"] is None and time.perf_counter() - t0 < 5
