@@ -215,6 +215,19 @@ def test_environment_and_variants_deduplicated(store):
     assert store.run_info(a)["environment"] == ENV
 
 
+def test_resumed_run_keeps_its_variant_description(tmp_path):
+    path = tmp_path / "r.db"
+    with Store(path) as s1:
+        run = new_run(s1)
+        s1.register_variant(run, "tuned", flags=["--x"], spec_text="module {}")
+        s1.record_result(run, full_result(job_id="a"))
+    with Store(path) as s2:   # a new process resuming: no register_variant call
+        s2.record_result(run, full_result(job_id="b"))
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT COUNT(DISTINCT variant_id) FROM results").fetchone()[0] == 1
+        assert conn.execute("SELECT COUNT(*) FROM variants").fetchone()[0] == 1
+
+
 def test_register_command_signature(store):
     run = new_run(store)
     store.register_command("conv -n 1 -c 8 -H 16 -W 16 -k 4 -y 3 -x 3", op="conv", func_name="fn",

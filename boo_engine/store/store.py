@@ -416,8 +416,7 @@ class _Writer:
     def write_result(self, run_id: int, r: JobResult) -> None:
         with self._tx() as c:
             command_id = self._command_id(c, r.command, r.op, r.func_name)
-            vrow = self.variants.get((run_id, r.variant)) or variant_row(r.variant)
-            variant_id = self._upsert_returning_id(c, "variants", vrow, "content_hash")
+            variant_id = self._variant_id(c, run_id, r.variant)
             old = c.execute("SELECT id, kernel_id FROM results WHERE run_id = ? AND job_id = ?",
                             (run_id, r.job_id)).fetchone()
             kernel_id = self._write_kernel(c, r, variant_id, old["kernel_id"] if old else None)
@@ -434,6 +433,18 @@ class _Writer:
             if r.samples_us:
                 c.executemany("INSERT INTO samples (result_id, idx, latency_us) VALUES (?, ?, ?)",
                               ((result_id, i, float(s)) for i, s in enumerate(r.samples_us)))
+
+    def _variant_id(self, c: sqlite3.Connection, run_id: int, name: str) -> int:
+        """The registered description of this run's variant; else the one this run used before under that name
+        (a resumed run in a new process need not register again); else a row with the name only."""
+        vrow = self.variants.get((run_id, name))
+        if vrow is None:
+            row = c.execute("SELECT v.id FROM results r JOIN variants v ON v.id = r.variant_id"
+                            " WHERE r.run_id = ? AND v.name = ? ORDER BY r.id DESC LIMIT 1", (run_id, name)).fetchone()
+            if row is not None:
+                return int(row[0])
+            vrow = variant_row(name)
+        return self._upsert_returning_id(c, "variants", vrow, "content_hash")
 
     def _write_kernel(self, c: sqlite3.Connection, r: JobResult, variant_id: int, old_id: int | None) -> int | None:
         krow = kernel_row(r, variant_id)
