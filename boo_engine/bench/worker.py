@@ -395,32 +395,21 @@ def _one_line(e: BaseException) -> str:
 
 
 class RuntimeCache:
-    """What the worker keeps warm between jobs: one IREE config (device) per driver, and loaded modules."""
+    """Loaded modules the worker keeps warm between jobs, reused while the .vmfb file is unchanged.
+    (Devices are cached per process by `boo_engine.runtime.launchable`.)"""
 
     def __init__(self) -> None:
-        self._configs: dict[str, Any] = {}
         self._modules: dict[tuple, Any] = {}
 
-    def config(self, driver: str):
-        import iree.runtime as rt
-
-        if driver not in self._configs:
-            self._configs[driver] = rt.Config(driver)
-        return self._configs[driver]
-
-    def module(self, path: str, driver: str):
-        """(SystemContext) for a vmfb, reused while the file is unchanged."""
-        import iree.runtime as rt
+    def module(self, path: str, driver: str, threads: int, function: str):
+        from ..runtime.launchable import load_artifact
 
         st = os.stat(path)
-        key = (os.path.realpath(path), st.st_mtime_ns, st.st_size, driver)
-        ctx = self._modules.get(key)
-        if ctx is None:
-            config = self.config(driver)
-            ctx = rt.SystemContext(config=config)
-            ctx.add_vm_module(rt.VmModule.mmap(config.vm_instance, path))
-            self._modules[key] = ctx
-        return ctx
+        key = (os.path.realpath(path), st.st_mtime_ns, st.st_size, driver, threads, function)
+        module = self._modules.get(key)
+        if module is None:
+            module = self._modules[key] = load_artifact(path, driver, threads, function=function)
+        return module
 
 
 def _run_spec(spec: BenchSpec, state: RuntimeCache, send: Callable[[list[float]], None], cancel: _SeqCancel):
@@ -433,9 +422,8 @@ def _run_spec(spec: BenchSpec, state: RuntimeCache, send: Callable[[list[float]]
     args = spec.sig.get_sample_args(spec.seed, splat_value=spec.splat_value)
     driver = None
     if spec.backend == IREE:
-        driver = resolve_driver(spec)
-        kernel = IreeCall(state, spec.vmfb_path, driver, spec.function, args)
-        call, sync, outputs = kernel.call, None, kernel.outputs
+        kernel = IreeCall(state, spec.sig, spec.vmfb_path, resolve_driver(spec), spec.threads, spec.function, args)
+        call, sync, outputs, driver = kernel.call, None, kernel.outputs, kernel.driver
     else:
         targs = tuple(a.to(device) for a in args)
         ref = spec.sig.reference
@@ -448,8 +436,11 @@ def _run_spec(spec: BenchSpec, state: RuntimeCache, send: Callable[[list[float]]
         def outputs():
             return _as_tensor_tuple(call())
 
-    m = measure(call, iters=spec.iters, min_time_s=spec.min_time_s, max_time_s=spec.max_time_s,
-                warmup_s=spec.warmup_s, on_batch=send, cancel=cancel, sync=sync)
+    try:
+        m = measure(call, iters=spec.iters, min_time_s=spec.min_time_s, max_time_s=spec.max_time_s,
+                    warmup_s=spec.warmup_s, on_batch=send, cancel=cancel, sync=sync)
+    except Exception as e:  # noqa: BLE001 - the kernel (or the torch op) failed while being timed
+        raise BenchFailed(f"kernel raised {_one_line(e)}") from None
     if m.cancelled:
         raise _Cancelled()
     numerics, outputs_path = None, None
@@ -497,72 +488,47 @@ def _numerics(spec: BenchSpec, args: tuple, outs: tuple) -> NumericsInfo:
 
 
 class IreeCall:
-    """A vmfb function with its arguments packed ONCE: each call is one VM invoke and nothing else.
+    """A prepared kernel whose `call()` is ONE VM invoke and nothing else.
 
-    On the CPU the torch tensors are shared with IREE through DLPack (no copy); on a GPU they are uploaded once.
-    The results list is fresh per call (IREE allocates the outputs per call, as iree-benchmark-module does).
+    Loading and uploading are the launchable's (`load_artifact`, `Launchable.prepare`: zero-copy DLPack on the
+    CPU, one upload on a GPU). Its `Prepared.invoke()` goes through IREE's FunctionInvoker, which packs the
+    arguments and wraps the results on every call (~2 us per call on this CPU, as much as a small kernel). Here
+    the argument list is packed once and each call only allocates the results list and invokes, as
+    iree-benchmark-module does. Results (for numerics) still come back through the launchable's conversion.
     """
 
-    def __init__(self, state: RuntimeCache, path: str, driver: str, function: str, args: tuple) -> None:
-        import iree.runtime as rt
-        from iree.runtime.function import InvokeContext
+    def __init__(self, modules: RuntimeCache, sig: Any, path: str, driver: str, threads: int, function: str,
+                 args: tuple) -> None:
+        from ..runtime.launchable import Launchable
 
-        ctx = state.module(path, driver)
-        module = ctx.modules.module
-        try:
-            invoker = module[function]
-        except (KeyError, AttributeError):
-            raise BenchFailed(f"{os.path.basename(path)} has no function {function!r}") from None
-        self._device = state.config(driver).device
-        self._on_cpu = driver.startswith("local")
-        self._keep = args  # the device arrays below may alias these tensors' memory
-        arrays = tuple(self._to_device(a) for a in args)
-        self._args = invoker._arg_packer.pack(InvokeContext(self._device), arrays, {})
-        self._fn = invoker.vm_function
-        self._nret = max(1, len(invoker._ret_descs or [None]))
-        self._invoke = ctx.vm_context.invoke
-        self._list = rt.VmVariantList
-
-    def _to_device(self, t):
-        import iree.runtime as rt
-        import torch
-
-        t = t.contiguous()
-        if self._on_cpu:
-            return rt.DeviceArray(self._device, self._device.from_dlpack_capsule(t.__dlpack__()))
-        return rt.asdevicearray(self._device, _to_numpy(t))
-
-    def call(self):
-        ret = self._list(self._nret)
-        self._invoke(self._fn, self._args, ret)
-        return ret
+        module = modules.module(path, driver, threads, function)
+        self.driver = module.driver
+        self.prepared = Launchable(sig, module).prepare(*args)
+        self.call = _raw_invoke(module, self.prepared) or self.prepared.invoke
 
     def outputs(self) -> tuple:
-        import iree.runtime as rt
-
-        ret = self.call()
-        outs = []
-        for i in range(len(ret)):
-            bv = ret.get_as_object(i, rt.HalBufferView)
-            outs.append(_from_numpy(rt.DeviceArray(self._device, bv).to_host()))
-        return tuple(outs)
+        return _as_tensor_tuple(self.prepared.to_torch(self.prepared.invoke()))
 
 
-def _to_numpy(t):
-    import torch
+def _raw_invoke(module: Any, prepared: Any) -> Callable[[], object] | None:
+    """invoke(fn, packed args, fresh results list), or None when this IREE's invoker lacks what it needs."""
+    import iree.runtime as rt
 
-    t = t.detach().cpu()
-    if t.dtype == torch.bfloat16:
-        import ml_dtypes
+    fn = module.fn
+    try:
+        from iree.runtime.function import InvokeContext
 
-        return t.view(torch.uint16).numpy().view(ml_dtypes.bfloat16)
-    return t.numpy()
+        packed = fn._arg_packer.pack(InvokeContext(module.device), tuple(prepared.device_args), {})
+        nret = max(1, len(fn._ret_descs or [None]))
+        vm_fn = fn.vm_function
+        invoke = module.context.vm_context.invoke
+    except (AttributeError, ImportError, TypeError):
+        return None
+    new_list = rt.VmVariantList
 
+    def call() -> object:
+        ret = new_list(nret)
+        invoke(vm_fn, packed, ret)
+        return ret
 
-def _from_numpy(a):
-    import numpy as np
-    import torch
-
-    if a.dtype.name == "bfloat16":
-        return torch.from_numpy(np.array(a).view(np.uint16)).view(torch.bfloat16)
-    return torch.from_numpy(np.array(a))
+    return call
