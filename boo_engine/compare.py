@@ -259,6 +259,31 @@ def compare_results(
     return out
 
 
+def compare_runs(
+    before: Iterable[JobResult],
+    after: Iterable[JobResult],
+    *,
+    min_effect: float = 0.03,
+    alpha: float = 0.05,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> dict[tuple[str, str, str], Comparison]:
+    """Compare two saved runs cell by cell: each finished (target, command, column) of `after` against the same
+    cell of `before` (ratio < 1: `after` is faster). Cells present in only one run are skipped. This is the
+    "did my change regress anything?" check: no re-run, and `regressions()` on the result gives the CI verdict.
+    """
+    old = {comparison_key(r): r for r in before if r.status == DONE and r.samples_us}
+    out: dict[tuple[str, str, str], Comparison] = {}
+    for r in after:
+        key = comparison_key(r)
+        b = old.get(key)
+        if b is None or r.status != DONE or not r.samples_us:
+            continue
+        out[key] = compare_samples(b.samples_us, r.samples_us, min_effect=min_effect, alpha=alpha,
+                                   n_boot=n_boot, seed=seed)
+    return out
+
+
 def by_variant(comparisons: Mapping[tuple[str, str, str], Comparison]) -> dict[str, list[Comparison]]:
     """Regroup `compare_results` output by column label, ready for `summarize`."""
     out: dict[str, list[Comparison]] = {}

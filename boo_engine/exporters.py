@@ -297,8 +297,7 @@ def _header_lines(results: Sequence[JobResult], environment: dict[str, Any] | No
                   run: dict[str, Any] | None) -> list[str]:
     env = environment or (run or {}).get("environment") or {}
     targets = sorted({r.target for r in results}) or [str((run or {}).get("target") or env.get("target") or "?")]
-    when = (run or {}).get("started_at") or datetime.datetime.now(datetime.timezone.utc).strftime(
-        "%Y-%m-%d %H:%M UTC")
+    when = _when((run or {}).get("started_at"))
     facts = [f"target {', '.join(_code(t) for t in targets)}"]
     if env.get("host"):
         machine = str(env["host"])
@@ -315,6 +314,22 @@ def _header_lines(results: Sequence[JobResult], environment: dict[str, Any] | No
     if env.get("torch_version"):
         facts.append(f"torch {_md_escape(str(env['torch_version']))}")
     return ["## boo-tui results", "", " · ".join(facts), ""]
+
+
+def _when(started_at: Any) -> str:
+    """The run's start (ISO text from the store, or Unix seconds) as "YYYY-MM-DD HH:MM UTC"; now if unknown."""
+    t = None
+    if isinstance(started_at, (int, float)):
+        t = datetime.datetime.fromtimestamp(started_at, datetime.timezone.utc)
+    elif isinstance(started_at, str):
+        try:
+            t = datetime.datetime.fromisoformat(started_at)
+        except ValueError:
+            return started_at
+        if t.tzinfo is not None:
+            t = t.astimezone(datetime.timezone.utc)
+    t = t or datetime.datetime.now(datetime.timezone.utc)
+    return t.strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _short_iree_version(line: str) -> str:

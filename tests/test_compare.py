@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from boo_engine.compare import (FASTER, INSUFFICIENT, SAME, SLOWER, Comparison, by_variant, column_label,
-                                compare_results, compare_samples, geomean, regressions, summarize)
+                                compare_results, compare_runs, compare_samples, geomean, regressions, summarize)
 from boo_engine.results import DONE, FAILED, JobResult
 
 
@@ -138,3 +138,18 @@ def test_compare_results_pairs_columns_with_the_baseline():
     assert comps[("cpu", "c1", "torch")].verdict == SLOWER
     assert column_label(results[2]) == "torch"
     assert set(by_variant(comps)) == {"fast", "torch"}
+
+
+def test_compare_runs_cell_by_cell():
+    before = [_job("c1", "baseline", "iree", _noisy(100.0, 50, 0.01, 20)),
+              _job("c2", "baseline", "iree", _noisy(100.0, 50, 0.01, 21)),
+              _job("c3", "baseline", "iree", _noisy(100.0, 50, 0.01, 22))]
+    after = [_job("c1", "baseline", "iree", _noisy(120.0, 50, 0.01, 23)),   # regressed by 20%
+             _job("c2", "baseline", "iree", _noisy(100.0, 50, 0.01, 24)),   # unchanged
+             _job("c4", "baseline", "iree", _noisy(50.0, 50, 0.01, 25))]    # new: nothing to compare with
+    comps = compare_runs(before, after)
+    assert set(comps) == {("cpu", "c1", "baseline"), ("cpu", "c2", "baseline")}
+    assert comps[("cpu", "c1", "baseline")].verdict == SLOWER
+    assert comps[("cpu", "c2", "baseline")].verdict == SAME
+    assert [k[1] for k, _ in regressions(comps, 10)] == ["c1"]
+    assert regressions(comps, 25) == []

@@ -110,7 +110,7 @@ def _md_table(text: str) -> list[list[str]]:
 
 def test_markdown_side_by_side(tmp_path, results):
     path = tmp_path / "out.md"
-    export_results(path, results, environment=ENV, run={"started_at": "2026-11-21 05:00 UTC"})
+    export_results(path, results, environment=ENV, run={"started_at": "2026-11-21T06:00:00.123+01:00"})
     text = path.read_text()
     header_line = text.splitlines()[2]
     assert "`cpu`" in header_line and "benchbox" in header_line and "IREE 3.13.0rc20261016" in header_line
