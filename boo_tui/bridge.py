@@ -1,0 +1,74 @@
+"""From engine threads to the UI thread without ever blocking the engine.
+
+The session calls `EventBridge.listener(event)` from its worker threads while it measures. The listener must be
+quick and must not wait on the UI (`call_from_thread` would block the measuring thread until the UI ran), so it
+only `post_message`s (a non-blocking, thread-safe queue put). Sample batches, the one flood, are buffered under a
+lock and announced by a single `SamplesReady` poke that `can_replace` its predecessor: however many batches arrive
+while the UI is busy, the UI drains them all in one go.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+from textual.message import Message
+
+from boo_engine import events as ev
+
+
+class EngineEvent(Message):
+    """One session event (anything but a sample batch), in the order the engine emitted it."""
+
+    def __init__(self, event: ev.Event) -> None:
+        super().__init__()
+        self.event = event
+
+
+class SamplesReady(Message):
+    """New sample batches are waiting in the bridge's buffer. Consecutive pokes collapse into one."""
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, SamplesReady)
+
+
+class Deferred(Message):
+    """Run `callback(*args)` on the UI thread: how thread workers hand results back without blocking."""
+
+    def __init__(self, callback: Callable[..., Any], *args: Any) -> None:
+        super().__init__()
+        self.callback = callback
+        self.args = args
+
+
+class EventBridge:
+    """Turns session events into messages for `target` (the app)."""
+
+    def __init__(self, target: Any) -> None:
+        self._target = target
+        self._lock = threading.Lock()
+        self._pending: list[ev.SamplesAdded] = []
+        self._poked = False
+        self.events_seen = 0
+
+    def listener(self, event: ev.Event) -> None:
+        """The session's listener. Called from engine threads; never blocks, never raises."""
+        try:
+            self.events_seen += 1
+            if isinstance(event, ev.SamplesAdded):
+                with self._lock:
+                    self._pending.append(event)
+                    if self._poked:
+                        return
+                    self._poked = True
+                self._target.post_message(SamplesReady())
+            else:
+                self._target.post_message(EngineEvent(event))
+        except Exception:  # noqa: BLE001 - the engine must never die of a UI problem (e.g. app closing)
+            pass
+
+    def drain(self) -> list[ev.SamplesAdded]:
+        """Take every buffered batch (UI thread)."""
+        with self._lock:
+            out, self._pending = self._pending, []
+            self._poked = False
+        return out

@@ -1,0 +1,116 @@
+"""The detail pane's content for one job: everything needed to understand and reproduce its number."""
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from .model import JobView, describe_command, fmt_us
+
+
+def _kv_table() -> Table:
+    t = Table.grid(padding=(0, 1))
+    t.add_column(style="bold cyan", no_wrap=True)
+    t.add_column(overflow="fold")
+    return t
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        if value and all(isinstance(v, (list, tuple)) for v in value):
+            return ", ".join("x".join(str(d) for d in v) for v in value)
+        return "x".join(str(v) for v in value) if all(isinstance(v, int) for v in value) else str(list(value))
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def render_detail(view: JobView) -> RenderableType:
+    r = view.result
+    parts: list[RenderableType] = []
+    head = _kv_table()
+    head.add_row("command", r.command)
+    head.add_row("kernel", r.func_name)
+    head.add_row("job", f"{r.variant} / {r.backend} on {r.target}   [{view.status}]"
+                 + (f"  {view.detail}" if view.detail else ""))
+    if r.source:
+        head.add_row("source", r.source)
+    if r.error:
+        head.add_row("error", Text(r.error, style="bold red"))
+    parts.append(head)
+
+    sig = describe_command(r.command)
+    parts.append(Text("\nsignature", style="bold"))
+    if isinstance(sig, str):
+        parts.append(Text(sig, style="red"))
+    else:
+        t = _kv_table()
+        for key in ("op", "mode", "dtype", "input_shapes", "output_shapes"):
+            if key in sig:
+                t.add_row(key, _fmt(sig[key]))
+        for key, value in sig.items():
+            if key not in ("op", "mode", "dtype", "input_shapes", "output_shapes"):
+                t.add_row(key, _fmt(value))
+        parts.append(t)
+
+    st = r.stats
+    if st is not None:
+        parts.append(Text("\nlatency (us per call)", style="bold"))
+        t = _kv_table()
+        t.add_row("median", f"{fmt_us(st.median_us)}   (p10 {fmt_us(st.p10_us)}, p90 {fmt_us(st.p90_us)}, "
+                            f"IQR {fmt_us(st.iqr_us)})")
+        t.add_row("min/mean/max", f"{fmt_us(st.min_us)} / {fmt_us(st.mean_us)} / {fmt_us(st.max_us)}  "
+                                  f"sd {fmt_us(st.stddev_us)}  n={st.n}")
+        if st.gflops is not None:
+            t.add_row("throughput", f"{st.gflops:.2f} GFLOP/s" + (f", {st.gbps:.2f} GB/s" if st.gbps else ""))
+        t.add_row("timing", f"block k={r.block_k}, {r.warmup_calls} warm-up calls discarded"
+                  + (f", host load {r.host_load:.2f}" if r.host_load is not None else ""))
+        if r.noisy:
+            t.add_row("noisy", Text(r.noise_reason or "yes", style="yellow"))
+        parts.append(t)
+    elif view.samples_us:
+        parts.append(Text(f"\n{len(view.samples_us)} samples so far", style="bold"))
+
+    if r.numerics is not None:
+        parts.append(Text("\nnumerics", style="bold"))
+        t = _kv_table()
+        ok = r.numerics.verdict == "pass"
+        t.add_row("verdict", Text(r.numerics.verdict, style="green" if ok else "bold red"))
+        for k, v in r.numerics.stats.items():
+            t.add_row(str(k), _fmt(v))
+        parts.append(t)
+
+    c = r.compile
+    if c is not None:
+        parts.append(Text("\ncompile", style="bold"))
+        t = _kv_table()
+        t.add_row("how", "cache hit" if c.cache_hit else f"{c.seconds:.2f} s")
+        if c.artifact:
+            t.add_row("artifact", c.artifact)
+        if c.key:
+            t.add_row("cache key", c.key)
+        if c.num_dispatches is not None:
+            t.add_row("dispatches", str(c.num_dispatches))
+        if c.spec_applied is not None:
+            t.add_row("spec applied", Text(str(c.spec_applied), style="green" if c.spec_applied else "yellow"))
+        if c.compiler_version:
+            t.add_row("compiler", c.compiler_version)
+        if c.command:
+            t.add_row("command", shlex.join(c.command))
+        parts.append(t)
+        if c.error:
+            parts.append(Text("\ncompiler output", style="bold red"))
+            parts.append(Text(c.error[-4000:]))
+    if view.log:
+        parts.append(Text("\nlog", style="bold"))
+        parts.append(Text("\n".join(view.log[-20:])))
+    return Group(*parts)
+
+
+def reproducer_text(view: JobView | None) -> str:
+    if view is None:
+        return ""
+    return view.result.reproducer or ""

@@ -1,0 +1,141 @@
+"""Latency plots drawn with plotext 6 and shown in a Textual widget.
+
+plotext 6 has no Textual binding (textual-plotext needs plotext < 6), so `PlotView` builds the figure itself:
+plotext renders to a string with ANSI colours, `rich.text.Text.from_ansi` turns it into a renderable, and the
+widget shows it at its own size. plotext's figure is module-global state, so plots are built on the UI thread
+only, and only when their data or size changed, at most `MAX_HZ` times a second.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import plotext
+from rich.text import Text
+from textual.widgets import Static
+
+MAX_HZ = 5.0
+MAX_POINTS = 4000        # timeline points kept per series (plotext's braille canvas cannot show more anyway)
+
+
+@dataclass(frozen=True)
+class Series:
+    label: str
+    samples_us: tuple[float, ...]
+
+
+def _median(xs: tuple[float, ...]) -> float:
+    s = sorted(xs)
+    n = len(s)
+    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+
+
+def _quantile(sorted_xs: list[float], q: float) -> float:
+    return sorted_xs[min(len(sorted_xs) - 1, max(0, int(q * (len(sorted_xs) - 1))))]
+
+
+def _fresh_figure(width: int, height: int, title: str):
+    fig = plotext.figure
+    fig.clear()
+    fig.theme("dark")
+    fig.plot_size(max(width, 20), max(height, 6))
+    if title:
+        fig.title(title)
+    return fig
+
+
+def render_histogram(series: list[Series], width: int, height: int, title: str = "") -> str:
+    """Overlaid histograms of each series' samples (us), each with its median as a vertical line.
+
+    The x range is clipped to the 99th percentile of all samples so one slow outlier does not squash the
+    distribution; the title says when something was clipped."""
+    data = [s for s in series if s.samples_us]
+    if not data:
+        return ""
+    every = sorted(x for s in data for x in s.samples_us)
+    hi = _quantile(every, 0.99) if len(every) >= 100 else every[-1]
+    clipped = sum(1 for x in every if x > hi)
+    note = f" ({clipped} above {hi:.4g} us not shown)" if clipped else ""
+    fig = _fresh_figure(width, height, (title + note).strip())
+    bins = max(8, min(60, width // 2))
+    for s in data:
+        xs = [x for x in s.samples_us if x <= hi] or list(s.samples_us)
+        fig.draw(fig.hist(xs, bins=bins).label(f"{s.label} n={len(s.samples_us)}"))
+    for s in data:
+        med = _median(s.samples_us)
+        fig.line(med, orientation="vertical", label=f"median {s.label} {med:.4g}")
+    fig.label("us per call", axis="x")
+    return fig.build().string()
+
+
+def render_timeline(series: list[Series], width: int, height: int, title: str = "") -> str:
+    """Each sample against its index: drift, throttling or a noisy neighbour show as trends and steps."""
+    data = [s for s in series if s.samples_us]
+    if not data:
+        return ""
+    fig = _fresh_figure(width, height, title)
+    for s in data:
+        ys = list(s.samples_us)
+        step = max(1, len(ys) // MAX_POINTS)
+        xs = list(range(1, len(ys) + 1, step))
+        fig.draw(fig.signal(xs, ys[::step]).label(s.label))
+    fig.label("sample", axis="x")
+    fig.label("us", axis="y")
+    return fig.build().string()
+
+
+RENDERERS = {"histogram": render_histogram, "timeline": render_timeline}
+
+
+class PlotView(Static):
+    """A plot of latency samples that redraws itself at most MAX_HZ times a second and only when stale.
+
+    `set_series` is cheap (it only stores the data); the build happens in a throttled interval callback."""
+
+    DEFAULT_CSS = "PlotView { height: 1fr; width: 1fr; }"
+
+    def __init__(self, kind: str, *, empty: str = "no samples yet", **kwargs) -> None:
+        super().__init__(empty, **kwargs)
+        self.kind = kind
+        self.empty = empty
+        self.plot_title = ""
+        self.series: list[Series] = []
+        self._stale = True
+        self._built_for: tuple | None = None
+        self.renders = 0          # how many times the figure was built (tests check throttling)
+        self.last_render_s = 0.0  # wall time of the last build
+
+    def on_mount(self) -> None:
+        self.set_interval(1.0 / MAX_HZ, self.redraw_if_stale)
+
+    def on_resize(self) -> None:
+        self._stale = True
+
+    def set_series(self, series: list[Series], title: str = "") -> None:
+        key = (title, tuple((s.label, len(s.samples_us)) for s in series))
+        if key == self._built_for and series == self.series:
+            return
+        self.series = series
+        self.plot_title = title
+        self._stale = True
+
+    def redraw_if_stale(self) -> None:
+        if not self._stale:
+            return
+        w, h = self.content_size.width, self.content_size.height
+        if w < 10 or h < 4:      # hidden (inactive tab) or too small: keep stale, draw when shown
+            return
+        self._stale = False
+        self._built_for = (self.plot_title, tuple((s.label, len(s.samples_us)) for s in self.series))
+        if not any(s.samples_us for s in self.series):
+            self.update(Text(self.empty, style="dim"))
+            return
+        t0 = time.perf_counter()
+        try:
+            out = RENDERERS[self.kind](self.series, w, h, self.plot_title)
+        except Exception as e:  # noqa: BLE001 - a plotting bug must not take the dashboard down
+            self.update(Text(f"plot failed: {e}", style="red"))
+            return
+        self.last_render_s = time.perf_counter() - t0
+        self.renders += 1
+        self.update(Text.from_ansi(out, no_wrap=True, end=""))
