@@ -139,6 +139,24 @@ def test_gemm_flags_and_defaults() -> None:
     assert sig.input_shapes() == [(4, 3), (4, 5)] and sig.output_shapes() == [(3, 5)]
 
 
+def test_bnorm_flags_and_defaults() -> None:
+    from boo_engine.ops.bnorm import BatchNormSignature
+
+    sig = parse_command("bnorm")
+    assert isinstance(sig, BatchNormSignature)
+    assert (sig.input_shape, sig.layout, sig.spatial, sig.mode, sig.run, sig.save) == (
+        (32, 3, 32, 32), "NCHW", False, "forward_training", False, False)
+    long = parse_command("bnormbfp16 --batchsize 2 --in_channels 4 --in_d 3 --in_h 5 --in_w 6 --alpha 1 --beta 0 "
+                         "--forw 2 --back 0 --mode 1 --run 1 --save 1 --layout NDHWC")
+    short = parse_command("bnormbfp16 -n 2 -c 4 -D 3 -H 5 -W 6 -A 1 -B 0 -F 2 -b 0 -m 1 -r 1 -s 1 -L NDHWC")
+    assert long == short
+    assert (short.input_shape, short.mode, short.param_shape) == ((2, 3, 5, 6, 4), "forward_inference", (4,))
+    assert parse_command("bnorm -F 0 -b 1").mode == "backward"
+    assert parse_command("bnorm -n 2 -c 3 -H 4 -W 5 -L NHWC -m 0").param_shape == (4, 5, 3)
+    assert parse_command("bnormfp16 -n 2 -c 3 -H 4 -W 5 -L nhwc -m 1 -r 1 -s 1").func_name == (
+        "bnorm_2d_float16_forward_training_2x4x5x3_nhwc_spatial_run_save")
+
+
 def test_timing_args_are_stripped_and_kept() -> None:
     inv = parse_invocation("conv -n 2 -t 1 -c 8 --iter 7 -k 4")
     assert isinstance(inv, Command)
@@ -194,7 +212,8 @@ BAD = [
     ("conv -b 2", r"^conv: -b expects 0 or 1, got 2$"),
     ("conv -m fft", r"^conv: -m expects 'conv' or 'trans', got 'fft'$"),
     ("conv -Y 1", r"^conv: output padding \(-Y/-X\) only applies to a transposed conv"),
-    ("conv -m trans -Y 1", r"^conv: -Y 1 must be smaller than the stride or the dilation$"),
+    ("conv -m trans -Y 1", r"^conv: -Y 1 must be smaller than the stride \(1\)$"),
+    ("conv -m trans -Y 1 -l 2", r"^conv: -Y 1 must be smaller than the stride \(1\)$"),
     ("conv -m trans -H 2 -W 2 -y 1 -x 1 -p 3", r"^conv: transposed conv output"),
     ("conv -n 99999999999", r"^conv: -n 99999999999 is too large"),
     ("conv -n 9999999999999999999999", r"^conv: -n expects an integer"),
@@ -217,6 +236,16 @@ BAD = [
     ("gemm --iter", r"^gemm: --iter expects a value$"),
     ("gemm --iter x", r"^gemm: --iter expects an integer, got 'x'$"),
     ("--iter 5", r"^command has no op"),
+    ("bnorm -F 1 -b 1", r"^bnorm: -F 1 with -b 1 runs forward and backward together"),
+    ("bnorm -F 0", r"^bnorm: -F 0 -b 0 runs nothing"),
+    ("bnorm -F 3", r"^bnorm: -F expects 0 \(off\), 1 \(train\) or 2 \(inference\), got 3$"),
+    ("bnorm -A 2", r"^bnorm: only alpha=1 and beta=0 are supported, got -A 2 -B 0$"),
+    ("bnorm -m 2", r"^bnorm: -m expects 0 or 1, got 2$"),
+    ("bnorm -L NCDHW", r"^bnorm: -L 'NCDHW' does not fit a 2-D input"),
+    ("bnorm -L NCXW", r"^bnorm: --layout 'NCXW' is not a 2-D or 3-D layout"),
+    ("bnorm -n 0", r"^bnorm: input dim N must be positive, got 0$"),
+    ("bnorm -D -1", r"^bnorm: -D must be at least 0"),
+    ("bnorm -n 1 -c 2 -H 1 -W 1 -m 1 -r 1", r"^bnorm: updating running statistics \(-r 1\) needs more than one"),
     ("--iter x", r"^command: --iter expects an integer"),
     ("conv -I 'NCHW", r"^cannot split command"),
 ]

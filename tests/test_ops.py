@@ -24,6 +24,10 @@ CONV_FORWS = [1, 2, 4, 6, 7, 8, 9, 10]
 LN_VARIANTS = ["layernorm -X 3x4x5 -m 1", "layernorm -X 3x4x5 -m 1 -o 1", "layernorm -X 3x4x5 -m 1 -o 0",
                "layernorm -X 6 -m 1", "layernorm -X 2x3x4x5 -m 0 -e 1e-3"]
 LN_FORWS = [1, 2, 4, 6, 8, 10, 12, 14]
+BNORM_VARIANTS = ["bnorm -n 3 -c 4 -H 3 -W 2 -m 1", "bnorm -n 3 -c 4 -H 3 -W 2 -m 1 -L NHWC",
+                  "bnorm -n 3 -c 2 -H 2 -W 3 -m 0", "bnorm -n 2 -c 3 -D 2 -H 2 -W 3 -m 1 -L NDHWC",
+                  "bnorm -n 4 -c 2 -H 2 -W 2 -m 0 -L HWNC"]
+BNORM_MODES = ["-F 1", "-F 1 -r 1", "-F 1 -s 1", "-F 1 -r 1 -s 1", "-F 2", "-F 0 -b 1", "-F 0 -b 1 -s 1"]
 GEMM_VARIANTS = ["gemm -k 5 -m 4 -n 3", "gemm -k 5 -m 4 -n 3 -u 1", "gemm -k 5 -m 4 -n 3 -v 1",
                  "gemm -k 5 -m 4 -n 3 -u 1 -v 1"]
 
@@ -37,6 +41,9 @@ def _all_commands() -> list[str]:
         cmds += [f"{base} -F {f}" for f in LN_FORWS if "-m 1" in base or f in (1, 2)]
     for base in GEMM_VARIANTS:
         cmds += [f"{base} -F {f}" for f in (1, 2, 3)]
+    for base in BNORM_VARIANTS:
+        cmds += [f"{base} {m}" for m in BNORM_MODES]
+    cmds += [c.replace("bnorm ", "bnormbfp16 ") for c in cmds if c.startswith("bnorm -n 3 -c 4 -H 3 -W 2 -m 1 -L")]
     return cmds
 
 
@@ -121,10 +128,17 @@ def _gemm_autograd(sig, args):
 def _exact_stats(sig, args):
     """Layer-norm backward args carry mean / rstd computed in float32; recompute them in float64 from x so the
     comparison with autograd (which derives them from x) can be tight."""
-    if sig.op != "layernorm" or "mean" not in sig.arg_names():
-        return args
-    roles = sig.arg_names()
+    roles = sig.arg_names() if sig.op in ("layernorm", "bnorm") else []
     out = list(args)
+    if "saved_mean" in roles:  # batch norm: statistics over N (and the spatial dims in spatial mode)
+        x = sig._to_work(out[roles.index("x")])
+        mean = x.mean(dim=(0, 2))
+        var = x.var(dim=(0, 2), unbiased=False)
+        out[roles.index("saved_mean")] = mean.reshape(sig.param_shape)
+        out[roles.index("saved_invstd")] = torch.rsqrt(var + 1e-5).reshape(sig.param_shape)
+        return tuple(out)
+    if "mean" not in roles:
+        return args
     x = out[roles.index("x")]
     dims = list(range(sig.normalized_dim, x.dim()))
     out[roles.index("mean")] = x.mean(dim=dims, keepdim=True)
@@ -132,7 +146,59 @@ def _exact_stats(sig, args):
     return tuple(out)
 
 
-AUTOGRAD = {"conv": _conv_autograd, "layernorm": _layernorm_autograd, "gemm": _gemm_autograd}
+def _bnorm_autograd(sig, args):
+    """torch.nn.functional.batch_norm on the input laid out as N, C, <spatial> (spatial mode) or flattened to
+    (N, everything else) in layout order (per-activation mode); gradients via autograd."""
+    from boo_engine.ops.bnorm import BNORM_EPS, BNORM_MOMENTUM
+
+    roles = dict(zip(sig.arg_names(), args))
+    # torch order (N, C, then D, H, W) in spatial mode; N then the layout's other letters per-activation
+    if sig.spatial:
+        work = "NC" + "".join(ch for ch in "DHW" if ch in sig.layout)
+    else:
+        work = "N" + sig.layout.replace("N", "")
+    perm = [sig.layout.index(ch) for ch in work]
+    inv = [work.index(ch) for ch in sig.layout]
+    work_shape = [sig.input_shape[i] for i in perm]
+
+    def to_work(t):
+        t = t.permute(perm)
+        return t if sig.spatial else t.reshape(t.shape[0], -1)
+
+    def from_work(t):
+        return t.reshape(work_shape).permute(inv)
+
+    flat = lambda t: t.reshape(-1)
+    scale, bias = flat(roles["scale"]), flat(roles.get("bias", torch.zeros_like(roles["scale"])))
+    F = torch.nn.functional
+    if sig.mode == "forward_inference":
+        y = F.batch_norm(to_work(roles["x"]), flat(roles["running_mean"]), flat(roles["running_var"]), scale, bias,
+                         False, BNORM_MOMENTUM, BNORM_EPS)
+        return (from_work(y),)
+    if sig.mode == "forward_training":
+        x = to_work(roles["x"])
+        rm = flat(roles["running_mean"]).clone() if sig.run else None
+        rv = flat(roles["running_var"]).clone() if sig.run else None
+        y = F.batch_norm(x, rm, rv, scale, bias, True, BNORM_MOMENTUM, BNORM_EPS)
+        out = [from_work(y)]
+        if sig.save:
+            dims = [0] + list(range(2, x.dim()))
+            mean = x.mean(dim=dims)
+            invstd = torch.rsqrt(x.var(dim=dims, unbiased=False) + BNORM_EPS)
+            out += [mean.reshape(sig.param_shape), invstd.reshape(sig.param_shape)]
+        if sig.run:
+            out += [rm.reshape(sig.param_shape), rv.reshape(sig.param_shape)]
+        return tuple(out)
+    x = roles["x"].clone().requires_grad_(True)
+    w = scale.clone().requires_grad_(True)
+    b = torch.zeros_like(w, requires_grad=True)
+    y = F.batch_norm(to_work(x), None, None, w, b, True, BNORM_MOMENTUM, BNORM_EPS)
+    gx, gw, gb = torch.autograd.grad(y, (x, w, b), to_work(roles["dLdy"]))
+    return (gx, gw.reshape(sig.param_shape), gb.reshape(sig.param_shape))
+
+
+AUTOGRAD = {"conv": _conv_autograd, "layernorm": _layernorm_autograd, "gemm": _gemm_autograd,
+            "bnorm": _bnorm_autograd}
 
 
 @pytest.mark.parametrize("cmd", ALL)
@@ -170,7 +236,8 @@ def test_shapes_names_and_description(cmd: str) -> None:
     assert [a.dtype for a in args] == sig.input_dtypes()
     out = _tuple(sig.reference(*args))
     assert [tuple(o.shape) for o in out] == [tuple(s) for s in sig.output_shapes()]
-    assert all(o.dtype == sig.dtype for o in out)
+    out_dtypes = sig.output_dtypes() if hasattr(sig, "output_dtypes") else [sig.dtype] * len(out)
+    assert [o.dtype for o in out] == out_dtypes
     assert sig.flops > 0 and sig.bytes > 0
     desc = sig.describe()
     json.dumps(desc)

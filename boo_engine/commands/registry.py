@@ -5,6 +5,7 @@ import os
 import shlex
 from typing import Callable, Sequence
 
+from boo_engine.commands.bnorm import parse_bnorm
 from boo_engine.commands.conv import parse_conv
 from boo_engine.commands.gemm import parse_gemm
 from boo_engine.commands.layernorm import parse_layernorm
@@ -17,6 +18,7 @@ _FAMILIES: dict[str, Parser] = {
     "conv": parse_conv,
     "layernorm": parse_layernorm,
     "gemm": parse_gemm,
+    "bnorm": parse_bnorm,
 }
 _DTYPE_SUFFIXES = {"": "float32", "fp16": "float16", "bfp16": "bfloat16"}
 

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 from boo_engine.ops.base import DTYPES, OpSignature
+from boo_engine.ops.bnorm import BatchNormSignature
 from boo_engine.ops.conv import ConvSignature
 from boo_engine.ops.gemm import GemmSignature
 from boo_engine.ops.layernorm import LayerNormSignature
 
-__all__ = ["DTYPES", "OpSignature", "ConvSignature", "GemmSignature", "LayerNormSignature"]
+__all__ = ["DTYPES", "OpSignature", "BatchNormSignature", "ConvSignature", "GemmSignature", "LayerNormSignature"]

@@ -124,9 +124,9 @@ class ConvSignature(OpSignature):
             raise fail(op, f"-k {self.out_channels} not divisible by -g {self.groups}")
         if self.transposed:
             for i, ch in enumerate(letters):
-                op_, s, d = self.output_padding[i], self.stride[i], self.dilation[i]
-                if op_ and op_ >= max(s, d):
-                    raise fail(op, f"{_OPAD_FLAGS[ch]} {op_} must be smaller than the stride or the dilation")
+                op_, s = self.output_padding[i], self.stride[i]
+                if op_ >= s:
+                    raise fail(op, f"{_OPAD_FLAGS[ch]} {op_} must be smaller than the stride ({s})")
             if any(o < 1 for o in self.out_spatial):
                 raise fail(op, f"transposed conv output {shape_str(self.out_spatial)} is empty "
                                "(padding too large for the input)")
@@ -249,8 +249,11 @@ class ConvSignature(OpSignature):
         x = _permute(args[1], self.in_layout, tl)
         w = _permute(args[2], self.fil_layout, tl)
         mask = list(self.grad_mask)
-        bias_sizes = [self.out_channels] if mask[2] else None
-        dx, dw, db = torch.ops.aten.convolution_backward(dy, x, w, bias_sizes, *self._conv_args(), mask)
+        if self.transposed:
+            dx, dw, db = self._transposed_backward(dy, x, w, mask)
+        else:
+            bias_sizes = [self.out_channels] if mask[2] else None
+            dx, dw, db = torch.ops.aten.convolution_backward(dy, x, w, bias_sizes, *self._conv_args(), mask)
         results = []
         if mask[0]:
             results.append(_permute(dx, tl, self.in_layout))
@@ -259,6 +262,23 @@ class ConvSignature(OpSignature):
         if mask[2]:
             results.append(db)
         return results[0] if len(results) == 1 else tuple(results)
+
+    def _transposed_backward(self, dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, mask: list[bool]):
+        """Gradients of a transposed conv, written with ordinary convolutions: IREE cannot lower
+        `convolution_backward` of a transposed conv, but the transposed conv is the adjoint of the ordinary
+        conv z = conv(dy, w), so dLdx = conv(dy, w) and dLdw is that conv's weight grad with x as its output
+        grad. (Needs output padding < stride, which validation enforces.)"""
+        stride, padding, dilation, _, _, groups = self._conv_args()
+        zeros = [0] * self.num_spatial_dims
+        dx = dw = db = None
+        if mask[0]:
+            dx = torch.convolution(dy, w, None, stride, padding, dilation, False, zeros, groups)
+        if mask[1]:
+            dw = torch.ops.aten.convolution_backward(
+                x, dy, w, None, stride, padding, dilation, False, zeros, groups, [False, True, False])[1]
+        if mask[2]:
+            db = dy.sum(dim=[0, *range(2, dy.dim())])
+        return dx, dw, db
 
     # ---- cost model -----------------------------------------------------------------------------------
     @property
