@@ -156,9 +156,14 @@ class LayerNormSignature(OpSignature):
         a = dict(zip(roles, args))
         shape = list(self.normalized_shape)
         if self.is_forward:
+            # 16-bit inputs are normalized in float32 (as eager torch does inside its kernel): exported as-is,
+            # aten.native_layer_norm would lower to fp16/bf16 arithmetic and lose accuracy
             x = a["x"]
-            y, mean, rstd = torch.ops.aten.native_layer_norm(x, shape, a.get("weight"), a.get("bias"), self.eps)
-            return y, mean.to(x.dtype), rstd.to(x.dtype)
+            acc = _acc_dtype(x.dtype)
+            w, b = a.get("weight"), a.get("bias")
+            y, mean, rstd = torch.ops.aten.native_layer_norm(
+                x.to(acc), shape, None if w is None else w.to(acc), None if b is None else b.to(acc), self.eps)
+            return y.to(x.dtype), mean.to(x.dtype), rstd.to(x.dtype)
         dy = a["dLdy"]
         out_dtype = dy.dtype
         acc = _acc_dtype(out_dtype)
