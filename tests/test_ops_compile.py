@@ -1,0 +1,54 @@
+"""The op/mode corners the grammar accepts beyond tests/test_compile_ops.py's list really become IREE kernels
+that run on this CPU and pass BOO's numerics: transposed-conv gradients, 1-D / 3-D convs, odd layouts,
+layernorm over several dims, gemm gradients, and batch norm (mixed precision: float32 parameters)."""
+from __future__ import annotations
+
+import pytest
+
+from boo_engine.commands import parse_command
+from boo_engine.compile.cache import KernelCache
+from boo_engine.compile.pool import CompilePool
+from boo_engine.numerics import check_numerics
+
+TRANS = "conv -n 1 -c 4 -H 5 -W 5 -k 6 -y 3 -x 3 -u 2 -v 2 -p 1 -q 1 -m trans -Y 1 -g 2"
+COMMANDS = [
+    f"{TRANS} -F 1 -b 1",
+    f"{TRANS} -F 10",
+    f"{TRANS} -F 6 -I NHWC -O NHWC -f NHWC",
+    "conv -_ 1 -n 2 -c 4 -H 12 -k 6 -y 3 -p 1 -u 2 -F 1 -b 1",
+    "conv -_ 1 -n 2 -c 4 -H 12 -k 6 -y 3 -p 1 -u 2 -F 10 -I NHC -O NHC -f NHC",
+    "conv -_ 3 -n 1 -c 2 -! 4 -H 5 -W 4 -k 3 -@ 2 -y 3 -x 1 -$ 1 -F 1 -I NDHWC -O NDHWC -f NDHWC",
+    "conv -_ 3 -n 1 -c 2 -! 4 -H 5 -W 4 -k 3 -@ 2 -y 3 -x 1 -$ 1 -F 9",
+    "conv -n 2 -c 4 -H 7 -W 6 -k 6 -y 3 -x 2 -p 1 -u 2 -j 2 -g 2 -F 10 -I CHWN -f HWCN -O NWHC",
+    "layernorm -X 3x4x8 -m 1 -o 1 -F 14",
+    "layernorm -X 3x4x8 -m 1 -o 0 -F 1",
+    "layernorm -X 3x4x8 -m 1 -o 0 -F 12",
+    "gemm -k 8 -m 16 -n 12 -u 1 -F 2",
+    "gemm -k 8 -m 16 -n 12 -v 1 -F 3",
+    "bnorm -n 4 -c 8 -H 5 -W 5 -m 1 -F 1 -r 1 -s 1 -L NHWC",
+    "bnormbfp16 -n 4 -c 8 -H 5 -W 5 -m 1 -F 1 -L NHWC",
+    "bnorm -n 4 -c 3 -H 4 -W 4 -m 0 -F 2",
+    "bnorm -n 4 -c 8 -H 5 -W 5 -m 1 -F 0 -b 1 -s 1",
+]
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory) -> KernelCache:
+    return KernelCache(tmp_path_factory.mktemp("kernels"))
+
+
+@pytest.fixture(scope="module")
+def compiled(cache):
+    sigs = [parse_command(c) for c in COMMANDS]
+    with CompilePool(cache=cache) as pool:
+        futures = {s.func_name: pool.submit(s, "cpu") for s in sigs}
+        return {name: f.result() for name, f in futures.items()}
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_corner_kernel_compiles_runs_and_passes_numerics(command, cache, compiled):
+    sig = parse_command(command)
+    assert compiled[sig.func_name].num_dispatches >= 1
+    info = check_numerics(sig, "cpu", cache=cache)
+    assert info.verdict == "pass", info.stats.get("reason")
+    assert len(info.stats["outputs"]) == len(sig.output_shapes())
