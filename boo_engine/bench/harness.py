@@ -60,6 +60,7 @@ class Measurement:
     timer_overhead_ns: float = 0.0   # cost of one timer read pair
     loop_overhead_ns: float = 0.0    # cost of one loop iteration calling an empty function
     est_call_ns: float = 0.0         # call time estimated from the warm-up
+    sampling_s: float = 0.0          # wall time of the sampling loop alone (samples + bookkeeping between them)
     truncated: bool = False          # max_time_s stopped sampling before the stopping rule was met
     cancelled: bool = False          # cancel was set; samples taken so far are kept
 
@@ -84,16 +85,19 @@ def measure(
     batch_interval_s: float = 0.15,
     cancel: CancelFlag | None = None,
     sync: Callable[[], object] | None = None,
+    block_k: int | None = None,
 ) -> Measurement:
     """Time `call` (no arguments; it must return only once its work is done, or pass `sync`).
 
     Returns every sample (per-call microseconds). `on_batch` receives the samples taken since its last call, at
     most every `batch_interval_s` and once at the end, so a live view can follow without perturbing the loop.
     `cancel.is_set()` is polled between warm-up calls and at each batch hand-off; when set, sampling stops and
-    the samples so far are returned with `cancelled=True`.
+    the samples so far are returned with `cancelled=True`. `block_k` forces the block size (overhead studies).
     """
     if iters < 1:
         raise ValueError(f"iters must be >= 1, got {iters}")
+    if block_k is not None and block_k < 1:
+        raise ValueError(f"block_k must be >= 1, got {block_k}")
     t_start = _now_ns()
     gc_was_enabled = gc.isenabled()
     gc.disable()     # no collection inside a block; a full gc.collect() first would cost ~100 ms per job
@@ -103,19 +107,22 @@ def measure(
         timer_ns = _timer_overhead_ns()
         loop_ns = _loop_overhead_ns()
         warm_calls, est_ns, cancelled = _warm_up(call, sync, warmup_s, min_warmup_calls, deadline, cancel)
-        k = choose_block_k(est_ns, timer_ns, loop_ns)
+        k = block_k if block_k is not None else choose_block_k(est_ns, timer_ns, loop_ns)
         samples: list[float] = []
         truncated = False
+        sampling_s = 0.0
         if not cancelled:
+            t_sampling = _now_ns()
             samples, truncated, cancelled = _sample(
                 call, sync, k, iters, min_time_s, deadline, on_batch, batch_interval_s, cancel)
+            sampling_s = (_now_ns() - t_sampling) / 1e9
     finally:
         if gc_was_enabled:
             gc.enable()
     wall_s = (_now_ns() - t_start) / 1e9
     return Measurement(
         samples_us=samples, block_k=k, warmup_calls=warm_calls, wall_s=wall_s, host_load=load.finish(),
-        timer_overhead_ns=timer_ns, loop_overhead_ns=loop_ns, est_call_ns=est_ns,
+        timer_overhead_ns=timer_ns, loop_overhead_ns=loop_ns, est_call_ns=est_ns, sampling_s=sampling_s,
         truncated=truncated, cancelled=cancelled,
     )
 
