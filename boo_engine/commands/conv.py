@@ -54,10 +54,8 @@ def _spatial_dims(op: str, values: dict, spelled: dict) -> int:
         require(op, 3 <= len(layout) <= 5,
                 f"{spelled[name]} {layout!r} is not a 1-D, 2-D or 3-D layout (3 to 5 letters)")
         ranks.add(len(layout) - 2)
-    if len(ranks) > 1:
-        shown = ", ".join(f"{spelled[n]} {v}" for n, v in given.items())
-        raise_msg = f"layouts disagree on the number of spatial dims ({shown})"
-        require(op, False, raise_msg)
+    shown = ", ".join(f"{spelled[n]} {v}" for n, v in given.items())
+    require(op, len(ranks) <= 1, f"layouts disagree on the number of spatial dims ({shown})")
     if ranks:
         return ranks.pop()
     nd = values["spatial_dim"]

@@ -34,11 +34,6 @@ def _show(token: str) -> str:
     return repr(text)
 
 
-def flag_name(flag: Flag, used: str | None = None) -> str:
-    """How to name a flag in a message: the spelling the user typed, else the long form."""
-    return used if used else f"--{flag.long}"
-
-
 def _convert(op: str, spelled: str, kind: str, raw: str) -> Any:
     if kind == "int":
         text = raw.strip()
@@ -111,11 +106,19 @@ def _looks_numeric(token: str) -> bool:
     return True
 
 
+def _family(word: str) -> str:
+    """`convbfp16` -> `conv`, so timing-arg messages start like every other message of that op."""
+    for suffix in ("bfp16", "fp16"):
+        if word.endswith(suffix) and len(word) > len(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
 def split_timing_args(tokens: Sequence[str]) -> tuple[list[str], int, int]:
     """Remove the timing args (`-t/--time`, `--iter`/`-i`) wherever they appear, as BOO does before the op's
     parser sees the command. Returns (remaining tokens, iters, time); the last occurrence wins."""
     iters, time = 100, 1
-    op = tokens[0] if tokens and not tokens[0].startswith("-") else "command"
+    op = _family(tokens[0]) if tokens and not tokens[0].startswith("-") else "command"
     rest: list[str] = []
     i = 0
     while i < len(tokens):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from boo_engine.commands.bnorm import parse_bnorm
@@ -22,14 +23,25 @@ _FAMILIES: dict[str, Parser] = {
 }
 _DTYPE_SUFFIXES = {"": "float32", "fp16": "float16", "bfp16": "bfloat16"}
 
-#: op word -> (family parser, dtype name); filled by `register_family`
-OPS: dict[str, tuple[Parser, str]] = {}
+
+
+@dataclass(frozen=True)
+class OpEntry:
+    """What an op word means: its family (`conv` for `convbfp16`), its dtype and the family's parser."""
+
+    family: str
+    dtype_name: str
+    parser: Parser
+
+
+#: op word -> entry; filled by `register_family`
+OPS: dict[str, OpEntry] = {}
 
 
 def register_family(family: str, parser: Parser) -> None:
     """Make `family`, `familyfp16` and `familybfp16` known."""
     for suffix, dtype_name in _DTYPE_SUFFIXES.items():
-        OPS[family + suffix] = (parser, dtype_name)
+        OPS[family + suffix] = OpEntry(family, dtype_name, parser)
 
 
 for _family, _parser in _FAMILIES.items():
@@ -54,11 +66,12 @@ def tokenize(cmd: str | Sequence[str]) -> list[str]:
 
 
 def parse_op_tokens(tokens: Sequence[str]) -> OpSignature:
-    """tokens[0] is the op word, the rest its flags (timing args already removed)."""
+    """tokens[0] is the op word, the rest its flags (timing args already removed). Error messages start with the
+    op family (`conv: ...` for a convbfp16 command too), matching the signatures' own validation."""
     word = tokens[0]
     entry = OPS.get(word)
     if entry is None:
         shown = word if len(word) <= 40 else word[:37] + "..."
         raise CommandError(f"unknown op {shown!r} (expected one of {', '.join(sorted(OPS))})")
-    parser, dtype_name = entry
-    return parser(word, dtype_name, list(tokens[1:]))
+    # messages name the family ("conv: ..." for convbfp16 too), as the signatures' own validation does
+    return entry.parser(entry.family, entry.dtype_name, list(tokens[1:]))

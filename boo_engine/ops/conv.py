@@ -237,6 +237,10 @@ class ConvSignature(OpSignature):
         return (list(self.stride), list(self.padding), list(self.dilation), self.transposed,
                 list(self.output_padding), self.groups)
 
+    def output_dtypes(self) -> list[torch.dtype]:
+        """Every result has the op's dtype (bnorm, with float32 statistics, is the op where this differs)."""
+        return [self.dtype] * len(self.output_shapes())
+
     def reference(self, *args: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
         tl = self._torch_layout
         if self.is_forward:

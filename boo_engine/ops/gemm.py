@@ -68,6 +68,10 @@ class GemmSignature(OpSignature):
     def output_shapes(self) -> list[tuple[int, ...]]:
         return [{1: (self.m, self.n), 2: self.a_shape, 3: self.b_shape}[self.forw]]
 
+    def output_dtypes(self) -> list[torch.dtype]:
+        """Every result has the op's dtype (bnorm, with float32 statistics, is the op where this differs)."""
+        return [self.dtype] * len(self.output_shapes())
+
     def reference(self, *args: torch.Tensor) -> torch.Tensor:
         if self.forw == 1:
             a, b = args

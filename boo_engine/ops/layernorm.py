@@ -151,6 +151,10 @@ class LayerNormSignature(OpSignature):
         return tuple(args)
 
     # ---- reference ------------------------------------------------------------------------------------
+    def output_dtypes(self) -> list[torch.dtype]:
+        """Every result has the op's dtype (bnorm, with float32 statistics, is the op where this differs)."""
+        return [self.dtype] * len(self.output_shapes())
+
     def reference(self, *args: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
         roles = self._arg_roles()
         a = dict(zip(roles, args))
