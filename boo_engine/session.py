@@ -33,6 +33,7 @@ from .results import (
     CANCELLED,
     COMPILING,
     DONE,
+    EXPORTING,
     FAILED,
     FINAL_STATUSES,
     INTERRUPTED,
@@ -67,6 +68,7 @@ class SessionConfig:
     compile_timeout_s: float = 600.0
     bench_timeout_s: float | None = None      # None: derived from max_time_s
     rounds: int = 5                           # interleaving rounds when a command has several jobs
+    min_effect: float = 0.03                  # smallest time ratio change called faster / slower
     extra_args: tuple[str, ...] = ()          # appended to every command (a CLI --iter 5 overrides files)
     resume: int | str | None = None           # continue this run id (or "last") without redoing finished jobs
     command_line: str = ""                    # recorded with the run
@@ -114,6 +116,7 @@ class Session:
         self._measure_cancel = threading.Event()
         self._current: str | None = None      # job being measured
         self._idle_reported = False
+        self._registered_commands: set[str] = set()
         self._resumed_done_results: dict[str, JobResult] = {}
         if self.config.resume is not None:
             self._prepare_resume(self.config.resume)
@@ -151,6 +154,7 @@ class Session:
             if any(v.name == variant.name for v in self.variants):
                 raise BooError(f"variant {variant.name!r} already exists")
             self.variants.append(variant)
+            self._register_variant(variant)
             added = []
             for source, text, command, error in self._commands:
                 if command is not None and IREE in self.config.backends:
@@ -219,6 +223,7 @@ class Session:
                 if result is not None and result.status == QUEUED:
                     self._plan[job_id].cancelled = False
                     self._queued.append(job_id)
+                    self._record(result)
                 elif result is not None and result.status == FAILED and self._plan[job_id].command is None:
                     self._record(result)  # bad input lines are stored as failed rows too
             if self._runner is None or not self._runner.is_alive():
@@ -275,6 +280,7 @@ class Session:
         if self._closed:
             return
         self._closed = True
+        was_busy = self._busy()  # work in flight now means the run is interrupted, however the jobs end
         self._stop.set()
         self._measure_cancel.set()
         with self._lock:
@@ -290,22 +296,26 @@ class Session:
                 pass
         if self._runner is not None:
             self._runner.join(timeout=10)
-        interrupted = False
+        interrupted = was_busy
         with self._lock:
             for result in self.jobs.values():
                 if result.status not in FINAL_STATUSES:
-                    interrupted = True
+                    interrupted = interrupted or self.run_id is not None and result.job_id in self._active
                     self._finish(result, INTERRUPTED, error="interrupted: the session closed before this job finished")
         if self.run_id is not None and (interrupted or not self._idle_reported):
             status = self._run_status(interrupted)
             self.store.finish_run(self.run_id, status)
             self._emit(ev.RunFinished(run_id=self.run_id, status=status, **self._counts()))
-        for closer in (getattr(self._worker, "close", None), getattr(self._pool, "shutdown", None)):
-            if closer is not None:
-                try:
-                    closer()
-                except Exception:
-                    pass
+        if self._worker is not None:
+            try:
+                self._worker.close()
+            except Exception:
+                pass
+        if self._pool is not None:
+            try:
+                self._pool.shutdown(wait=False, cancel=True)
+            except Exception:
+                pass
         self.store.close()
         self._tmp.cleanup()
 
@@ -323,7 +333,17 @@ class Session:
         export_results(
             path, results, environment=self.environment(),
             run=self.store.run_info(self.run_id) if self.run_id is not None else None,
+            comparisons=self.comparisons(results),
         )
+
+    def comparisons(self, results: list[JobResult] | None = None) -> dict:
+        """Every finished variant (and the torch reference) against the baseline of the same command:
+        {(target, command, column): compare.Comparison}."""
+        from .compare import compare_results
+
+        with self._lock:
+            results = list(self.jobs.values()) if results is None else results
+        return compare_results(results, min_effect=self.config.min_effect, seed=self.config.seed)
 
     def environment(self) -> dict:
         if self._environment is None:
@@ -358,24 +378,32 @@ class Session:
             config=_config_dict(self.config, self.variants),
             environment=env,
         )
+        for variant in self.variants:
+            self._register_variant(variant)
         self._emit(ev.RunStarted(run_id=self.run_id, total_jobs=len(self.jobs)))
+
+    def _register_variant(self, variant: Variant) -> None:
+        if self.run_id is None:
+            return
+        spec_text = "\n".join(Path(s).read_text(errors="replace") for s in variant.tuning_specs) or None
+        self.store.register_variant(self.run_id, variant.name, flags=variant.compile_flags(), spec_text=spec_text,
+                                    details=variant.describe())
 
     def _prepare_resume(self, run_id: int | str) -> None:
         if run_id == "last":
             run_id = self.store.last_run_id()
             if run_id is None:
                 raise BooError(f"--resume: no run to resume in {self.store.path}")
-        info = self.store.run_info(run_id)
-        if info is None:
-            raise BooError(f"--resume: no run {run_id} in {self.store.path}")
+        self.store.run_info(run_id)  # StoreError (one line) when there is no such run
+        self.store.mark_interrupted(run_id)  # repair a run whose process was killed
         done = self.store.finished_job_ids(run_id)
         self._resumed_done_results = {r.job_id: r for r in self.store.load_results(run_id) if r.job_id in done}
-        self.store.reopen_run(run_id)
+        self.store.resume_run(run_id)
         self.run_id = run_id
 
     def _counts(self) -> dict:
         ok = sum(1 for r in self.jobs.values() if r.status == DONE)
-        failed = sum(1 for r in self.jobs.values() if r.status in (FAILED, CANCELLED, INTERRUPTED))
+        failed = sum(1 for r in self.jobs.values() if r.status == FAILED)
         return {"ok": ok, "failed": failed}
 
     def _run_status(self, interrupted: bool) -> str:
@@ -404,8 +432,14 @@ class Session:
         self._record(result)
 
     def _record(self, result: JobResult) -> None:
-        if self.run_id is not None:
-            self.store.record_result(self.run_id, result)
+        if self.run_id is None:
+            return
+        job = self._plan.get(result.job_id)
+        if job is not None and job.command is not None and result.command not in self._registered_commands:
+            self._registered_commands.add(result.command)
+            sig = job.command.signature
+            self.store.register_command(result.command, op=sig.op, func_name=sig.func_name, signature=sig.describe())
+        self.store.record_result(self.run_id, result)
 
     # ------------------------------------------------------------------ internals: the runner
     def _run_loop(self) -> None:
@@ -457,6 +491,7 @@ class Session:
         with self._lock:
             self._idle_reported = False
         iree_jobs = [j for j in batch if self._plan[j].backend == IREE]
+        self._ensure_worker()  # its process starts (imports torch) while the cache is consulted
         for job_id in iree_jobs:
             self._submit_compile(job_id)
         groups = self._groups(batch)
@@ -495,14 +530,18 @@ class Session:
         job, result = self._plan[job_id], self.jobs[job_id]
         if job.artifact is not None or job.cancelled:
             return
+        from .compile.pool import lookup_cached
+
         pool = self._ensure_pool()
-        hit = self._cache.lookup(job.command.signature, self.target, job.variant)
+        # A cache hit costs a few file reads and no export: cached kernels never wait for a worker.
+        hit = lookup_cached(job.command.signature, self.target, job.variant, cache=self._cache)
         if hit is not None:
             job.artifact = hit
             self._compiled(result, hit)
             return
-        self._status(result, COMPILING)
-        job.future = pool.submit(job.command.signature, self.target, job.variant)
+        self._status(result, EXPORTING, "waiting for a compile worker")
+        job.future = pool.submit(job.command.signature, self.target, job.variant,
+                                 on_start=lambda: self._status(result, COMPILING))
 
     def _await_compile(self, job_id: str) -> None:
         job, result = self._plan[job_id], self.jobs[job_id]
@@ -567,11 +606,11 @@ class Session:
         if self._worker is None:
             from .bench.worker import BenchWorker
 
-            self._worker = BenchWorker(self.target.name, threads=self.config.threads)
+            self._worker = BenchWorker(threads=self.config.threads)
         return self._worker
 
     def _measure_group(self, group: list[str]) -> None:
-        from .bench.worker import BenchFailed, BenchSpec
+        from .bench.worker import BenchCancelled, BenchFailed
 
         live = [j for j in group if self._measurable(j)]
         if not live:
@@ -600,6 +639,11 @@ class Session:
                     self._current = job_id
                 try:
                     outcome = worker.run(spec, on_samples=self._sample_sink(job_id), cancel=self._measure_cancel)
+                except BenchCancelled:
+                    if result.status not in FINAL_STATUSES:
+                        self._finish(result, INTERRUPTED if self._stop.is_set() else CANCELLED,
+                                     error="interrupted" if self._stop.is_set() else "cancelled")
+                    continue
                 except BenchFailed as e:
                     self._finish(result, FAILED, error=_first_line(str(e)))
                     continue
@@ -748,6 +792,7 @@ def _config_dict(cfg: SessionConfig, variants: list[Variant]) -> dict:
         "splat_value": cfg.splat_value,
         "verify_numerics": cfg.verify_numerics,
         "rounds": cfg.rounds,
+        "min_effect": cfg.min_effect,
         "extra_args": list(cfg.extra_args),
         "tool_version": __version__,
     }

@@ -93,6 +93,7 @@ def config_from_args(args: argparse.Namespace):
         compile_workers=args.jobs,
         compile_timeout_s=args.compile_timeout,
         rounds=args.rounds,
+        min_effect=args.min_effect / 100.0,
         resume=resume,
         command_line=" ".join(shlex.quote(a) for a in [os.path.basename(sys.argv[0])] + sys.argv[1:]),
     )

@@ -179,7 +179,7 @@ def _run(opts: dict[str, list[str]], command: list[str]) -> int:
     if csv_path is not None:
         from ..exporters import write_boo_driver_csv
 
-        write_boo_driver_csv(csv_path, rows, backends=names, numerics="--verify-numerics" in opts)
+        write_boo_driver_csv(csv_path, rows)
     return EXIT_FAILED if failed else EXIT_OK
 
 

@@ -93,7 +93,9 @@ def run_headless(args: argparse.Namespace) -> int:
         if not args.export:
             from ..exporters import render_markdown
 
-            sys.stdout.write(render_markdown(results, environment=session.environment()))
+            sys.stdout.write(render_markdown(results, environment=session.environment(),
+                                             comparisons=session.comparisons(results)))
+        regressions = _regressions(session, results, args.fail_on_regression)
         run_id = session.run_id
     finally:
         progress.stop()
@@ -102,20 +104,27 @@ def run_headless(args: argparse.Namespace) -> int:
     print(f"{PROG}: run {run_id} stored in {session.store.path}", file=sys.stderr)
     if interrupted.is_set():
         return 130
-    return _exit_code(results, args)
+    for line in regressions:
+        print(f"{PROG}: regression: {line}", file=sys.stderr)
+    if regressions:
+        return EXIT_REGRESSION
+    return EXIT_FAILED if any(r.status != DONE for r in results) else EXIT_OK
 
 
-def _exit_code(results: list[JobResult], args: argparse.Namespace) -> int:
-    if args.fail_on_regression is not None:
-        from ..compare import regressions_in_results
+def _regressions(session, results: list[JobResult], pct: float | None) -> list[str]:
+    """Variants significantly slower than their baseline by more than pct percent (the torch reference is not
+    a variant and never counts)."""
+    if pct is None:
+        return []
+    from ..compare import regressions
+    from ..results import TORCH
 
-        slower = regressions_in_results(results, args.fail_on_regression, min_effect=args.min_effect / 100)
-        for line in slower:
-            print(f"{PROG}: regression: {line}", file=sys.stderr)
-        if slower:
-            return EXIT_REGRESSION
-    failed = [r for r in results if r.status != DONE]
-    return EXIT_FAILED if failed else EXIT_OK
+    comparisons = {k: c for k, c in session.comparisons(results).items() if k[2] != TORCH}
+    return [
+        f"{command} [{label}]: {c.ratio:.3f}x the baseline's time (95% CI {c.ci_low:.3f}-{c.ci_high:.3f}, "
+        f"p={c.p_value:.2g}) > {1 + pct / 100:.3f}"
+        for (target, command, label), c in regressions(comparisons, pct)
+    ]
 
 
 def _dump_dispatches(args, config) -> int:

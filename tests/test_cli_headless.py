@@ -1,0 +1,177 @@
+"""The headless front end (`boo-tui ... --export`) and boo-driver, end to end: real compiles, real kernels, a real
+SQLite file. Each test runs the installed entry points in a child process, as a user or CI script would."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+GEMM = "gemm -k 16 -m 32 -n 16"
+CONV = "conv -n 1 -c 4 -H 8 -W 8 -k 4 -y 3 -x 3 -p 1 -q 1"
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    """One kernel cache for the module, so each kernel compiles once across tests."""
+    e = dict(os.environ)
+    e["BOO_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+    e.pop("BOO_DB", None)
+    return e
+
+
+def boo_tui(args, env, cwd, timeout=300):
+    return subprocess.run([sys.executable, "-m", "boo_tui", *args], env=env, cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def boo_driver(args, env, cwd, timeout=300):
+    return subprocess.run([sys.executable, "-m", "boo_engine.cli.driver", *args], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_export_all_formats_and_db(env, tmp_path):
+    cmds = tmp_path / "cmds.txt"
+    cmds.write_text(f"# two tiny kernels\n{GEMM}\n\n{CONV} -F 1\n")
+    db = tmp_path / "r.db"
+    p = boo_tui([str(cmds), "--iter", "20", "--db", str(db), "--export", "r.csv", "--export", "r.json",
+                 "--export", "r.md"], env, tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "", "stdout must stay clean in export mode"
+
+    rows = list(csv.DictReader(open(tmp_path / "r.csv")))
+    for col in ("command", "func_name", "variant", "target", "status", "n", "min_us", "median_us", "mean_us",
+                "max_us", "stddev_us", "p10_us", "p90_us", "gflops", "gbps", "numerics", "error"):
+        assert col in rows[0], col
+    # two commands x (iree + torch)
+    assert len(rows) == 4
+    assert {r["status"] for r in rows} == {"done"}
+    iree_rows = [r for r in rows if r["backend"] == "iree"]
+    assert all(r["numerics"] == "pass" for r in iree_rows)
+    assert all(int(r["n"]) == 20 for r in rows)
+    assert all(float(r["min_us"]) <= float(r["median_us"]) <= float(r["max_us"]) for r in rows)
+
+    data = json.loads((tmp_path / "r.json").read_text())
+    text = json.dumps(data)
+    assert "environment" in data and "iree" in text
+    results = data["results"]
+    assert all(len(r["samples_us"]) == 20 for r in results)
+    assert all(r["reproducer"].startswith("iree-benchmark-module") for r in results if r["backend"] == "iree")
+
+    md = (tmp_path / "r.md").read_text()
+    assert "|" in md and "gemm_float32_forward_16x32x16" in md
+
+    con = sqlite3.connect(db)
+    assert con.execute("pragma integrity_check").fetchone()[0] == "ok"
+    assert con.execute("select status from runs").fetchone()[0] == "done"
+    n_samples = con.execute("select count(*) from samples").fetchone()[0]
+    assert n_samples == 80
+
+
+def test_bad_line_is_a_failed_row_and_the_rest_runs(env, tmp_path):
+    cmds = tmp_path / "mixed.txt"
+    cmds.write_text(f"{GEMM}\nconv -n 2 --no-such-flag 3\n")
+    p = boo_tui([str(cmds), "--iter", "10", "--backend", "iree", "--db", str(tmp_path / "r.db"),
+                 "--export", "out.csv"], env, tmp_path)
+    assert p.returncode == 1, p.stderr
+    rows = list(csv.DictReader(open(tmp_path / "out.csv")))
+    assert [r["status"] for r in rows].count("done") == 1
+    bad = [r for r in rows if r["status"] == "failed"]
+    assert len(bad) == 1 and f"{cmds}:2" in bad[0]["error"] and "--no-such-flag" in bad[0]["error"]
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["missing.txt", "--export", "x.csv"], "missing.txt"),
+    ([GEMM, "--export", "x.xlsx"], ".xlsx"),
+    ([GEMM, "--export", "/proc/no/such/dir/x.csv"], "/proc/no/such/dir"),
+    ([GEMM, "--export", "x.csv", "--target", "hip:banana"], "banana"),
+    (["conv -n 0 -c 3", "--export", "x.csv"], "-n"),
+])
+def test_usage_errors_are_one_line_exit_2_and_write_nothing(env, tmp_path, args, needle):
+    p = boo_tui(args + ["--db", str(tmp_path / "r.db")], env, tmp_path)
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    lines = [l for l in p.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and needle in lines[0], p.stderr
+    assert "Traceback" not in p.stderr
+    assert not list(tmp_path.glob("x.*"))
+
+
+def test_kill_mid_run_then_resume(env, tmp_path):
+    cmds = tmp_path / "many.txt"
+    sizes = [16, 24, 32, 40, 48, 56]
+    cmds.write_text("".join(f"gemm -k {s} -m {s} -n {s}\n" for s in sizes))
+    db = tmp_path / "r.db"
+    args = [str(cmds), "--iter", "30", "--min-time", "0.6", "--backend", "iree", "--no-numerics",
+            "--db", str(db), "--export", "out.json"]
+    proc = subprocess.Popen([sys.executable, "-m", "boo_tui", *args], env=env, cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 240
+    done_before = 0
+    while time.time() < deadline:
+        time.sleep(0.3)
+        if db.exists():
+            try:
+                con = sqlite3.connect(db, timeout=1)
+                done_before = con.execute("select count(*) from results where status='done'").fetchone()[0]
+                con.close()
+            except sqlite3.Error:
+                continue
+            if done_before >= 2:
+                break
+        assert proc.poll() is None, proc.stderr.read()
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert 2 <= done_before < len(sizes)
+
+    con = sqlite3.connect(db)
+    assert con.execute("pragma integrity_check").fetchone()[0] == "ok"
+    finished = dict(con.execute("select job_id, finished_at from results where status='done'").fetchall())
+    for job_id in finished:  # every finished result kept all its samples
+        n = con.execute("select n from results where job_id=?", (job_id,)).fetchone()[0]
+        rid = con.execute("select id from results where job_id=?", (job_id,)).fetchone()[0]
+        assert con.execute("select count(*) from samples where result_id=?", (rid,)).fetchone()[0] == n
+    con.close()
+
+    p = boo_tui(args + ["--resume"], env, tmp_path)
+    assert p.returncode == 0, p.stderr
+    con = sqlite3.connect(db)
+    assert con.execute("select count(*) from runs").fetchone()[0] == 1
+    rows = dict(con.execute("select job_id, finished_at from results where status='done'").fetchall())
+    assert len(rows) == len(sizes)
+    for job_id, finished_at in finished.items():
+        assert rows[job_id] == finished_at, "a finished job was measured again"
+    assert con.execute("select status from runs").fetchone()[0] == "done"
+    data = json.loads((tmp_path / "out.json").read_text())
+    assert len(data["results"]) == len(sizes)
+
+
+def test_boo_driver_csv_and_exit_codes(env, tmp_path):
+    p = boo_driver([*GEMM.split(), "--iter", "10", "--csv", "d.csv", "--backend", "iree_boo", "--backend", "torch",
+                    "--db", str(tmp_path / "r.db")], env, tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[0].startswith("gemm -k 16")
+    assert ">>> iree_boo: min=" in p.stdout and ">>> torch: min=" in p.stdout
+    header = next(csv.reader(open(tmp_path / "d.csv")))
+    assert header == ["arguments",
+                      "iree_boo min", "iree_boo max", "iree_boo mean", "iree_boo stddev", "iree_boo num_dispatches",
+                      "torch min", "torch max", "torch mean", "torch stddev", "torch num_dispatches"]
+
+    cmds = tmp_path / "c.txt"
+    cmds.write_text(f"{GEMM}\ngemm -k 0\n")
+    p = boo_driver(["--commands-file", str(cmds), "--iter", "5", "--csv", "e.csv", "--db", str(tmp_path / "r.db")],
+                   env, tmp_path)
+    assert p.returncode == 1, p.stderr
+    rows = list(csv.reader(open(tmp_path / "e.csv")))
+    assert rows[2][1:] == ["N.A."] * 5
+    assert rows[1][1] not in ("N.A.", "")
+
+    p = boo_driver(["--backend", "inductor", *GEMM.split()], env, tmp_path)
+    assert p.returncode == 2 and "inductor" in p.stderr and "Traceback" not in p.stderr
