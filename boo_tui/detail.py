@@ -19,6 +19,10 @@ def _kv_table() -> Table:
 
 
 def _fmt(value: Any) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_fmt(v)}" for k, v in value.items())
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, dict) for v in value):
+        return "\n".join(_fmt(v) for v in value)
     if isinstance(value, (list, tuple)):
         if value and all(isinstance(v, (list, tuple)) for v in value):
             return ", ".join("x".join(str(d) for d in v) for v in value)

@@ -30,7 +30,9 @@ BASELINE = "baseline"
 
 #: (column key, header label) of the results table, in display order.
 #: The kernel name is long (it spells the shapes), so it goes last: on 80 columns the numbers stay in view.
+#: "#" numbers the commands in the order they were added, so rows of one command can be told apart at a glance.
 COLUMNS: list[tuple[str, str]] = [
+    ("cmd", "#"),
     ("op", "op"),
     ("variant", "variant"),
     ("backend", "backend"),
@@ -97,6 +99,7 @@ class RunModel:
 
     def __init__(self) -> None:
         self.jobs: dict[str, JobView] = {}
+        self.command_index: dict[str, int] = {}
         self.run_id: int | None = None
         self.run_status: str = "idle"
 
@@ -104,6 +107,7 @@ class RunModel:
     def upsert(self, result: JobResult) -> JobView:
         """Add a job or replace its record (a finished or re-queued result)."""
         view = self.jobs.get(result.job_id)
+        self.command_index.setdefault(result.command, len(self.command_index) + 1)
         if view is None:
             view = JobView(result=result, status=result.status)
             self.jobs[result.job_id] = view
@@ -226,6 +230,7 @@ def row_cells(model: RunModel, view: JobView) -> dict[str, Any]:
         ok = r.numerics.verdict == "pass"
         numerics = Text(r.numerics.verdict, style="green" if ok else "bold red")
     return {
+        "cmd": str(model.command_index.get(r.command, "")),
         "op": r.op,
         "kernel": r.func_name,
         "variant": r.variant,
@@ -303,6 +308,8 @@ def sort_key(model: RunModel, column: str) -> Callable[[JobView], Any]:
 
     def key(v: JobView) -> Any:
         r = v.result
+        if column == "cmd":
+            return model.command_index.get(r.command, 0)
         if column == "status":
             return _STATUS_ORDER.get(v.status, 99)
         if column == "median":

@@ -7,10 +7,12 @@ only, and only when their data or size changed, at most `MAX_HZ` times a second.
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
 import plotext
+from rich.console import Group
 from rich.text import Text
 from textual.widgets import Static
 
@@ -34,10 +36,43 @@ def _quantile(sorted_xs: list[float], q: float) -> float:
     return sorted_xs[min(len(sorted_xs) - 1, max(0, int(q * (len(sorted_xs) - 1))))]
 
 
+#: xterm-256 colours given to the series in turn; the legend line (drawn with Rich, outside plotext, because
+#: plotext drops its in-canvas legend when it does not fit the small plots of an 80x24 screen) uses the same.
+PALETTE = [12, 10, 9, 14, 13, 11, 208, 15]
+_THEME = "boo"
+plotext.add_theme(_THEME, text=244, sequence=PALETTE)
+
+
+def series_color(index: int) -> int:
+    return PALETTE[index % len(PALETTE)]
+
+
+def legend_text(series: list[Series]) -> Text:
+    """One line naming each series in its colour, with its median and sample count."""
+    out = Text(no_wrap=True, overflow="ellipsis")
+    for i, s in enumerate(x for x in series if x.samples_us):
+        if i:
+            out.append("  ")
+        out.append("█ ", style=f"color({series_color(i)})")
+        out.append(f"{s.label} median {_median(s.samples_us):.4g}us n={len(s.samples_us)}")
+    return out
+
+
+def upper_fence(sorted_xs: list[float]) -> float:
+    """Where the slow-outlier tail starts: Q3 + 3 IQR (never below the 99th percentile). Latency outliers are
+    upward (an interrupt, a page fault); one of them must not squash the distribution into one bar."""
+    q1, q3 = _quantile(sorted_xs, 0.25), _quantile(sorted_xs, 0.75)
+    fence = q3 + 3 * max(q3 - q1, 1e-9 * abs(q3))
+    if len(sorted_xs) >= 100:
+        fence = max(fence, _quantile(sorted_xs, 0.99))
+    return min(fence, sorted_xs[-1])
+
+
 def _fresh_figure(width: int, height: int, title: str):
     fig = plotext.figure
     fig.clear()
-    fig.theme("dark")
+    fig.theme(_THEME)
+    fig.legend(active=False)
     fig.plot_size(max(width, 20), max(height, 6))
     if title:
         fig.title(title)
@@ -53,17 +88,17 @@ def render_histogram(series: list[Series], width: int, height: int, title: str =
     if not data:
         return ""
     every = sorted(x for s in data for x in s.samples_us)
-    hi = _quantile(every, 0.99) if len(every) >= 100 else every[-1]
+    hi = upper_fence(every)
     clipped = sum(1 for x in every if x > hi)
     note = f" ({clipped} above {hi:.4g} us not shown)" if clipped else ""
     fig = _fresh_figure(width, height, (title + note).strip())
-    bins = max(8, min(60, width // 2))
     for s in data:
         xs = [x for x in s.samples_us if x <= hi] or list(s.samples_us)
-        fig.draw(fig.hist(xs, bins=bins).label(f"{s.label} n={len(s.samples_us)}"))
-    for s in data:
-        med = _median(s.samples_us)
-        fig.line(med, orientation="vertical", label=f"median {s.label} {med:.4g}")
+        # about 2 sqrt(n) bins: enough shape for a few hundred samples, no comb of empty bins for twenty
+        bins = max(5, min(width // 3, int(2 * math.sqrt(len(xs)))))
+        fig.draw(fig.hist(xs, bins=bins))
+    for i, s in enumerate(data):
+        fig.line(_median(s.samples_us), orientation="vertical", pixel=series_color(i), style="heavy")
     fig.label("us per call", axis="x")
     return fig.build().string()
 
@@ -73,12 +108,16 @@ def render_timeline(series: list[Series], width: int, height: int, title: str = 
     data = [s for s in series if s.samples_us]
     if not data:
         return ""
-    fig = _fresh_figure(width, height, title)
+    every = sorted(x for s in data for x in s.samples_us)
+    hi = upper_fence(every)
+    clipped = sum(1 for x in every if x > hi)
+    note = f" ({clipped} above {hi:.4g} us drawn at the top)" if clipped else ""
+    fig = _fresh_figure(width, height, (title + note).strip())
     for s in data:
-        ys = list(s.samples_us)
+        ys = [min(y, hi) for y in s.samples_us]
         step = max(1, len(ys) // MAX_POINTS)
         xs = list(range(1, len(ys) + 1, step))
-        fig.draw(fig.signal(xs, ys[::step]).label(s.label))
+        fig.draw(fig.signal(xs, ys[::step]))
     fig.label("sample", axis="x")
     fig.label("us", axis="y")
     return fig.build().string()
@@ -128,14 +167,16 @@ class PlotView(Static):
         self._stale = False
         self._built_for = (self.plot_title, tuple((s.label, len(s.samples_us)) for s in self.series))
         if not any(s.samples_us for s in self.series):
-            self.update(Text(self.empty, style="dim"))
+            message = self.empty if not self.series else (
+                f"{self.plot_title}: no samples yet (r runs the queued jobs)" if self.plot_title else "no samples yet")
+            self.update(Text(message, style="dim"))
             return
         t0 = time.perf_counter()
         try:
-            out = RENDERERS[self.kind](self.series, w, h, self.plot_title)
+            out = RENDERERS[self.kind](self.series, w, h - 1, self.plot_title)
         except Exception as e:  # noqa: BLE001 - a plotting bug must not take the dashboard down
             self.update(Text(f"plot failed: {e}", style="red"))
             return
         self.last_render_s = time.perf_counter() - t0
         self.renders += 1
-        self.update(Text.from_ansi(out, no_wrap=True, end=""))
+        self.update(Group(legend_text(self.series), Text.from_ansi(out, no_wrap=True, end="")))

@@ -36,6 +36,8 @@ def field_of(obj: Any, *names: str, default: Any = None) -> Any:
 def fmt_time(value: Any) -> str:
     if isinstance(value, (int, float)) and value > 1e9:
         return _dt.datetime.fromtimestamp(value).strftime("%Y-%m-%d %H:%M:%S")
+    if isinstance(value, str) and len(value) >= 19 and value[10] == "T":   # ISO 8601 from the store, UTC
+        return value[:19].replace("T", " ")
     return "-" if value is None else str(value)
 
 

@@ -1,0 +1,72 @@
+"""SVG snapshots of the dashboard's main states (pytest-textual-snapshot). Only states without timings are
+snapshotted, so they are deterministic: the empty app, a table of queued jobs (nothing runs: autostart off),
+the add-command dialog showing the parser's error, and the wide layout. The session is the real one.
+
+Update after an intended change: python3 -m pytest tests/test_tui_snapshots.py --snapshot-update
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from boo_engine.session import SessionConfig
+from boo_tui.app import BooApp
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = "sample_commands.txt"     # relative (the tests run from the repository root): no checkout path in SVGs
+
+
+@pytest.fixture
+def make_app(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+
+    def make(inputs: list[str]) -> BooApp:
+        cfg = SessionConfig(target="cpu", db_path=str(tmp_path / "r.db"), cache_dir=str(tmp_path / "cache"))
+        return BooApp(cfg, inputs, autostart=False)
+
+    return make
+
+
+def wait_for_rows(n: int):
+    """run_before hook: wait (bounded) until the session opened and the table holds n rows."""
+
+    async def run_before(pilot) -> None:
+        app = pilot.app
+        deadline = time.monotonic() + 60
+        while app.session is None or app.query_one("#results").row_count < n:
+            assert time.monotonic() < deadline, "the session did not open"
+            await pilot.pause(0.05)
+        await pilot.pause(0.3)      # the table flush and the plots' first redraw
+
+    return run_before
+
+
+def test_snapshot_empty(snap_compare, make_app):
+    assert snap_compare(make_app([]), terminal_size=(80, 24), run_before=wait_for_rows(0))
+
+
+def test_snapshot_queued_table(snap_compare, make_app):
+    # 15 commands x (iree, torch); the kernel column is last so the statuses stay in view at 80 columns
+    assert snap_compare(make_app([SAMPLES]), terminal_size=(80, 24), run_before=wait_for_rows(30))
+
+
+def test_snapshot_add_command_error(snap_compare, make_app):
+    async def run_before(pilot) -> None:
+        await wait_for_rows(2)(pilot)
+        await pilot.press("a")
+        pilot.app.screen.query_one("#prompt-input").value = "conv -n 1 -c 3x -H 8"
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+
+    assert snap_compare(make_app(["gemm -k 16 -m 16 -n 16"]), terminal_size=(80, 24), run_before=run_before)
+
+
+def test_snapshot_wide_layout(snap_compare, make_app):
+    async def run_before(pilot) -> None:
+        await wait_for_rows(30)(pilot)
+        await pilot.press("down", "down")      # the third row: command 2, its iree job
+        await pilot.pause(0.3)
+
+    assert snap_compare(make_app([SAMPLES]), terminal_size=(160, 40), run_before=run_before)
