@@ -409,3 +409,49 @@ def test_sigkill_mid_stream_leaves_a_consistent_db(tmp_path):
             assert r.stats.n == len(r.samples_us)
         else:
             assert r.status == INTERRUPTED and r.samples_us == []
+
+
+# --- property: any JobResult survives the round trip ---------------------------------------------------------
+
+import itertools  # noqa: E402
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_counter = itertools.count()
+_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=30)
+_opt_text = st.none() | _text
+_f = st.floats(allow_nan=False, allow_infinity=False, width=64)
+_stats = st.builds(Stats, n=st.integers(0, 10**6), min_us=_f, max_us=_f, mean_us=_f, stddev_us=_f, median_us=_f,
+                   p10_us=_f, p90_us=_f, iqr_us=_f, gflops=st.none() | _f, gbps=st.none() | _f)
+_json = st.recursive(st.none() | st.booleans() | st.integers(-10**9, 10**9) | _f | _text,
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3),
+                     max_leaves=6)
+_compile = st.builds(CompileInfo, seconds=_f, cache_hit=st.booleans(), command=st.lists(_text, max_size=4),
+                     artifact=_opt_text, key=_opt_text, compiler_version=_opt_text,
+                     num_dispatches=st.none() | st.integers(0, 100), error=_opt_text,
+                     spec_applied=st.none() | st.booleans())
+_numerics = st.builds(NumericsInfo, verdict=st.sampled_from(["pass", "fail"]),
+                      stats=st.dictionaries(_text, _json, max_size=4))
+_results = st.builds(
+    JobResult, job_id=_text, command=_text, func_name=_text, op=_text, variant=_text, target=_text, backend=_text,
+    status=st.sampled_from([QUEUED, COMPILING, MEASURING, DONE, FAILED, INTERRUPTED]), error=_opt_text,
+    source=_opt_text, stats=st.none() | _stats, samples_us=st.lists(_f, max_size=50),
+    block_k=st.none() | st.integers(1, 10**6), warmup_calls=st.none() | st.integers(0, 10**6),
+    noisy=st.booleans(), noise_reason=_opt_text, host_load=st.none() | _f, numerics=st.none() | _numerics,
+    compile=st.none() | _compile, reproducer=_opt_text, started_at=st.none() | _f, finished_at=st.none() | _f)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(results=st.lists(_results, min_size=1, max_size=4, unique_by=lambda r: r.job_id))
+def test_any_result_round_trips(tmp_path, results):
+    """Every field of any JobResult comes back equal. (The op is a property of the command text, stored once
+    per command, so it is derived from the text here as it is in real life.)"""
+    for r in results:
+        r.op = "op:" + r.command
+    with Store(tmp_path / f"prop{next(_counter)}.db") as s:
+        run = new_run(s)
+        for r in results:
+            s.record_result(run, r)
+        s.flush()
+        assert s.load_results(run) == results

@@ -17,7 +17,7 @@ FROM runs LEFT JOIN environments e ON e.id = runs.environment_id
 """
 
 RESULT_SELECT = """
-SELECT r.*, c.text AS command, c.op AS op, c.func_name AS func_name, v.name AS variant,
+SELECT r.*, c.text AS command, c.op AS op, v.name AS variant,
        k.artifact, k.cache_key, k.compile_seconds, k.cache_hit, k.compiler_version, k.num_dispatches,
        k.compile_command, k.compile_error, k.spec_applied
 FROM results r

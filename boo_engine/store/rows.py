@@ -36,6 +36,7 @@ def result_row(result: JobResult) -> dict[str, Any]:
         "job_id": result.job_id,
         "target": result.target,
         "backend": result.backend,
+        "func_name": result.func_name,
         "status": result.status,
         "error": result.error,
         "source": result.source,

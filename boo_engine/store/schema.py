@@ -85,6 +85,7 @@ CREATE TABLE results (
     kernel_id INTEGER REFERENCES kernels(id),
     target TEXT,
     backend TEXT,
+    func_name TEXT,                           -- the kernel's name when measured (naming schemes may change)
     status TEXT NOT NULL,
     error TEXT,
     source TEXT,
@@ -126,7 +127,7 @@ CREATE TABLE samples (
 
 -- One readable row per result for browsing (datasette, sqlite3 shell): names instead of ids.
 CREATE VIEW result_summary AS
-SELECT r.run_id, r.job_id, c.text AS command, c.func_name, v.name AS variant, r.target, r.backend,
+SELECT r.run_id, r.job_id, c.text AS command, r.func_name, v.name AS variant, r.target, r.backend,
        r.status, r.n, r.median_us, r.min_us, r.p10_us, r.p90_us, r.gflops, r.gbps, r.numerics,
        r.noisy, r.noise_reason, k.cache_hit, k.compile_seconds, k.spec_applied, r.error, r.id AS result_id
 FROM results r

@@ -78,6 +78,7 @@ class Store:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             db = Database(_connect(self.path))
             db.enable_wal()
+            db.execute("PRAGMA synchronous=NORMAL")   # as the writer: no fsync per commit under WAL
             schema.apply(db)
             db.conn.close()
         except (OSError, sqlite3.Error) as e:
@@ -213,6 +214,7 @@ class Store:
         self._put((op, fut, *args))
         while not fut.done():
             if not self._thread.is_alive():
+                self._raise_pending_error()
                 raise StoreError(f"results database {self.path}: the writer thread stopped")
             try:
                 return self._result_of(fut, 0.5)
@@ -234,6 +236,7 @@ class Store:
         while not event.wait(step):
             waited += step
             if not self._thread.is_alive():
+                self._raise_pending_error()
                 raise StoreError(f"results database {self.path}: the writer thread stopped")
             if timeout is not None and waited >= timeout:
                 return False
@@ -246,7 +249,11 @@ class Store:
             raise StoreError(f"results database {self.path}: write failed: {err}") from err
 
     def _writer_main(self) -> None:
-        writer = _Writer(self.path)
+        try:
+            writer = _Writer(self.path)
+        except Exception as e:   # reported by the next flush/close/start_run instead of a silent dead thread
+            self._record_error(e, "opening the write connection")
+            return
         try:
             while True:
                 batch = [self._queue.get()]
