@@ -9,6 +9,11 @@ err = kernel - reference:
 * std(err)     <= 1e-5 + 1.2 * std(torch err)       (no noisier than torch in the same dtype, within 20%)
 * NaN where and only where the reference has NaN
 
+One deliberate difference from BOO: the bias test gets a sampling allowance of 3*std/sqrt(n). BOO's bare
+0.2*std bound assumes big outputs; on a 16-element output (a layernorm weight gradient, a conv bias gradient)
+a perfectly unbiased kernel exceeds it ~40% of the time by chance. For outputs of 10^4+ elements the allowance
+is below 0.03*std, i.e. BOO's test.
+
 plus a structured test (every input zero except one block of ones), which catches indexing bugs that random
 data hides, compared with eager torch in the same dtype within a few ulps.
 """
@@ -24,6 +29,7 @@ from .results import NumericsInfo
 
 MEAN_ABS_TOL = 1e-5
 MEAN_STD_FACTOR = 0.2
+MEAN_SAMPLING_Z = 3.0
 STD_ABS_TOL = 1e-5
 STD_TORCH_FACTOR = 1.2
 #: relative tolerance of the structured test, per dtype (a few ulps: exact-integer sums, different orders)
@@ -64,7 +70,7 @@ def numerics_verdict(sig: OpSignature, args: Sequence[torch.Tensor],
     stats: dict[str, Any] = {
         "outputs": per_output,
         "reference": "float64" if reference_outputs is None else "given",
-        "criteria": f"|mean err| <= {MEAN_ABS_TOL:g} + {MEAN_STD_FACTOR:g}*std(err); "
+        "criteria": f"|mean err| <= {MEAN_ABS_TOL:g} + {MEAN_STD_FACTOR:g}*std(err) + {MEAN_SAMPLING_Z:g}*std/sqrt(n); "
                     f"std(err) <= {STD_ABS_TOL:g} + {STD_TORCH_FACTOR:g}*std(torch {sig.dtype_name} err); NaN match",
         "max_abs_err": max((o["max_abs_err"] for o in per_output), default=math.nan),
         "max_rel_err": max((o["max_rel_err"] for o in per_output), default=math.nan),
@@ -98,8 +104,11 @@ def _judge_output(kernel: torch.Tensor, ref: torch.Tensor, torch_low: torch.Tens
     st.update(n=n, mean_err=mean, std_err=std, torch_std_err=t_std, max_abs_err=max_abs,
               max_rel_err=max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else math.inf),
               ref_max_abs=scale)
-    if not math.isfinite(mean) or abs(mean) > MEAN_ABS_TOL + MEAN_STD_FACTOR * std:
-        why.append(f"biased: mean err {mean:.3g} > {MEAN_ABS_TOL:g} + {MEAN_STD_FACTOR:g}*std {std:.3g}")
+    mean_bound = MEAN_ABS_TOL + MEAN_STD_FACTOR * std + (MEAN_SAMPLING_Z * std / math.sqrt(n) if n else 0.0)
+    st["mean_err_bound"] = mean_bound
+    if not math.isfinite(mean) or abs(mean) > mean_bound:
+        why.append(f"biased: mean err {mean:.3g} > bound {mean_bound:.3g} ({MEAN_ABS_TOL:g} + "
+                   f"{MEAN_STD_FACTOR:g}*std {std:.3g} + sampling allowance, n={n})")
     if not math.isfinite(std) or std > STD_ABS_TOL + STD_TORCH_FACTOR * t_std:
         why.append(f"noisy: std err {std:.3g} > {STD_ABS_TOL:g} + {STD_TORCH_FACTOR:g}*torch std {t_std:.3g}")
     return st, why

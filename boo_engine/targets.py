@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 Kind = Literal["cpu", "hip", "cuda"]
 
-_HIP_ARCH = re.compile(r"^gfx[0-9]{3,4}[a-z]?$")
+_HIP_ARCH = re.compile(r"^gfx[0-9]{2,3}[0-9a-z]$")  # gfx90a, gfx942, gfx1100, gfx1151
 _CUDA_ARCH = re.compile(r"^sm_[0-9]{2,3}a?$")
 #: archs IREE 3.13 accepts by pattern but cannot compile for ("missing GPU target in #hal.executable.target"):
 #: refused up front so the user gets one clear line instead of a compiler error per kernel.
@@ -98,7 +98,7 @@ def parse_target(text: str) -> Target:
         if not arch:
             raise TargetError(f"target {raw!r}: hip needs an arch, e.g. hip:gfx942")
         if not _HIP_ARCH.match(arch):
-            raise TargetError(f"target {raw!r}: {arch!r} is not a gfx arch (expected gfxNNN, e.g. gfx942)")
+            raise TargetError(f"target {raw!r}: {arch!r} is not a gfx arch (expected e.g. gfx942, gfx90a, gfx1100)")
         return Target("hip", arch)
     if kind in ("cuda", "nvidia"):
         if not arch:

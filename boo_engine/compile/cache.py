@@ -241,11 +241,7 @@ class KernelCache:
                     vmfb_size=vmfb.stat().st_size, vmfb_sha256=file_sha256(vmfb))
         (staging / META).write_text(json.dumps(meta, indent=2, sort_keys=True))
         final = self.entry_dir(func_name, key)
-        if final.exists():  # corrupt or stale: move aside first (rename onto a non-empty dir fails)
-            trash = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".trash-{key[:16]}-"))
-            with contextlib.suppress(OSError):
-                os.rename(final, trash / "old")
-            shutil.rmtree(trash, ignore_errors=True)
+        self.discard(func_name, key)  # corrupt or stale: rename onto a non-empty dir would fail
         try:
             os.rename(staging, final)
         except OSError:
@@ -256,6 +252,17 @@ class KernelCache:
                 raise
             return theirs
         return meta
+
+    def discard(self, func_name: str, key: str) -> None:
+        """Remove an entry's folder (a corrupt one, or a failed build's leftovers): renamed aside first, so
+        nobody ever sees it half deleted."""
+        final = self.entry_dir(func_name, key)
+        if not final.exists():
+            return
+        trash = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".trash-{key[:16]}-"))
+        with contextlib.suppress(OSError):
+            os.rename(final, trash / "old")
+        shutil.rmtree(trash, ignore_errors=True)
 
     @contextlib.contextmanager
     def lock(self, func_name: str, key: str) -> Iterator[None]:

@@ -138,16 +138,22 @@ def _build(cache: KernelCache, sig: OpSignature, target: Target, variant: Varian
     final = cache.entry_dir(func, key)
     staging = cache.staging_dir(func, key)
 
-    def command(where: Path) -> list[str]:
-        return [exe, str(mlir_path), *flags, f"--iree-hal-dump-executable-configurations-to={where / CONFIGS}",
-                "-o", str(where / VMFB)]
-
-    shown = command(final)
+    # The configurations are dumped straight to the entry's final configs/ folder: IREE records the dump path in
+    # the vmfb, so only then does compile_command.sh (final paths) rebuild a byte-identical kernel. The vmfb is
+    # written to the staging folder, and the folder becomes visible as a valid entry only at the final rename
+    # (readers check meta.json; writers hold the per-key lock).
+    cache.discard(func, key)
+    cmd = [exe, str(mlir_path), *flags, f"--iree-hal-dump-executable-configurations-to={final / CONFIGS}", "-o"]
+    shown = cmd + [str(final / VMFB)]
     try:
-        (staging / CONFIGS).mkdir()
-        seconds = _run_compiler(command(staging), shown, func, timeout_s)
+        seconds = _run_compiler(cmd + [str(staging / VMFB)], shown, func, timeout_s)
         if not (staging / VMFB).is_file() or (staging / VMFB).stat().st_size == 0:
             raise CompileError(f"{func}: iree-compile exited 0 but wrote no kernel", command=shown)
+        if (final / CONFIGS).is_dir():
+            os.rename(final / CONFIGS, staging / CONFIGS)
+        else:
+            (staging / CONFIGS).mkdir()
+        cache.discard(func, key)
         script = "#!/bin/sh\n# rebuilds kernel.vmfb of this cache entry\nexec " + shlex.join(shown) + "\n"
         (staging / COMMAND).write_text(script)
         (staging / COMMAND).chmod(0o755)
@@ -161,6 +167,9 @@ def _build(cache: KernelCache, sig: OpSignature, target: Target, variant: Varian
             "mlir_sha256": cache_mod.file_sha256(mlir_path), "created_at": time.time(),
         }
         return cache.commit(staging, func, key, meta)
+    except BaseException:
+        cache.discard(func, key)  # the half-dumped configs of a failed compile
+        raise
     finally:
         if staging.exists():
             import shutil
@@ -291,6 +300,7 @@ class CompilePool:
         self._pending: list[_Job] = []
         self._workers: list[_Worker] = []
         self._closed = False
+        self._dispatching: _Job | None = None
         self._wake_r, self._wake_w = multiprocessing.Pipe(duplex=False)
         self._thread = threading.Thread(target=self._loop, name="boo-compile-pool", daemon=True)
         self._thread.start()
@@ -313,11 +323,13 @@ class CompilePool:
         """Fail every queued and running job with CompileCancelled; running compilers are killed."""
         with self._lock:
             pending, self._pending = self._pending, []
+            if self._dispatching is not None:
+                pending.append(self._dispatching)
             running = [w for w in self._workers if w.job is not None]
             for w in running:
                 self._workers.remove(w)
         for job in pending:
-            if not job.future.cancel():
+            if not job.future.cancel():  # already running (being dispatched)
                 _fail(job, CompileCancelled(f"{job.sig.func_name}: compile cancelled"))
         for w in running:
             job, w.job = w.job, None
@@ -385,29 +397,39 @@ class CompilePool:
                 if idle is None and len(self._workers) >= self.max_workers:
                     return
                 job = self._pending.pop(0)
-            if not job.future.set_running_or_notify_cancel():
-                continue
-            if self._resolve_from_cache(job):
-                continue
-            if idle is None:
-                try:
-                    idle = _Worker(self._ctx, self.cache, self.timeout_s)
-                except Exception as e:  # noqa: BLE001
-                    _fail(job, CompileError(f"{job.sig.func_name}: cannot start a compile worker: {e}"))
-                    continue
-                with self._lock:
-                    self._workers.append(idle)
+                self._dispatching = job  # visible to cancel_all until a worker holds it
             try:
-                idle.conn.send((job.sig, job.target, job.variant, job.extra_flags))
-            except (OSError, ValueError) as e:
-                _fail(job, CompileError(f"{job.sig.func_name}: compile worker unavailable: {e}"))
-                self._replace(idle)
-                continue
-            job.started = time.monotonic()
+                self._dispatch_one(job, idle)
+            finally:
+                with self._lock:
+                    self._dispatching = None
+
+    def _dispatch_one(self, job: _Job, idle: "_Worker | None") -> None:
+        if not job.future.set_running_or_notify_cancel() or self._resolve_from_cache(job):
+            return
+        if idle is None:
+            try:
+                idle = _Worker(self._ctx, self.cache, self.timeout_s)
+            except Exception as e:  # noqa: BLE001
+                _fail(job, CompileError(f"{job.sig.func_name}: cannot start a compile worker: {e}"))
+                return
+            with self._lock:
+                self._workers.append(idle)
+        with self._lock:
+            if job.future.done():  # cancelled while we were starting the worker
+                return
             idle.job = job
-            if job.on_start:
-                with contextlib.suppress(Exception):
-                    job.on_start()
+            job.started = time.monotonic()
+        try:
+            idle.conn.send((job.sig, job.target, job.variant, job.extra_flags))
+        except (OSError, ValueError) as e:
+            idle.job = None
+            _fail(job, CompileError(f"{job.sig.func_name}: compile worker unavailable: {e}"))
+            self._replace(idle)
+            return
+        if job.on_start:
+            with contextlib.suppress(Exception):
+                job.on_start()
 
     def _resolve_from_cache(self, job: _Job) -> bool:
         try:
@@ -417,7 +439,7 @@ class CompilePool:
             return True
         if art is None:
             return False
-        job.future.set_result(art)
+        _resolve(job, art)
         return True
 
     def _collect(self, conn: Any) -> None:
@@ -435,8 +457,7 @@ class CompilePool:
             return
         w.job = None
         if reply[0] == "ok":
-            if not job.future.done():
-                job.future.set_result(reply[1])
+            _resolve(job, reply[1])
         else:
             _fail(job, CompileError(reply[1], stderr=reply[2], command=reply[3]))
 
@@ -455,6 +476,11 @@ class CompilePool:
             if w in self._workers:
                 self._workers.remove(w)
         w.kill()
+
+
+def _resolve(job: _Job, art: Artifact) -> None:
+    with contextlib.suppress(concurrent.futures.InvalidStateError):
+        job.future.set_result(art)
 
 
 def _fail(job: _Job, exc: BaseException) -> None:

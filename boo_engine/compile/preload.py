@@ -1,0 +1,115 @@
+"""Fill the kernel cache ahead of time: compile every (command, variant) for one target, in parallel.
+
+Used by `boo-driver --preload --commands-file F --target hip:gfx942`: a cross-compile on a build machine, then
+runs on the GPU machine hit the cache (copy or share the cache folder; GPU entries depend only on the arch).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence
+
+from ..errors import BooError
+from ..ops.base import OpSignature
+from ..targets import Target
+from ..variants import BASELINE, Variant
+from .cache import KernelCache
+from .pool import CompilePool, as_target
+
+COMPILED, CACHED, FAILED = "compiled", "cached", "failed"
+
+
+@dataclass
+class PreloadItem:
+    func_name: str
+    variant: str
+    status: str                 # compiled | cached | failed
+    seconds: float = 0.0        # export + compile wall time (0 for cached)
+    vmfb_path: str | None = None
+    error: str | None = None    # one line, for failed
+
+
+@dataclass
+class PreloadSummary:
+    target: str
+    items: list[PreloadItem] = field(default_factory=list)
+    wall_seconds: float = 0.0
+
+    @property
+    def compiled(self) -> list[PreloadItem]:
+        return [i for i in self.items if i.status == COMPILED]
+
+    @property
+    def cached(self) -> list[PreloadItem]:
+        return [i for i in self.items if i.status == CACHED]
+
+    @property
+    def failed(self) -> list[PreloadItem]:
+        return [i for i in self.items if i.status == FAILED]
+
+
+def _signature(cmd: Any) -> OpSignature:
+    """A signature from a Command (has .signature), an OpSignature, or command text."""
+    if isinstance(cmd, OpSignature):
+        return cmd
+    sig = getattr(cmd, "signature", None)
+    if isinstance(sig, OpSignature):
+        return sig
+    from ..commands import parse_command
+
+    return parse_command(cmd)
+
+
+def preload(commands: Iterable[Any], target: Target | str, variants: Sequence[Variant] = (BASELINE,), *,
+            workers: int | None = None, cache: KernelCache | None = None,
+            progress: Callable[[int, int, PreloadItem], None] | None = None,
+            timeout_s: float = 600.0) -> PreloadSummary:
+    """Compile every distinct (command, variant) into the cache. Never raises for one bad kernel: failures are
+    listed with their reason. `progress(done, total, item)` is called as each kernel finishes."""
+    target = as_target(target)
+    t0 = time.perf_counter()
+    summary = PreloadSummary(target=target.name)
+    jobs: list[tuple[OpSignature, Variant]] = []
+    seen: set[tuple[str, str]] = set()
+    for cmd in commands:
+        try:
+            sig = _signature(cmd)
+        except BooError as e:
+            summary.items.append(PreloadItem(str(cmd)[:80], "-", FAILED, error=str(e)))
+            continue
+        for v in variants or (BASELINE,):
+            k = (sig.func_name, v.name)
+            if k not in seen:
+                seen.add(k)
+                jobs.append((sig, v))
+    total = len(jobs) + len(summary.items)
+    done = len(summary.items)
+    with CompilePool(workers=workers, timeout_s=timeout_s, cache=cache) as pool:
+        futures = [(sig, v, pool.submit(sig, target, v)) for sig, v in jobs]
+        for sig, v, fut in futures:
+            try:
+                art = fut.result()
+                item = PreloadItem(sig.func_name, v.name, CACHED if art.cache_hit else COMPILED,
+                                   seconds=art.compile_seconds, vmfb_path=art.vmfb_path)
+            except BooError as e:
+                item = PreloadItem(sig.func_name, v.name, FAILED, error=_one_line(str(e)))
+            except Exception as e:  # noqa: BLE001 - one kernel's failure must not stop the others
+                item = PreloadItem(sig.func_name, v.name, FAILED, error=_one_line(f"{type(e).__name__}: {e}"))
+            summary.items.append(item)
+            done += 1
+            if progress is not None:
+                progress(done, total, item)
+    summary.wall_seconds = time.perf_counter() - t0
+    return summary
+
+
+def _one_line(text: str) -> str:
+    return (text.strip().splitlines() or [""])[0][:300]
+
+
+def format_summary(summary: PreloadSummary) -> str:
+    """Human-readable report: one line per failure, then the totals."""
+    lines = [f"failed  {i.func_name} [{i.variant}]: {i.error}" for i in summary.failed]
+    lines.append(f"preload {summary.target}: {len(summary.compiled)} compiled, {len(summary.cached)} already "
+                 f"cached, {len(summary.failed)} failed in {summary.wall_seconds:.1f} s")
+    return "\n".join(lines)

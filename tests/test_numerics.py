@@ -1,0 +1,107 @@
+"""numerics_verdict is a pure function: correct outputs pass, biased / noisy / NaN / wrong-shape outputs fail,
+and the structured test catches indexing bugs random data hides. Only eager torch runs here (fast)."""
+from __future__ import annotations
+
+import torch
+
+from boo_engine.commands import parse_command
+from boo_engine.numerics import numerics_verdict, structured_args, structured_verdict
+
+GEMM = parse_command("gemm --a_w 64 --a_h 128 --b_w 96")
+
+
+def _low_precision_like_kernel(sig, args):
+    """What a correct kernel returns: the op computed exactly, then rounded to the output dtype."""
+    out = sig.reference(*[a.double() for a in args])
+    return tuple(o.to(sig.dtype) for o in out) if isinstance(out, tuple) else out.to(sig.dtype)
+
+
+def test_correct_output_passes_with_stats():
+    args = GEMM.get_sample_args(0)
+    info = numerics_verdict(GEMM, args, GEMM.reference(*args))
+    assert info.verdict == "pass", info.stats
+    o = info.stats["outputs"][0]
+    assert o["shape"] == [64, 96] and o["max_abs_err"] < 1e-4 and o["max_rel_err"] < 1e-5
+    assert set(o) >= {"mean_err", "std_err", "torch_std_err", "max_abs_err", "max_rel_err", "n"}
+
+
+def test_biased_output_fails():
+    args = GEMM.get_sample_args(0)
+    info = numerics_verdict(GEMM, args, GEMM.reference(*args) + 1e-3)
+    assert info.verdict == "fail" and "biased" in info.stats["reason"]
+
+
+def test_noisy_output_fails():
+    args = GEMM.get_sample_args(0)
+    out = GEMM.reference(*args)
+    noisy = out + torch.randn(out.shape, generator=torch.Generator().manual_seed(1)) * 1e-3
+    info = numerics_verdict(GEMM, args, noisy)
+    assert info.verdict == "fail" and "noisy" in info.stats["reason"]
+
+
+def test_nan_mismatch_fails():
+    args = GEMM.get_sample_args(0)
+    out = GEMM.reference(*args).clone()
+    out[3, 4] = float("nan")
+    info = numerics_verdict(GEMM, args, out)
+    assert info.verdict == "fail" and "NaN" in info.stats["reason"]
+
+
+def test_wrong_shape_fails_without_raising():
+    args = GEMM.get_sample_args(0)
+    info = numerics_verdict(GEMM, args, GEMM.reference(*args)[:10])
+    assert info.verdict == "fail" and "shape" in info.stats["reason"]
+
+
+def test_low_precision_yardstick_is_torch_in_that_dtype():
+    """A correctly rounded bf16 result passes although its error is ~1e-2: torch bf16 is as noisy."""
+    sig = parse_command("convbfp16 -n 2 -c 16 -H 12 -W 12 -k 16 -y 3 -x 3 -p 1 -q 1")
+    args = sig.get_sample_args(0)
+    info = numerics_verdict(sig, args, _low_precision_like_kernel(sig, args))
+    assert info.verdict == "pass", info.stats.get("reason")
+    assert info.stats["outputs"][0]["max_abs_err"] > 1e-3
+    # but a bf16 result with 10x torch's noise fails
+    out = _low_precision_like_kernel(sig, args).double()
+    t_std = info.stats["outputs"][0]["torch_std_err"]
+    bad = (out + torch.randn(out.shape, generator=torch.Generator().manual_seed(0)) * 10 * t_std).to(sig.dtype)
+    assert numerics_verdict(sig, args, bad).verdict == "fail"
+
+
+def test_reference_outputs_compare_variant_with_baseline():
+    args = GEMM.get_sample_args(0)
+    base = GEMM.reference(*args)
+    assert numerics_verdict(GEMM, args, base.clone(), reference_outputs=base).verdict == "pass"
+    info = numerics_verdict(GEMM, args, base + 1e-3, reference_outputs=base)
+    assert info.verdict == "fail" and info.stats["reference"] == "given"
+
+
+def test_multi_output_judged_per_output():
+    sig = parse_command("layernorm --input 8x16x64 --mode 1 --normalized_dim 2 -F 1")
+    args = sig.get_sample_args(0)
+    y, mean, rstd = sig.reference(*args)
+    info = numerics_verdict(sig, args, (y, mean, rstd + 1e-2))
+    assert info.verdict == "fail" and "output 2" in info.stats["reason"] and "output 0" not in info.stats["reason"]
+    assert len(info.stats["outputs"]) == 3
+
+
+def test_structured_test_catches_a_layout_bug():
+    """Random data with a transposed-weight bug can still look statistically fine for symmetric shapes; the
+    block-of-ones input makes the wrong indexing obvious."""
+    sig = parse_command("gemm --a_w 8 --a_h 8 --b_w 8")
+    a, b = structured_args(sig)
+    assert a.sum() == 16 and b.sum() == 16
+    assert structured_verdict(sig, (a, b), sig.reference(a, b))["pass"]
+    wrong = sig.reference(a, torch.roll(b, 1, dims=0))
+    assert not structured_verdict(sig, (a, b), wrong)["pass"]
+
+
+def test_small_outputs_do_not_fail_by_chance():
+    """An unbiased 16-element result must not fail the bias test ~40% of the time (BOO's bare bound would)."""
+    sig = parse_command("gemm --a_w 4 --a_h 32 --b_w 4")
+    fails = 0
+    for seed in range(40):
+        args = sig.get_sample_args(seed)
+        out = sig.reference(*args).double()
+        noise = torch.randn(out.shape, generator=torch.Generator().manual_seed(100 + seed), dtype=torch.float64)
+        fails += numerics_verdict(sig, args, (out + noise * 1e-6).float()).verdict == "fail"
+    assert fails <= 2

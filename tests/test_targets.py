@@ -1,0 +1,101 @@
+"""Targets: parsing with one-line errors, flags, drivers, cache identity, detection, per-op CPU defaults."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from boo_engine.commands import parse_command
+from boo_engine.errors import TargetError
+from boo_engine.targets import (DATA_TILING, IM2COL, Target, default_target, host_cpu_identity, parse_target,
+                                per_op_default_flags)
+
+
+@pytest.mark.parametrize("text, name, driver", [
+    ("cpu", "cpu", "local-sync"),
+    ("hip:gfx942", "hip:gfx942", "hip"),
+    ("hip:gfx90a", "hip:gfx90a", "hip"),
+    ("hip:gfx1100", "hip:gfx1100", "hip"),
+    ("cuda:sm_80", "cuda:sm_80", "cuda"),
+    ("cuda:sm_120", "cuda:sm_120", "cuda"),
+    (" CPU ", "cpu", "local-sync"),
+])
+def test_parse_valid(text, name, driver):
+    t = parse_target(text)
+    assert t.name == name and t.driver == driver and str(t) == name
+
+
+@pytest.mark.parametrize("text, words", [
+    ("tpu", "unknown target"),
+    ("", "unknown target"),
+    ("hip", "needs an arch"),
+    ("hip:942", "not a gfx arch"),
+    ("hip:gfx94", "not a gfx arch"),
+    ("cuda", "needs an arch"),
+    ("cuda:80", "not an sm arch"),
+    ("cuda:sm_90", "cannot compile for sm_90"),
+    ("cuda:sm_90a", "cannot compile"),
+    ("cuda:sm_100", "cannot compile"),
+    ("cpu:znver4", "takes no arch"),
+])
+def test_parse_invalid_is_one_line(text, words):
+    with pytest.raises(TargetError, match=words) as ei:
+        parse_target(text)
+    assert "\n" not in str(ei.value)
+
+
+def test_compile_flags_and_threads():
+    assert Target("cpu").compile_flags() == [
+        "--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu",
+        "--iree-llvmcpu-target-cpu=host"]
+    assert parse_target("hip:gfx942").compile_flags() == ["--iree-hal-target-device=hip", "--iree-rocm-target=gfx942"]
+    assert parse_target("cuda:sm_80").compile_flags() == ["--iree-hal-target-device=cuda", "--iree-cuda-target=sm_80"]
+    assert Target("cpu", threads=4).driver == "local-task"
+
+
+def test_identity_names_the_host_cpu_and_is_stable_across_processes():
+    ident = Target("cpu").identity()
+    assert ident.startswith("cpu:") and "features-" in ident
+    other = subprocess.run([sys.executable, "-c", "from boo_engine.targets import Target; print(Target('cpu').identity())"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    assert other == ident
+    assert Target("cpu", threads=8).identity() == ident  # threads do not change the artifact
+    assert parse_target("hip:gfx942").identity() == "hip:gfx942"
+    assert host_cpu_identity()
+
+
+def test_detection_never_crashes_and_falls_back_to_cpu():
+    t = default_target()
+    assert t.kind in ("cpu", "hip", "cuda")
+    assert Target("cpu").can_run()
+    if t.kind == "cpu":
+        assert not parse_target("hip:gfx942").can_run() and not parse_target("cuda:sm_80").can_run()
+
+
+NHWC = "--in_layout NHWC --out_layout NHWC --fil_layout NHWC"
+
+
+@pytest.mark.parametrize("command, expected", [
+    ("conv -n 2 -c 8 -H 8 -W 8 -k 8 -y 3 -x 3 -F 1", [IM2COL]),
+    (f"conv -n 2 -c 8 -H 8 -W 8 -k 8 -y 3 -x 3 -F 1 {NHWC}", [IM2COL]),
+    ("conv -n 2 -c 8 -H 8 -W 8 -k 8 -y 1 -x 1 -F 1", [IM2COL]),
+    (f"conv -n 2 -c 8 -H 8 -W 8 -k 8 -y 1 -x 1 -F 1 {NHWC}", [DATA_TILING]),
+    (f"convbfp16 -n 2 -c 8 -H 8 -W 8 -k 8 -y 1 -x 1 -F 1 {NHWC}", [DATA_TILING]),
+    ("gemm --a_w 8 --a_h 8 --b_w 8", None),
+    ("layernorm --input 2x8", []),
+])
+def test_per_op_defaults(command, expected):
+    flags = per_op_default_flags(parse_command(command), Target("cpu"))
+    if expected is not None:
+        assert flags == expected
+    assert per_op_default_flags(parse_command(command), parse_target("hip:gfx942")) == []
+
+
+@pytest.mark.parametrize("prefix", ["convbfp16", "convfp16"])
+@pytest.mark.parametrize("rest", ["-y 3 -x 3 -F 1", "-y 1 -x 1 -F 1", f"-y 3 -x 3 -F 1 {NHWC}", "-y 3 -x 3 -F 2",
+                                  "-y 3 -x 3 -F 4"])
+def test_low_precision_never_gets_im2col(prefix, rest):
+    """bf16/fp16 + im2col fails to compile in IREE 3.13 ('arith.addf' op requires the same type ...)."""
+    flags = per_op_default_flags(parse_command(f"{prefix} -n 2 -c 8 -H 8 -W 8 -k 8 {rest}"), Target("cpu"))
+    assert IM2COL not in flags
