@@ -3,7 +3,7 @@ raises, a corrupt artifact, a child killed by SIGSEGV, a hang past the timeout, 
 that must succeed on the (replaced) worker."""
 from __future__ import annotations
 
-import os
+import dataclasses
 import statistics
 import threading
 import time
@@ -151,11 +151,16 @@ def test_cancel_of_a_call_that_never_returns_kills_it(worker, vmfb):
     _ok(worker, vmfb)
 
 
-def test_threads_use_local_task(vmfb):
+def test_threads_use_local_task_and_calls_are_synchronous(worker, vmfb):
+    """local-task runs the kernel on worker threads: the invoke must still return only when it is done, so a
+    2-thread sample cannot be much shorter than half the 1-thread one (an asynchronous return would be ~10 us)."""
+    spec = _spec(vmfb_path=vmfb[128], sig=MatmulSig(n=128), iters=30)
+    one = statistics.median(worker.run(spec).samples_us)
     with BenchWorker("cpu", threads=2) as w:
-        out = w.run(_spec(vmfb_path=vmfb[128], sig=MatmulSig(n=128), threads=2, iters=20))
+        out = w.run(dataclasses.replace(spec, threads=2))
         assert out.driver == "local-task" and out.threads == 2
-        assert len(out.samples_us) == 20
+        assert len(out.samples_us) == 30
+        assert statistics.median(out.samples_us) > 0.35 * one, (statistics.median(out.samples_us), one)
 
 
 def test_default_timeout_is_generous():

@@ -26,7 +26,7 @@ import queue
 import signal
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable
 
@@ -86,7 +86,6 @@ class BenchOutcome:
     threads: int = 1
     truncated: bool = False             # max_time_s stopped sampling early
     overhead_fraction: float | None = None  # estimated harness cost per call / call time
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def default_timeout_s(spec: BenchSpec) -> float:
