@@ -376,6 +376,26 @@ CHILD = textwrap.dedent("""
 """)
 
 
+def test_results_queued_at_a_normal_exit_are_written(tmp_path):
+    """A caller that forgets close(): the atexit hook drains the queue before the interpreter exits."""
+    path = tmp_path / "exit.db"
+    code = textwrap.dedent("""
+        import sys
+        from boo_engine.results import JobResult
+        from boo_engine.store import Store
+        store = Store(sys.argv[1])
+        run = store.start_run(command_line="x", target="cpu", config={}, environment={})
+        for i in range(50):
+            store.record_result(run, JobResult(job_id=f"j{i}", command="c", func_name="f", op="conv",
+                                               variant="baseline", target="cpu", backend="iree", status="done",
+                                               samples_us=[1.0] * 500))
+    """)
+    subprocess.run([sys.executable, "-c", code, str(path)], check=True, timeout=60)
+    with Store(path) as s:
+        results = s.load_results(s.last_run_id())
+    assert len(results) == 50 and all(len(r.samples_us) == 500 for r in results)
+
+
 @pytest.mark.parametrize("delay", [0.0, 0.013, 0.029])
 def test_sigkill_mid_stream_leaves_a_consistent_db(tmp_path, delay):
     """A writer process killed with SIGKILL at an arbitrary instant (three different instants) loses nothing it
