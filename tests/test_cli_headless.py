@@ -67,7 +67,7 @@ def test_export_all_formats_and_db(env, tmp_path):
     assert all(r["reproducer"].startswith("iree-benchmark-module") for r in results if r["backend"] == "iree")
 
     md = (tmp_path / "r.md").read_text()
-    assert "|" in md and "gemm_float32_forward_16x32x16" in md
+    assert "| `gemm -k 16 -m 32 -n 16` |" in md and "torch vs baseline" in md
 
     con = sqlite3.connect(db)
     assert con.execute("pragma integrity_check").fetchone()[0] == "ok"

@@ -166,15 +166,15 @@ def _run(opts: dict[str, list[str]], command: list[str]) -> int:
             by_backend: dict[str, JobResult] = {}
             print(text)
             for job in jobs:
-                name = next((n for n in names if BACKENDS[n] == job.backend), job.backend)
+                if job.backend not in BACKENDS.values():  # a line that did not parse: it fails on every backend
+                    by_backend = {n: job for n in names}
+                    print(f">>> FAILED: {job.error}")
+                    failed = True
+                    continue
+                name = next(n for n in names if BACKENDS[n] == job.backend)
                 by_backend[name] = job
                 print(_line(name, job, len(names) > 1 or verbose))
-                if job.status != DONE:
-                    failed = True
-            if not jobs or any(j.backend == "-" for j in jobs):
-                failed = True
-                for n in names:
-                    by_backend.setdefault(n, jobs[0] if jobs else None)
+                failed = failed or job.status != DONE
             rows.append((text, by_backend))
     if csv_path is not None:
         from ..exporters import write_boo_driver_csv
