@@ -342,7 +342,9 @@ def _short_iree_version(line: str) -> str:
 
 def render_markdown(results: Sequence[JobResult], *, environment: dict[str, Any] | None = None,
                     run: dict[str, Any] | None = None, comparisons: Comparisons | None = None) -> str:
-    comparisons = comparisons if comparisons is not None else {}
+    """The Markdown document (also what the headless run prints). `comparisons` None: computed from samples."""
+    results = list(results)
+    comparisons = comparisons if comparisons is not None else compare_results(results)
     lines = _header_lines(results, environment, run)
     labels: list[str] = []
     cells: dict[tuple[str, str], dict[str, JobResult]] = {}
