@@ -6,6 +6,7 @@ ones (counts, warm-up, k, streaming, cancel) are exact.
 from __future__ import annotations
 
 import gc
+import math
 import statistics
 import subprocess
 import sys
@@ -13,6 +14,8 @@ import threading
 import time
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from boo_engine.bench.harness import MAX_BLOCK_K, choose_block_k, measure
 from boo_engine.bench.worker import IreeCall, RuntimeCache
@@ -170,3 +173,14 @@ def test_choose_block_k():
     assert k > 1 and 60 / k + 15 <= 0.01 * 2_000
     assert 1 < choose_block_k(500, 60, 15) <= MAX_BLOCK_K    # below what any k can fix: block ~100 us
     assert choose_block_k(1, 60, 15) == MAX_BLOCK_K
+
+
+@given(call_ns=st.floats(1, 1e9), timer_ns=st.floats(10, 500), loop_ns=st.floats(5, 100))
+def test_block_k_meets_the_budget_whenever_any_k_can(call_ns, timer_ns, loop_ns):
+    k = choose_block_k(call_ns, timer_ns, loop_ns)
+    assert 1 <= k <= MAX_BLOCK_K
+    if loop_ns < 0.01 * call_ns:
+        needed = math.ceil(timer_ns / (0.01 * call_ns - loop_ns))
+        if needed <= MAX_BLOCK_K:
+            assert timer_ns / k + loop_ns <= 0.01 * call_ns * (1 + 1e-9)
+            assert k == max(1, needed)          # and no larger than needed
