@@ -145,7 +145,13 @@ class Session:
 
     def add_command(self, text: str | Sequence[str], *, source: str | None = None) -> list[JobResult]:
         """One command string; raises CommandError (one line) when it does not parse."""
-        tokens = shlex.split(text) if isinstance(text, str) else list(text)
+        if isinstance(text, str):
+            try:
+                tokens = shlex.split(text)
+            except ValueError as e:  # an unbalanced quote
+                raise CommandError(f"cannot split command {text!r}: {e}") from None
+        else:
+            tokens = list(text)
         command = parse_invocation(tokens + list(self.config.extra_args))
         return self._add_entry(source, command.text, command, None)
 

@@ -138,7 +138,7 @@ def _dump_dispatches(args, config) -> int:
         commands = []
         for item in args.inputs:
             if item.endswith((".txt", ".tsv")) or os.path.isfile(item):
-                commands += [c.command for c in read_commands_file(item, errors="raise")]
+                commands += read_commands_file(item, errors="raise")
             else:
                 commands.append(parse_invocation(item))
     except BooError as e:

@@ -53,6 +53,10 @@ class OpSignature(abc.ABC):
     def output_shapes(self) -> list[tuple[int, ...]]:
         """Shapes of the results, in order (one entry when the op returns a single tensor)."""
 
+    def output_dtypes(self) -> list[torch.dtype]:
+        """Dtypes of the results (batch norm keeps float32 statistics beside 16-bit activations)."""
+        return [self.dtype] * len(self.output_shapes())
+
     @property
     def returns_tuple(self) -> bool:
         """True when `reference` returns a tuple (several outputs), False for a single tensor."""
@@ -96,9 +100,8 @@ class OpSignature(abc.ABC):
     @property
     def bytes(self) -> int:
         """Minimum memory traffic of one call: every input read once and every output written once."""
-        size = torch.tensor([], dtype=self.dtype).element_size()
-        n = sum(_numel(s) for s in self.input_shapes()) + sum(_numel(s) for s in self.output_shapes())
-        return n * size
+        pairs = list(zip(self.input_shapes(), self.input_dtypes())) + list(zip(self.output_shapes(), self.output_dtypes()))
+        return sum(_numel(s) * torch.empty((), dtype=dt).element_size() for s, dt in pairs)
 
     # ---- description ----------------------------------------------------------------------------------
     @abc.abstractmethod
