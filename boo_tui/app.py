@@ -23,6 +23,9 @@ from textual.widgets import DataTable, Footer, Header, Input, RichLog, Static, T
 from boo_engine import events as ev
 from boo_engine.errors import BooError
 from boo_engine.results import FINAL_STATUSES, QUEUED
+# Imported here, not in the thread that opens the session: importing it imports torch (~3 s, mostly C
+# extension initialisation holding the GIL), which would freeze the running UI for seconds.
+from boo_engine.session import Session
 
 from . import dialogs
 from .bridge import Deferred, EngineEvent, EventBridge, SamplesReady
@@ -117,6 +120,7 @@ class BooApp(App[int]):
         self._detail_for: tuple | None = None
         self._engine = ThreadPoolExecutor(max_workers=1, thread_name_prefix="boo-tui-engine")
         self._quitting = False
+        self.max_flush_s = 0.0      # slowest table/plot/detail refresh (benchmarks report it)
         _start_resource_tracker()
 
     # ---- layout ------------------------------------------------------------------------------------------
@@ -152,8 +156,6 @@ class BooApp(App[int]):
     @work(thread=True, group="session-open")
     def _open_session(self) -> None:
         """Create the session and add the inputs off the UI thread (opening the DB, reading files)."""
-        from boo_engine.session import Session
-
         try:
             session = Session(self.config, listener=self.bridge.listener)
         except Exception as e:  # noqa: BLE001 - a bad target or DB path is a message, not a traceback
@@ -273,6 +275,14 @@ class BooApp(App[int]):
 
     def _flush_views(self) -> None:
         """Bring the table, the plots and the detail pane up to date (runs every TABLE_FLUSH_S)."""
+        t0 = time.perf_counter()
+        try:
+            self._flush_dirty()
+        except Exception as e:  # noqa: BLE001 - a refresh bug is shown, and the next flush tries again
+            self._error(f"refresh failed: {type(e).__name__}: {e}")
+        self.max_flush_s = max(self.max_flush_s, time.perf_counter() - t0)
+
+    def _flush_dirty(self) -> None:
         dirty, self._dirty = self._dirty, set()
         now = time.monotonic()
         if dirty and (self.filter.active or self.sort_by) and now - self._last_resort >= RESORT_S:
@@ -463,19 +473,24 @@ class BooApp(App[int]):
             return
 
         def done(text: str | None) -> None:
-            if not text:
-                return
-            try:
-                variant = dialogs.parse_variant_text(text)
-            except BooError as e:
-                self._error(str(e))
-                return
-            self._call_engine(self.session.add_variant, variant, then=self._jobs_added, what="variant: ")
+            if text:
+                self._call_engine(self._add_variants, text, then=self._jobs_added, what="variant: ")
 
         self.push_screen(dialogs.PromptDialog(
-            "Add a variant", placeholder="name=spec.mlir   or   name=--iree-flag=value ...",
-            hint="a tuning spec (.mlir), a variants file, or iree-compile flags; Enter adds, Esc cancels",
+            "Add a variant", placeholder="NAME=spec.mlir   or   NAME='--iree-flag=value ...'   or   variants.toml",
+            hint="a tuning spec, iree-compile flags, a dispatch folder (NAME=DIR/) or a variants file; "
+                 "checked with iree-opt before any compile",
             validate=dialogs.validate_variant, dialog_id="add-variant"), done)
+
+    def _add_variants(self, text: str) -> list[Any]:
+        """Engine thread: parse, pre-flight (runs iree-opt on specs) and add each variant's jobs."""
+        from boo_engine.variants import preflight_variant
+
+        added: list[Any] = []
+        for variant in dialogs.parse_variants_text(text):
+            preflight_variant(variant)
+            added += self.session.add_variant(variant)
+        return added
 
     def _jobs_added(self, results: list[Any]) -> None:
         results = list(results or [])

@@ -6,7 +6,6 @@ then does the real work (adding jobs, reading files, exporting) in a thread work
 """
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 from typing import Callable
 
@@ -105,44 +104,27 @@ def validate_export_path(text: str) -> str | None:
     return None
 
 
-def parse_variant_text(text: str):
-    """A variant from what the user typed: a tuning spec (`.mlir`), a variants file (`.toml`), or
-    `[name=]flag flag ...` compiler flags. Raises VariantError (one line) when it is not usable."""
-    from boo_engine.errors import VariantError
+def parse_variants_text(text: str) -> list:
+    """Variants from what the user typed, exactly as the command line takes them: a variants file (`.toml`,
+    as --variants-file) or one --variant value (`NAME=spec.mlir`, `NAME='--flag ...'`, `NAME=DIR/`). Cheap (no
+    compiler run): the spec pre-flight, which runs iree-opt, happens later on the engine thread."""
     from boo_engine import variants as vmod
 
-    for name in ("parse_variant", "parse_variant_arg", "parse_variant_spec"):
-        fn = getattr(vmod, name, None)      # the variants module's own `--variant` parser, when it has one
-        if callable(fn):
-            return fn(text)
-    try:
-        tokens = shlex.split(text)
-    except ValueError as e:
-        raise VariantError(f"variant: {e}") from None
-    if not tokens:
-        raise VariantError("variant: empty")
-    name = None
-    if "=" in tokens[0] and not tokens[0].startswith("-"):
-        name, first = tokens[0].split("=", 1)
-        tokens = ([first] if first else []) + tokens[1:]
-    specs = [str(Path(t).expanduser().resolve()) for t in tokens if t.endswith(".mlir")]
-    flags = [t for t in tokens if not t.endswith(".mlir")]
-    for spec in specs:
-        if not Path(spec).is_file():
-            raise VariantError(f"variant: tuning spec {spec} not found")
-    bad = [f for f in flags if not f.startswith("-")]
-    if bad:
-        raise VariantError(f"variant: {bad[0]!r} is neither a .mlir tuning spec nor a compiler flag")
-    if name is None:
-        name = Path(specs[0]).stem if specs else "flags:" + " ".join(flags)[:40]
-    return vmod.Variant(name=name, tuning_specs=tuple(specs), flags=tuple(flags))
+    stripped = text.strip()
+    if stripped.lower().endswith(".toml") and "=" not in stripped:
+        return vmod.load_variants_file(stripped)
+    return [vmod.parse_variant_arg(stripped)]
 
 
 def validate_variant(text: str) -> str | None:
     from boo_engine.errors import BooError
 
     try:
-        parse_variant_text(text)
+        variants = parse_variants_text(text)
     except BooError as e:
         return str(e)
+    for v in variants:
+        for spec in v.tuning_specs:
+            if not Path(spec).is_file():
+                return f"variant {v.name}: tuning spec {spec}: no such file"
     return None

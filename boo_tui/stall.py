@@ -16,18 +16,25 @@ class StallMonitor:
         self.interval_s = interval_s
         self.max_gap_s = 0.0
         self.ticks = 0
+        self.gaps_s: list[float] = []
+        self.long_gaps: list[tuple[float, float]] = []   # (seconds since start, gap) of gaps over 50 ms
+        self._t0 = time.perf_counter()
         self._last: float | None = None
         self._timer: Any = None
 
     def start(self) -> "StallMonitor":
-        self._last = time.perf_counter()
+        self._last = self._t0 = time.perf_counter()
         self._timer = self.app.set_interval(self.interval_s, self._tick)
         return self
 
     def _tick(self) -> None:
         now = time.perf_counter()
         if self._last is not None:
-            self.max_gap_s = max(self.max_gap_s, now - self._last)
+            gap = now - self._last
+            self.gaps_s.append(gap)
+            if gap > 0.05:
+                self.long_gaps.append((now - self._t0, gap))
+            self.max_gap_s = max(self.max_gap_s, gap)
         self._last = now
         self.ticks += 1
 

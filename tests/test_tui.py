@@ -15,7 +15,7 @@ import pytest
 from boo_engine.results import FINAL_STATUSES, JobResult, Stats
 from boo_engine.session import SessionConfig
 from boo_engine.store import Store
-from boo_tui.app import BooApp
+from boo_tui.app import PALETTE, BooApp, BooCommands
 from boo_tui.model import Filter, JobView, RunModel, ordered, row_cells
 from boo_tui.plots import PlotView
 from boo_tui.stall import StallMonitor
@@ -187,6 +187,38 @@ async def _add_command_inline_validation_and_queue(tmp_path, cache_dir):
         await pilot.press("enter")
         await wait_until(pilot, lambda: app.query_one("#results").row_count == 2, 30, "two queued rows")
         assert {v.status for v in app.model.jobs.values()} == {"queued"}
+
+        # a variant adds one IREE job per command (pre-flighted on the engine thread)
+        await pilot.press("v")
+        app.screen.query_one("#prompt-input").value = "nope=missing_spec.mlir"
+        await pilot.press("enter")
+        await pilot.pause(0.1)
+        assert "no such file" in str(app.screen.query_one("#prompt-error").render())
+        app.screen.query_one("#prompt-input").value = "o3=--iree-opt-level=O3"
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.query_one("#results").row_count == 3, 60, "the variant's job")
+        assert sorted(v.result.variant for v in app.model.jobs.values()) == ["baseline", "baseline", "o3"]
+
+        # a commands file: good lines become jobs, a bad line a failed job naming file:line
+        commands = tmp_path / "cmds.txt"
+        commands.write_text(f"{GEMM_B}\ngemm -k 16 -m 16 --bogus 1\n")
+        await pilot.press("o")
+        app.screen.query_one("#prompt-input").value = str(commands)
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.query_one("#results").row_count == 7, 30, "the file's jobs")
+        failed = [v.result for v in app.model.jobs.values() if v.status == "failed"]
+        assert len(failed) == 1 and "cmds.txt:2" in (failed[0].source or failed[0].error or "")
+
+        # typing a key that is also a binding (q) into the filter filters, it does not quit
+        await pilot.press("slash", *"status:queued")
+        await pilot.pause(0.1)
+        assert app.is_running and app.query_one("#results").row_count == 6
+        await pilot.press("escape")
+
+        # every action is in the command palette
+        hits = [h.text async for h in BooCommands(app.screen).search("export")]
+        assert hits == ["Export results"]
+        assert len([h async for h in BooCommands(app.screen).discover()]) == len(PALETTE)
         await pilot.press("q")
         await wait_until(pilot, lambda: not app.is_running, 30, "the app to exit")
 
@@ -201,6 +233,11 @@ async def _quit_mid_run_marks_the_run_interrupted(tmp_path, cache_dir):
     async with app.run_test() as pilot:
         await wait_until(pilot, lambda: any(len(v.samples_us) > 0 for v in app.model.jobs.values()),
                          300, "the measurement to stream samples")
+        # the histogram follows the measurement live: several rebuilds while samples stream in
+        hist = app.query_one("#hist", PlotView)
+        first = hist.renders
+        await wait_until(pilot, lambda: hist.renders >= first + 3, 30, "live histogram redraws")
+        assert app.model.jobs[app.selected].status == "measuring"
         run_id = app.model.run_id
         t0 = time.monotonic()
         await pilot.press("q")
