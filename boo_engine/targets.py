@@ -201,8 +201,28 @@ def host_cpu_identity() -> str:
 def per_op_default_flags(sig: "OpSignature", target: Target) -> list[str]:
     """Extra iree-compile flags for this kind of kernel on this target, chosen by measurement.
 
-    Only the cpu target has any. See benchmarks/bench_cpu_flags.py for the measurements behind each rule;
-    the rules never pick a flag that fails to compile for the dtype it applies to (bf16 + im2col fails).
+    Only cpu convolutions in forward mode get any. Measured with benchmarks/bench_cpu_flags.py (IREE 3.13, one
+    thread, local-sync, 2-core Zen 5; us per call, min over 5-9 interleaved rounds of the round median):
+
+    | class (forward)          | IREE default | im2col | data-tiling | rule        |
+    |--------------------------|--------------|--------|-------------|-------------|
+    | f32 NCHW 3x3 n2 c64 28^2 | 1287         | 1102   | 1292        | im2col      |
+    | f32 NCHW 3x3 s2 + bias   | 771          | 196    | 778         | im2col      |
+    | f32 NCHW 3x3 g4          | 1313         | 1307   | 1257        | im2col (tie)|
+    | f32 NCHW 1x1 c35         | 491          | 78     | 530         | im2col      |
+    | f32 NCHW 1x1 c64         | 545          | 101    | 558         | im2col      |
+    | f32 NHWC 3x3 c64         | 21306        | 2568   | 21496       | im2col      |
+    | f32 NHWC 1x1 c128->384   | 5018         | 20798  | 4644        | data-tiling |
+    | f32 NHWC 1x1 c64         | 75           | 283    | 79          | data-tiling (tie) |
+    | bf16 NHWC 1x1 c35        | 439          | FAIL   | 105         | data-tiling |
+    | fp16 NHWC 1x1 c35        | 376          | FAIL   | 187         | data-tiling |
+    | bf16/fp16 NCHW 1x1, 3x3  | ~ties (527 vs 535, 1774 vs 1738, 7223 vs 7230) | FAIL | | none |
+
+    Not chosen: im2col for fp16/bf16 (fails to compile: "'arith.addf' op requires the same type for all
+    operands and results"); anything for backward convs (repeat runs disagreed by 2-5x on this shared machine:
+    no rule without evidence); data-tiling for f32 gemm (1.2-1.4x faster, but iree-facts.md records that it
+    breaks matmul tuning specs, which variants must be able to use).
+    A variant's own flags come later on the command line and win (e.g. `--iree-global-opt-use-im2col-for-convs=false`).
     """
     if target.kind != "cpu" or sig.op != "conv":
         return []
@@ -215,23 +235,22 @@ DATA_TILING = "--iree-opt-data-tiling"
 
 def _cpu_conv_flags(sig: "OpSignature") -> list[str]:
     d = sig.describe()
-    if d.get("mode", sig.mode) != "forward":
+    if d.get("mode", sig.mode) != "forward" or d.get("transposed"):
         return []
-    layout = str(d.get("in_layout") or d.get("input_layout") or "").upper()
-    channels_last = layout.endswith("C") and len(layout) >= 3
-    fil = d.get("filter_spatial") or d.get("fil_spatial") or _filter_spatial(d, sig)
+    layout = str(d.get("in_layout") or "").upper()
+    channels_last = len(layout) >= 3 and layout.endswith("C")
+    fil = d.get("filter_spatial") or _filter_spatial(d, sig)
     pointwise = bool(fil) and all(int(k) == 1 for k in fil)
-    low_precision = sig.dtype_name != "float32"
     if channels_last and pointwise:
         return [DATA_TILING]
-    if low_precision:  # bf16 + im2col fails to compile; fp16 is treated the same way to be safe
-        return [DATA_TILING] if sig.dtype_name == "bfloat16" else []
-    return [IM2COL]
+    if sig.dtype_name == "float32":
+        return [IM2COL]
+    return []  # fp16 / bf16: im2col does not compile; data-tiling measured neutral outside NHWC 1x1
 
 
 def _filter_spatial(d: dict, sig: "OpSignature") -> tuple[int, ...]:
-    """Filter spatial sizes from describe(), falling back to the filter shape and layout."""
-    fl = str(d.get("fil_layout") or d.get("filter_layout") or "").upper()
+    """Filter spatial sizes from the filter shape and layout, when describe() has no filter_spatial."""
+    fl = str(d.get("fil_layout") or "").upper()
     shapes = sig.input_shapes()
     if fl and len(shapes) >= 2 and len(shapes[1]) == len(fl):
         return tuple(int(s) for s, c in zip(shapes[1], fl) if c not in "NCKF")

@@ -211,3 +211,14 @@ def test_cache_on_zero_uses_a_private_temporary_cache(monkeypatch, tmp_path):
     monkeypatch.setenv("BOO_CACHE_ON", "1")
     assert KernelCache().root == (tmp_path / "shared").resolve()
     os.rmdir(c.root)
+
+
+def test_compiler_crash_is_a_compile_error(tmp_path):
+    """iree-compile 3.13 segfaults when substituting a CPU executable object (iree-facts.md): the caller
+    survives and gets the signal, the stack dump and the command."""
+    junk = tmp_path / "junk.o"
+    junk.write_bytes(b"not an object file")
+    with pytest.raises(CompileError) as ei:
+        compile_signature(parse_command(GEMM), "cpu", cache=KernelCache(tmp_path / "c"),
+                          extra_flags=[f"--iree-hal-substitute-executable-object=main$async_dispatch_0={junk}"])
+    assert "crashed (SIG" in str(ei.value) and ei.value.stderr and ei.value.command

@@ -101,3 +101,35 @@ def test_load_artifact_errors_are_one_line(tmp_path):
         load_artifact(str(bad), "local-sync")
     with pytest.raises(LaunchError, match="unavailable"):
         load_artifact(str(bad), "cuda")
+
+
+THREADS = r"""
+import sys, torch
+from boo_engine.commands import parse_command
+from boo_engine.compile.cache import KernelCache
+from boo_engine.errors import LaunchError
+from boo_engine.runtime.launchable import get_launchable
+sig = parse_command("gemm --a_w 16 --a_h 32 --b_w 16")
+cache = KernelCache(sys.argv[1])
+args = sig.get_sample_args(0)
+k2 = get_launchable(sig, "cpu", cache=cache, threads=2)
+assert k2.module.driver == "local-task"
+k1 = get_launchable(sig, "cpu", cache=cache)
+assert k1.module.driver == "local-sync"
+torch.testing.assert_close(k2(*args), k1(*args))
+try:
+    get_launchable(sig, "cpu", cache=cache, threads=3)
+except LaunchError as e:
+    assert "fresh process" in str(e)
+    print("ok")
+"""
+
+
+def test_local_task_threads_fixed_per_process(tmp_path):
+    """threads > 1 runs on local-task; IREE fixes its worker count per process, so asking for another count
+    later is a clear error rather than a silently different measurement (run in a child: it is per process)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", THREADS, str(tmp_path)], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]

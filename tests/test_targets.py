@@ -82,7 +82,11 @@ NHWC = "--in_layout NHWC --out_layout NHWC --fil_layout NHWC"
     ("conv -n 2 -c 8 -H 8 -W 8 -k 8 -y 1 -x 1 -F 1", [IM2COL]),
     (f"conv -n 2 -c 8 -H 8 -W 8 -k 8 -y 1 -x 1 -F 1 {NHWC}", [DATA_TILING]),
     (f"convbfp16 -n 2 -c 8 -H 8 -W 8 -k 8 -y 1 -x 1 -F 1 {NHWC}", [DATA_TILING]),
-    ("gemm --a_w 8 --a_h 8 --b_w 8", None),
+    ("convbfp16 -n 2 -c 8 -H 8 -W 8 -k 8 -y 3 -x 3 -F 1", []),
+    ("convfp16 -n 2 -c 8 -H 8 -W 8 -k 8 -y 1 -x 1 -F 1", []),
+    ("conv -n 2 -c 8 -H 8 -W 8 -k 8 -y 3 -x 3 -F 2", []),
+    ("conv -n 2 -c 8 -H 8 -W 8 -k 8 -y 3 -x 3 -F 1 -m trans", []),
+    ("gemm --a_w 8 --a_h 8 --b_w 8", []),
     ("layernorm --input 2x8", []),
 ])
 def test_per_op_defaults(command, expected):

@@ -1,0 +1,125 @@
+"""Compile throughput and cache-hit latency.
+
+1. Cold compile of every command in a commands file (default sample_commands.txt), each mode with a fresh empty
+   cache: one at a time in this process (compile_signature in a loop), CompilePool(workers=1), and
+   CompilePool(workers=N) (default: one per core). Goal: the pool >= 1.8x faster than one at a time on 2 cores.
+2. get_launchable() of a cached kernel in a FRESH process (what every benchmark worker and CLI run pays):
+   time to import torch, import boo_engine's launch path, get_launchable (index lookup + vmfb load), first call.
+   Goal: get_launchable <= 50 ms, not counting `import torch`.
+
+    python3 benchmarks/bench_compile.py [--commands-file F] [--workers N] [--repeats 5]
+Run on a quiet machine: compile wall times scale directly with whatever else is using the cores.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+FRESH = r"""
+import json, sys, time
+t0 = time.perf_counter()
+import torch
+t1 = time.perf_counter()
+from boo_engine.commands import parse_command
+from boo_engine.compile.cache import KernelCache
+from boo_engine.runtime.launchable import get_launchable
+t2 = time.perf_counter()
+sig = parse_command(sys.argv[2])
+t3 = time.perf_counter()
+k = get_launchable(sig, "cpu", cache=KernelCache(sys.argv[1]))
+t4 = time.perf_counter()
+args = sig.get_sample_args(0)
+t5 = time.perf_counter()
+k(*args)
+t6 = time.perf_counter()
+assert k.artifact.cache_hit
+print(json.dumps({"import_torch": t1 - t0, "import_boo": t2 - t1, "parse": t3 - t2, "get_launchable": t4 - t3,
+                  "first_call": t6 - t5}))
+"""
+
+
+def cold_compile(sigs, mode: str, workers: int) -> float:
+    from boo_engine.compile.cache import KernelCache
+    from boo_engine.compile.pool import CompilePool, compile_signature
+
+    root = tempfile.mkdtemp(prefix=f"bench-compile-{mode}-")
+    try:
+        cache = KernelCache(root)
+        t0 = time.perf_counter()
+        if mode == "sequential":
+            for s in sigs:
+                compile_signature(s, "cpu", cache=cache)
+        else:
+            with CompilePool(workers=workers, cache=cache) as pool:
+                for f in [pool.submit(s, "cpu") for s in sigs]:
+                    f.result()
+        return time.perf_counter() - t0
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--commands-file", default=str(ROOT / "sample_commands.txt"))
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--repeats", type=int, default=5, help="fresh processes for the cache-hit measurement")
+    ap.add_argument("--skip-cold", action="store_true")
+    args = ap.parse_args()
+
+    from boo_engine.commands import read_commands_file
+
+    cmds = read_commands_file(args.commands_file)
+    sigs = list({c.signature.func_name: c.signature for c in cmds}.values())
+    print(f"# {len(sigs)} distinct kernels from {args.commands_file}; {os.cpu_count()} cores")
+
+    if not args.skip_cold:
+        print("\n## Cold compile (empty cache; export + iree-compile; wall seconds)\n")
+        print("| mode | seconds | speedup vs one at a time |")
+        print("|---|---|---|")
+        seq = cold_compile(sigs, "sequential", 1)
+        print(f"| one at a time (in-process) | {seq:.1f} | 1.00x |")
+        one = cold_compile(sigs, "pool", 1)
+        print(f"| CompilePool(workers=1) | {one:.1f} | {seq / one:.2f}x |")
+        many = cold_compile(sigs, "pool", args.workers)
+        print(f"| CompilePool(workers={args.workers}) | {many:.1f} | {seq / many:.2f}x |")
+
+    print("\n## Cache hit in a fresh process (ms; median of "
+          f"{args.repeats} processes)\n")
+    root = tempfile.mkdtemp(prefix="bench-hit-")
+    try:
+        from boo_engine.compile.cache import KernelCache
+        from boo_engine.compile.pool import compile_signature
+
+        text = next(c.text for c in cmds) if hasattr(cmds[0], "text") else None
+        text = text or "conv -n 2 -c 64 -H 28 -W 28 -k 64 -y 3 -x 3 -p 1 -q 1"
+        from boo_engine.commands import parse_command
+
+        compile_signature(parse_command(text), "cpu", cache=KernelCache(root))
+        runs = []
+        for _ in range(args.repeats):
+            out = subprocess.run([sys.executable, "-c", FRESH, root, text], capture_output=True, text=True,
+                                 cwd=ROOT, check=True)
+            runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        print("| step | ms |")
+        print("|---|---|")
+        for key in runs[0]:
+            print(f"| {key} | {statistics.median(r[key] for r in runs) * 1e3:.1f} |")
+        print(f"\nkernel: {text}")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
