@@ -31,12 +31,10 @@ class SamplesReady(Message):
         return isinstance(message, SamplesReady)
 
 
-class Deferred(Message):
+class Deferred(Message, bubble=False):
     """Run `callback(*args)` on the UI thread: how thread workers hand results back without blocking.
 
     It does not bubble: a screen's Deferred is handled by that screen only, never run a second time by the app."""
-
-    bubble = False
 
     def __init__(self, callback: Callable[..., Any], *args: Any) -> None:
         super().__init__()

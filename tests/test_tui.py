@@ -18,6 +18,7 @@ from boo_engine.store import Store
 from boo_tui.app import PALETTE, BooApp, BooCommands
 from boo_tui.model import Filter, JobView, RunModel, ordered, row_cells
 from boo_tui.plots import PlotView
+from boo_tui.screens import RunCompareScreen, RunScreen
 from boo_tui.stall import StallMonitor
 
 GEMM_A = "gemm -k 16 -m 16 -n 16 --iter 20"
@@ -45,6 +46,12 @@ async def wait_until(pilot, condition, timeout: float, what: str) -> None:
 def all_finished(app: BooApp) -> bool:
     jobs = app.model.jobs.values()
     return bool(jobs) and all(v.status in FINAL_STATUSES for v in jobs)
+
+
+def rows_of(app: BooApp, selector: str) -> int:
+    """Rows of a table on the current screen; 0 while the screen is still being composed."""
+    found = app.screen.query(selector)
+    return found.first().row_count if found else 0
 
 
 def cell_text(table, row_key: str, column: str) -> str:
@@ -124,9 +131,11 @@ async def _full_run_table_plots_detail_export_compare_history(tmp_path, cache_di
         app.query_one("#panes").active = "tab-detail"
         await pilot.pause(0.2)
         selected = app.model.jobs[app.selected]
-        assert selected.result.reproducer
-        assert "iree-benchmark-module" in str(app.query_one("#repro").render()) or \
-            selected.result.backend != "iree"
+        assert selected.result.backend == "iree"          # the first row: command 1, baseline IREE
+        assert "iree-benchmark-module" in selected.result.reproducer
+        assert selected.result.reproducer in str(app.query_one("#repro").render())
+        await pilot.press("c")
+        assert app.clipboard == selected.result.reproducer
 
         # filter by free text, then clear it
         await pilot.press("slash")
@@ -149,9 +158,8 @@ async def _full_run_table_plots_detail_export_compare_history(tmp_path, cache_di
 
         # compare screen: commands x variants, histogram of the selected command
         await pilot.press("m")
-        await pilot.pause(0.3)
+        await wait_until(pilot, lambda: rows_of(app, "#compare-table") == 2, 30, "the compare screen")
         cmp_table = app.screen.query_one("#compare-table")
-        assert cmp_table.row_count == 2
         assert [str(c.label) for c in cmp_table.columns.values()] == ["command", "baseline", "torch"]
         await wait_until(pilot, lambda: "geomean" in str(app.screen.query_one("#compare-summary").render()),
                          30, "the comparison statistics")
@@ -159,8 +167,18 @@ async def _full_run_table_plots_detail_export_compare_history(tmp_path, cache_di
 
         # history lists this run
         await pilot.press("h")
-        await wait_until(pilot, lambda: app.screen.query_one("#runs").row_count >= 1, 30, "the run list")
+        await wait_until(pilot, lambda: rows_of(app, "#runs") >= 1, 30, "the run list")
         assert str(app.model.run_id) in [str(k.value) for k in app.screen.query_one("#runs").rows]
+        await pilot.press("enter")                        # open the newest run: this one
+        await wait_until(pilot, lambda: isinstance(app.screen, RunScreen) and rows_of(app, "#run-results") == 4, 30,
+                         "the saved results")
+        await pilot.press("escape", "escape")
+
+        # two saved runs side by side (here the run against itself: every ratio 1, verdict same)
+        app.push_screen(RunCompareScreen(app.session.store, app.model.run_id, app.model.run_id))
+        await wait_until(pilot, lambda: rows_of(app, "#run-compare-table") == 4, 30, "the run comparison")
+        verdicts = {str(app.screen.query_one("#run-compare-table").get_row_at(i)[-1]) for i in range(4)}
+        assert verdicts == {"same"}
         await pilot.press("escape")
         await pilot.press("q")
         await wait_until(pilot, lambda: not app.is_running, 30, "the app to exit")
