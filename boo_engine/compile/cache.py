@@ -13,7 +13,7 @@ Layout (under the root)::
 The key is sha256 over the MLIR text, the full flag list, the target identity (resolved host CPU or GPU arch),
 the variant's key material (the CONTENT of specs and substituted files) and `iree-compile --version`. Changing
 any of them misses. The index lets a hit skip the export entirely: it maps everything that determines the MLIR
-and the flags (signature repr, the source of the signature's class, torch version) plus the other key parts to
+and the flags (signature repr, the source files of the signature's package, torch version) plus the other key parts to
 the key, so a warm `get_launchable` costs a few file reads.
 
 Root: an explicit `root` argument, else `$BOO_CACHE_DIR`, else `~/.cache/boo-tui/kernels`. `BOO_CACHE_ON=0`
@@ -87,13 +87,17 @@ def _run_version(exe: str) -> str:
 
 @functools.lru_cache(maxsize=None)
 def _class_source_digest(cls: type) -> str:
-    """Digest of the module defining a signature class: a change to how an op is expressed must miss the index
-    (the MLIR might change even though the signature's repr does not)."""
+    """Digest of every Python file in the package folder defining a signature class (e.g. boo_engine/ops/):
+    a change to how an op is expressed must miss the index, since the MLIR may change while the signature's
+    repr does not. Computed once per class per process."""
+    h = hashlib.sha256(cls.__qualname__.encode())
     try:
-        src = Path(inspect.getsourcefile(cls) or "").read_bytes()
+        folder = Path(inspect.getsourcefile(cls) or "").parent
+        for f in sorted(folder.glob("*.py")):
+            h.update(f.name.encode() + b"\0" + f.read_bytes())
     except (OSError, TypeError):
-        src = cls.__qualname__.encode()
-    return hashlib.sha256(src).hexdigest()
+        pass
+    return h.hexdigest()
 
 
 def _atomic_write(path: Path, data: str | bytes) -> None:

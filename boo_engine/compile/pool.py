@@ -9,6 +9,7 @@ iree-compile; cancelling a running job kills the worker's whole group (worker + 
 """
 from __future__ import annotations
 
+import atexit
 import concurrent.futures
 import contextlib
 import multiprocessing
@@ -304,6 +305,9 @@ class CompilePool:
         self._wake_r, self._wake_w = multiprocessing.Pipe(duplex=False)
         self._thread = threading.Thread(target=self._loop, name="boo-compile-pool", daemon=True)
         self._thread.start()
+        # at interpreter exit multiprocessing only SIGTERMs the workers; their iree-compile children would live
+        # on, so kill each worker's whole process group
+        atexit.register(self._kill_workers)
 
     # ---- public API ----------------------------------------------------------------------------------
     def submit(self, sig: OpSignature, target: Target | str = "cpu", variant: Variant = BASELINE, *,
@@ -349,6 +353,12 @@ class CompilePool:
             self._thread.join()
         else:
             self.cancel_all()
+        atexit.unregister(self._kill_workers)
+
+    def _kill_workers(self) -> None:
+        for w in list(self._workers):
+            if w.proc.pid and w.proc.is_alive():
+                _kill_group(w.proc.pid)
 
     def __enter__(self) -> "CompilePool":
         return self
