@@ -212,15 +212,16 @@ def per_op_default_flags(sig: "OpSignature", target: Target) -> list[str]:
     | f32 NCHW 1x1 c35         | 491          | 78     | 530         | im2col      |
     | f32 NCHW 1x1 c64         | 545          | 101    | 558         | im2col      |
     | f32 NHWC 3x3 c64         | 21306        | 2568   | 21496       | im2col      |
-    | f32 NHWC 1x1 c128->384   | 5018         | 20798  | 4644        | data-tiling |
-    | f32 NHWC 1x1 c64         | 75           | 283    | 79          | data-tiling (tie) |
+    | f32 NHWC 1x1 c128->384   | 4983..5378   | 20174+ | 4461..10141 | none (see below) |
+    | f32 NHWC 1x1 c64         | 75           | 283    | 79          | none (tie)  |
     | bf16 NHWC 1x1 c35        | 439          | FAIL   | 105         | data-tiling |
     | fp16 NHWC 1x1 c35        | 376          | FAIL   | 187         | data-tiling |
     | bf16/fp16 NCHW 1x1, 3x3  | ~ties (527 vs 535, 1774 vs 1738, 7223 vs 7230) | FAIL | | none |
 
     Not chosen: im2col for fp16/bf16 (fails to compile: "'arith.addf' op requires the same type for all
     operands and results"); anything for backward convs (repeat runs disagreed by 2-5x on this shared machine:
-    no rule without evidence); data-tiling for f32 gemm (1.2-1.4x faster, but iree-facts.md records that it
+    no rule without evidence); data-tiling for f32 NHWC 1x1 (~10% faster in three runs, 2x SLOWER in a fourth:
+    a small gain is not worth that risk); data-tiling for f32 gemm (1.2-1.4x faster, but iree-facts.md records that it
     breaks matmul tuning specs, which variants must be able to use).
     A variant's own flags come later on the command line and win (e.g. `--iree-global-opt-use-im2col-for-convs=false`).
     """
@@ -241,11 +242,10 @@ def _cpu_conv_flags(sig: "OpSignature") -> list[str]:
     channels_last = len(layout) >= 3 and layout.endswith("C")
     fil = d.get("filter_spatial") or _filter_spatial(d, sig)
     pointwise = bool(fil) and all(int(k) == 1 for k in fil)
-    if channels_last and pointwise:
-        return [DATA_TILING]
     if sig.dtype_name == "float32":
-        return [IM2COL]
-    return []  # fp16 / bf16: im2col does not compile; data-tiling measured neutral outside NHWC 1x1
+        return [] if channels_last and pointwise else [IM2COL]  # im2col slows NHWC 1x1 down 4x
+    # fp16 / bf16: im2col does not compile; data-tiling is 2-4x faster on NHWC 1x1 and neutral elsewhere
+    return [DATA_TILING] if channels_last and pointwise else []
 
 
 def _filter_spatial(d: dict, sig: "OpSignature") -> tuple[int, ...]:
