@@ -734,6 +734,10 @@ class Session:
             result.numerics = outcome.numerics
         if last and getattr(outcome, "outputs_path", None):
             self._plan[result.job_id].outputs_path = outcome.outputs_path
+        if getattr(outcome, "truncated", False):
+            self._emit(ev.Log(job_id=result.job_id, level="warning",
+                              message=f"{result.func_name} [{result.variant}/{result.backend}]: --max-time stopped "
+                                      f"sampling early ({len(result.samples_us)} samples so far)"))
 
     def _complete(self, job_id: str) -> None:
         from .bench.stats import compute_stats, noise_check
