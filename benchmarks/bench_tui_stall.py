@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -23,7 +24,7 @@ from boo_engine.results import FINAL_STATUSES
 from boo_engine.session import SessionConfig
 from boo_tui.app import BooApp
 from boo_tui.plots import PlotView
-from boo_tui.stall import StallMonitor
+from boo_tui.stall import StallMonitor, ThreadProbe
 
 
 async def bench(args: argparse.Namespace) -> dict:
@@ -35,6 +36,8 @@ async def bench(args: argparse.Namespace) -> dict:
     t0 = time.monotonic()
     async with app.run_test(size=(width, height)) as pilot:
         monitor = StallMonitor(app, interval_s=0.01).start()
+        probe = ThreadProbe().start()
+        cpu0 = time.process_time()
         hist = app.query_one("#hist", PlotView)
         max_build = 0.0
         last_move = time.monotonic()
@@ -52,6 +55,8 @@ async def bench(args: argparse.Namespace) -> dict:
                 last_move = time.monotonic()
                 await pilot.press("down")
         monitor.stop()
+        probe.stop()
+        cpu_s = time.process_time() - cpu0
         await pilot.press("q")
         while app.is_running:
             await pilot.pause(0.1)
@@ -69,6 +74,9 @@ async def bench(args: argparse.Namespace) -> dict:
         "gap_p50_ms": round(statistics.median(gaps) * 1000, 1) if gaps else None,
         "gap_p99_ms": round(gaps[int(0.99 * (len(gaps) - 1))] * 1000, 1) if gaps else None,
         "long_gaps": [[round(t, 2), round(g * 1000)] for t, g in monitor.long_gaps[:30]],
+        "thread_probe_max_stall_ms": round(probe.max_gap_s * 1000, 1),
+        "ui_process_cpu_s": round(cpu_s, 1),
+        "host_load_1min": round(os.getloadavg()[0], 2),
         "max_table_refresh_ms": round(app.max_flush_s * 1000, 1),
         "histogram_builds": hist.renders,
         "histogram_max_build_ms": round(max_build * 1000, 1),

@@ -50,12 +50,10 @@ class EventBridge:
         self._lock = threading.Lock()
         self._pending: list[ev.SamplesAdded] = []
         self._poked = False
-        self.events_seen = 0
 
     def listener(self, event: ev.Event) -> None:
         """The session's listener. Called from engine threads; never blocks, never raises."""
         try:
-            self.events_seen += 1
             if isinstance(event, ev.SamplesAdded):
                 with self._lock:
                     self._pending.append(event)

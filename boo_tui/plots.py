@@ -169,14 +169,15 @@ class PlotView(Static):
         if not any(s.samples_us for s in self.series):
             message = self.empty if not self.series else (
                 f"{self.plot_title}: no samples yet (r runs the queued jobs)" if self.plot_title else "no samples yet")
-            self.update(Text(message, style="dim"))
+            self.update(Text(message, style="dim"), layout=False)
             return
         t0 = time.perf_counter()
         try:
             out = RENDERERS[self.kind](self.series, w, h - 1, self.plot_title)
         except Exception as e:  # noqa: BLE001 - a plotting bug must not take the dashboard down
-            self.update(Text(f"plot failed: {e}", style="red"))
+            self.update(Text(f"plot failed: {e}", style="red"), layout=False)
             return
         self.last_render_s = time.perf_counter() - t0
         self.renders += 1
-        self.update(Group(legend_text(self.series), Text.from_ansi(out, no_wrap=True, end="")))
+        # layout=False: the widget's size is set by CSS, so only this widget is repainted, nothing re-laid out
+        self.update(Group(legend_text(self.series), Text.from_ansi(out, no_wrap=True, end="")), layout=False)

@@ -6,6 +6,7 @@ longest the user could have waited for a key press or a redraw.
 """
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -47,3 +48,30 @@ class StallMonitor:
     def max_stall_s(self) -> float:
         """Largest gap beyond the timer's own interval."""
         return max(0.0, self.max_gap_s - self.interval_s)
+
+
+class ThreadProbe:
+    """A plain thread that sleeps 5 ms at a time and records its largest oversleep. It tells the causes of a
+    loop stall apart: if this thread stalls as long as the event loop, the whole process was held up (the OS
+    gave it no CPU, or C code held the GIL); if only the loop stalls, Python code on the UI thread was busy."""
+
+    def __init__(self) -> None:
+        self.max_gap_s = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        last = time.perf_counter()
+        while not self._stop.is_set():
+            time.sleep(0.005)
+            now = time.perf_counter()
+            self.max_gap_s = max(self.max_gap_s, now - last - 0.005)
+            last = now
+
+    def start(self) -> "ThreadProbe":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()

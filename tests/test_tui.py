@@ -17,9 +17,9 @@ from boo_engine.session import SessionConfig
 from boo_engine.store import Store
 from boo_tui.app import PALETTE, BooApp, BooCommands
 from boo_tui.model import Filter, JobView, RunModel, ordered, row_cells
-from boo_tui.plots import PlotView
+from boo_tui.plots import PlotView, Series, legend_text, render_histogram
 from boo_tui.screens import RunCompareScreen, RunScreen
-from boo_tui.stall import StallMonitor
+from boo_tui.stall import StallMonitor, ThreadProbe
 
 GEMM_A = "gemm -k 16 -m 16 -n 16 --iter 20"
 GEMM_B = "gemm -k 32 -m 16 -n 16 --iter 20"
@@ -93,6 +93,14 @@ def test_samples_progress_in_status_cell():
     assert str(row_cells(RunModel(), view)["status"]) == "measuring 3/20"
 
 
+def test_histogram_clips_a_slow_outlier_and_says_so():
+    samples = tuple([10.0 + 0.01 * i for i in range(50)] + [500.0])
+    out = render_histogram([Series("baseline/iree", samples)], 60, 12, "k")
+    assert "1 above" in out and "not shown" in out
+    assert "500" not in out.split("\n", 1)[1]          # the x axis ends near the distribution, not at 500
+    assert str(legend_text([Series("baseline/iree", samples)])).startswith("\u2588 baseline/iree median 10.25")
+
+
 # ---- the app with the real session -----------------------------------------------------------------------
 def test_full_run_table_plots_detail_export_compare_history(tmp_path, cache_dir):
     asyncio.run(_full_run_table_plots_detail_export_compare_history(tmp_path, cache_dir))
@@ -102,8 +110,10 @@ async def _full_run_table_plots_detail_export_compare_history(tmp_path, cache_di
     app = BooApp(config(tmp_path, cache_dir), [GEMM_A, GEMM_B])
     async with app.run_test(size=(100, 32)) as pilot:
         monitor = StallMonitor(app).start()
+        probe = ThreadProbe().start()
         await wait_until(pilot, lambda: all_finished(app), 300, "the run to finish")
         monitor.stop()
+        probe.stop()
         await pilot.pause(0.5)          # one flush of the table and one plot redraw
 
         # the table: one row per (command, variant, backend), all done, with numbers
@@ -122,10 +132,13 @@ async def _full_run_table_plots_detail_export_compare_history(tmp_path, cache_di
         assert sorted(s.label for s in hist.series) == ["baseline/iree", "baseline/torch"]
         assert all(len(s.samples_us) == 20 for s in hist.series)
 
-        # the event loop never stalled badly while the run went on (the goal, 50 ms, is checked by the
-        # benchmark on a quiet machine; CI shares two cores with compiles, so the bound here is looser)
+        # the event loop kept ticking while the run went on. On two shared cores the OS itself holds the whole
+        # process up for hundreds of ms at times (compiles in other processes); a plain sleeping thread measures
+        # that, and the loop may not stall much longer than it did (the 50 ms goal is the benchmark's, on a
+        # quiet machine: benchmarks/bench_tui_stall.py)
         assert monitor.ticks > 50
-        assert monitor.max_stall_s < 0.5, f"event loop stalled {monitor.max_stall_s * 1000:.0f} ms"
+        loop_ms, process_ms = monitor.max_stall_s * 1000, probe.max_gap_s * 1000
+        assert loop_ms < process_ms + 150 and loop_ms < 2000, f"loop stalled {loop_ms:.0f} ms ({process_ms:.0f})"
 
         # the detail pane and the reproducer
         app.query_one("#panes").active = "tab-detail"
@@ -268,3 +281,38 @@ async def _quit_mid_run_marks_the_run_interrupted(tmp_path, cache_dir):
         assert [r.status for r in store.load_results(run_id)] == ["interrupted"]
     finally:
         store.close()
+
+
+def test_session_that_cannot_open_is_a_message_not_a_traceback(tmp_path, cache_dir):
+    asyncio.run(_session_that_cannot_open(tmp_path, cache_dir))
+
+
+async def _session_that_cannot_open(tmp_path, cache_dir):
+    app = BooApp(SessionConfig(target="nonsense", db_path=str(tmp_path / "r.db"), cache_dir=cache_dir), [GEMM_A])
+    async with app.run_test(notifications=True) as pilot:
+        await wait_until(pilot, lambda: app.session_error is not None, 60, "the session error")
+        assert "nonsense" in app.session_error
+        assert any("nonsense" in n.message for n in app._notifications)
+        await pilot.press("r")                  # actions explain themselves instead of failing
+        await pilot.pause(0.1)
+        assert app.is_running
+        await pilot.press("q")
+        await wait_until(pilot, lambda: not app.is_running, 30, "the app to exit")
+    assert app.return_code == 0
+
+
+def test_stall_monitor_sees_a_blocked_ui_thread(tmp_path, cache_dir):
+    """The stall check above can fail: a handler that blocks the UI thread for 300 ms is measured as such."""
+    asyncio.run(_stall_monitor_sees_a_blocked_ui_thread(tmp_path, cache_dir))
+
+
+async def _stall_monitor_sees_a_blocked_ui_thread(tmp_path, cache_dir):
+    app = BooApp(config(tmp_path, cache_dir), [], autostart=False)
+    async with app.run_test() as pilot:
+        monitor = StallMonitor(app).start()
+        await pilot.pause(0.1)
+        app.call_later(time.sleep, 0.3)
+        await pilot.pause(0.5)
+        monitor.stop()
+        assert monitor.max_stall_s >= 0.25
+        await pilot.press("q")
