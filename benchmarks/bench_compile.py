@@ -49,7 +49,7 @@ print(json.dumps({"import_torch": t1 - t0, "import_boo": t2 - t1, "parse": t3 - 
 """
 
 
-def cold_compile(sigs, mode: str, workers: int) -> float:
+def cold_compile(sigs, mode: str, workers: int, prestart: bool = False) -> float:
     from boo_engine.compile.cache import KernelCache
     from boo_engine.compile.pool import CompilePool, compile_signature
 
@@ -61,7 +61,7 @@ def cold_compile(sigs, mode: str, workers: int) -> float:
             for s in sigs:
                 compile_signature(s, "cpu", cache=cache)
         else:
-            with CompilePool(workers=workers, cache=cache) as pool:
+            with CompilePool(workers=workers, cache=cache, prestart=prestart) as pool:
                 for f in [pool.submit(s, "cpu") for s in sigs]:
                     f.result()
         return time.perf_counter() - t0
@@ -93,6 +93,9 @@ def main() -> int:
         print(f"| CompilePool(workers=1) | {one:.1f} | {seq / one:.2f}x |")
         many = cold_compile(sigs, "pool", args.workers)
         print(f"| CompilePool(workers={args.workers}) | {many:.1f} | {seq / many:.2f}x |")
+        pre = cold_compile(sigs, "pool", args.workers, prestart=True)
+        print(f"| CompilePool(workers={args.workers}, prestart=True) | {pre:.1f} | {seq / pre:.2f}x |")
+        print("\n(every row includes its own start-up: pool creation, worker spawn, imports, first export)")
 
     print("\n## Cache hit in a fresh process (ms; median of "
           f"{args.repeats} processes)\n")

@@ -262,6 +262,9 @@ class _Worker:
 def _worker_main(conn: multiprocessing.connection.Connection, cache: KernelCache, timeout_s: float) -> None:
     os.setsid()  # own process group: a cancel kills us and our compiler together
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    with contextlib.suppress(Exception):  # pay the import cost (~1-2 s) before the first job arrives
+        import torch.export  # noqa: F401
+        from iree.compiler.extras import fx_importer  # noqa: F401
     while True:
         try:
             msg = conn.recv()
@@ -287,12 +290,14 @@ class CompilePool:
     """Compiles many kernels at once in worker processes (default: one per core), through a shared cache.
 
     `submit()` returns a Future[Artifact] (its exception is a CompileError); cached kernels resolve without
-    touching a worker. Workers start lazily. A job that exceeds `timeout_s` fails; `cancel_all()` fails every
+    touching a worker. Workers start lazily (a run whose kernels are all cached never spawns one, and nothing
+    imports torch beside a CPU measurement), or all at once with `prestart=True` (hides the ~1-2 s worker
+    start-up when compiles are certain). A job that exceeds `timeout_s` fails; `cancel_all()` fails every
     queued and running job with CompileCancelled and kills running compilers.
     """
 
     def __init__(self, workers: int | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
-                 cache: KernelCache | None = None):
+                 cache: KernelCache | None = None, *, prestart: bool = False):
         self.max_workers = max(1, workers or os.cpu_count() or 1)
         self.timeout_s = timeout_s
         self.cache = cache or cache_mod.default_cache()
@@ -305,6 +310,9 @@ class CompilePool:
         self._wake_r, self._wake_w = multiprocessing.Pipe(duplex=False)
         self._thread = threading.Thread(target=self._loop, name="boo-compile-pool", daemon=True)
         self._thread.start()
+        if prestart:  # start (and warm) every worker now rather than at the first cache miss
+            with self._lock:
+                self._workers = [_Worker(self._ctx, self.cache, self.timeout_s) for _ in range(self.max_workers)]
         # at interpreter exit multiprocessing only SIGTERMs the workers; their iree-compile children would live
         # on, so kill each worker's whole process group
         atexit.register(self._kill_workers)
@@ -391,12 +399,8 @@ class CompilePool:
         finally:
             with self._lock:
                 workers, self._workers = self._workers, []
-            for w in workers:
-                with contextlib.suppress(OSError):
-                    w.conn.send(None)
-                w.proc.join(timeout=2)
-                if w.proc.is_alive():
-                    w.kill()
+            for w in workers:  # all idle here: nothing to lose, and a torch process can take seconds to exit
+                w.kill()
 
     def _dispatch(self) -> None:
         while True:
