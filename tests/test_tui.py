@@ -311,7 +311,7 @@ async def _stall_monitor_sees_a_blocked_ui_thread(tmp_path, cache_dir):
     async with app.run_test() as pilot:
         monitor = StallMonitor(app).start()
         await pilot.pause(0.1)
-        app.call_later(time.sleep, 0.3)
+        app.call_later(lambda: time.sleep(0.3))
         await pilot.pause(0.5)
         monitor.stop()
         assert monitor.max_stall_s >= 0.25
