@@ -147,6 +147,8 @@ def parse_variant_arg(text: str, *, base_dir: str | os.PathLike | None = None) -
         tokens = shlex.split(raw)
     except ValueError as e:
         raise VariantError(f"--variant {text!r}: {e}") from None
+    # NAME="'--a --b'" (quotes kept, e.g. typed in the dashboard): the flags arrive as one quoted word
+    tokens = [w for t in tokens for w in (shlex.split(t) if t.startswith("-") and " " in t else [t])]
     if not tokens:
         raise VariantError(f"--variant {text!r}: nothing after '='")
     label = name or text
@@ -414,9 +416,11 @@ def _spec_problem(path: str, _digest: str) -> str | None:
 def spec_has_marker(path: str | os.PathLike) -> bool:
     """Does the spec annotate what it configures with SPEC_MARKER (the reliable "did it apply?" signal)?"""
     try:
-        return SPEC_MARKER in Path(path).read_text(errors="replace")
+        text = Path(path).read_text(errors="replace")
     except OSError:
         return False
+    code = re.sub(r"//[^\n]*", "", text)  # a comment that mentions the marker does not set it
+    return re.search(r'transform\.annotate\s+%[\w$.-]+\s+"' + SPEC_MARKER + '"', code) is not None
 
 
 def preflight_variant(v: Variant) -> None:

@@ -15,7 +15,11 @@ module attributes {transform.with_named_sequence, iree_codegen.tuning_spec_with_
   transform.named_sequence @match_gemm_12345x678x91_f32(%op: !transform.any_op {transform.readonly})
       -> (!transform.any_op, !transform.any_param) {
     %batch, %m, %n, %k = transform.iree.match.contraction %op,
-        lhs_type = f32, rhs_type = f32, output_type = f32 : !transform.any_op -> !transform.param<i64>
+        lhs_type = f32, rhs_type = f32, output_type = f32,
+        indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>,
+                          affine_map<(d0, d1, d2) -> (d2, d1)>,
+                          affine_map<(d0, d1, d2) -> (d0, d1)>]
+        : !transform.any_op -> !transform.param<i64>
     transform.iree.match.dims_equal %batch, [] : !transform.param<i64>
     transform.iree.match.dims_equal %m, [12345] : !transform.param<i64>
     transform.iree.match.dims_equal %n, [678] : !transform.param<i64>
