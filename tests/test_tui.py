@@ -14,6 +14,7 @@ import pytest
 
 from boo_engine.results import FINAL_STATUSES, JobResult, Stats
 from boo_engine.session import SessionConfig
+from boo_engine.variants import BASELINE, Variant
 from boo_engine.store import Store
 from boo_tui.app import PALETTE, BooApp, BooCommands
 from boo_tui.model import Filter, JobView, RunModel, ordered, row_cells
@@ -107,7 +108,8 @@ def test_full_run_table_plots_detail_export_compare_history(tmp_path, cache_dir)
 
 
 async def _full_run_table_plots_detail_export_compare_history(tmp_path, cache_dir):
-    app = BooApp(config(tmp_path, cache_dir), [GEMM_A, GEMM_B])
+    o3 = Variant(name="o3", flags=("--iree-opt-level=O3",))
+    app = BooApp(config(tmp_path, cache_dir, variants=[BASELINE, o3]), [GEMM_A, GEMM_B])
     async with app.run_test(size=(100, 32)) as pilot:
         monitor = StallMonitor(app).start()
         probe = ThreadProbe().start()
@@ -118,7 +120,7 @@ async def _full_run_table_plots_detail_export_compare_history(tmp_path, cache_di
 
         # the table: one row per (command, variant, backend), all done, with numbers
         table = app.query_one("#results")
-        assert table.row_count == 4
+        assert table.row_count == 6
         for job_id, view in app.model.jobs.items():
             assert view.status == "done", view.result.error
             assert cell_text(table, job_id, "status") == "done"
@@ -129,7 +131,7 @@ async def _full_run_table_plots_detail_export_compare_history(tmp_path, cache_di
         # the histogram shows every series of the selected command with all its samples
         hist = app.query_one("#hist", PlotView)
         assert hist.renders >= 1
-        assert sorted(s.label for s in hist.series) == ["baseline/iree", "baseline/torch"]
+        assert sorted(s.label for s in hist.series) == ["baseline/iree", "baseline/torch", "o3/iree"]
         assert all(len(s.samples_us) == 20 for s in hist.series)
 
         # the event loop kept ticking while the run went on. On two shared cores the OS itself holds the whole
@@ -158,7 +160,7 @@ async def _full_run_table_plots_detail_export_compare_history(tmp_path, cache_di
         assert table.row_count == 2
         app.query_one("#filter").value = ""
         await pilot.pause(0.1)
-        assert table.row_count == 4
+        assert table.row_count == 6
         await pilot.press("escape")
 
         # export through the dialog; the session writes it on the engine thread
@@ -173,9 +175,11 @@ async def _full_run_table_plots_detail_export_compare_history(tmp_path, cache_di
         await pilot.press("m")
         await wait_until(pilot, lambda: rows_of(app, "#compare-table") == 2, 30, "the compare screen")
         cmp_table = app.screen.query_one("#compare-table")
-        assert [str(c.label) for c in cmp_table.columns.values()] == ["command", "baseline", "torch"]
+        assert [str(c.label) for c in cmp_table.columns.values()] == ["command", "baseline", "o3", "torch"]
         await wait_until(pilot, lambda: "geomean" in str(app.screen.query_one("#compare-summary").render()),
                          30, "the comparison statistics")
+        cmp_hist = app.screen.query_one("#compare-hist", PlotView)
+        assert sorted(s.label for s in cmp_hist.series) == ["baseline", "o3", "torch"]   # overlaid variants
         await pilot.press("escape")
 
         # history lists this run
@@ -183,14 +187,14 @@ async def _full_run_table_plots_detail_export_compare_history(tmp_path, cache_di
         await wait_until(pilot, lambda: rows_of(app, "#runs") >= 1, 30, "the run list")
         assert str(app.model.run_id) in [str(k.value) for k in app.screen.query_one("#runs").rows]
         await pilot.press("enter")                        # open the newest run: this one
-        await wait_until(pilot, lambda: isinstance(app.screen, RunScreen) and rows_of(app, "#run-results") == 4, 30,
+        await wait_until(pilot, lambda: isinstance(app.screen, RunScreen) and rows_of(app, "#run-results") == 6, 30,
                          "the saved results")
         await pilot.press("escape", "escape")
 
         # two saved runs side by side (here the run against itself: every ratio 1, verdict same)
         app.push_screen(RunCompareScreen(app.session.store, app.model.run_id, app.model.run_id))
-        await wait_until(pilot, lambda: rows_of(app, "#run-compare-table") == 4, 30, "the run comparison")
-        verdicts = {str(app.screen.query_one("#run-compare-table").get_row_at(i)[-1]) for i in range(4)}
+        await wait_until(pilot, lambda: rows_of(app, "#run-compare-table") == 6, 30, "the run comparison")
+        verdicts = {str(app.screen.query_one("#run-compare-table").get_row_at(i)[-1]) for i in range(6)}
         assert verdicts == {"same"}
         await pilot.press("escape")
         await pilot.press("q")
