@@ -107,6 +107,7 @@ class BooApp(App[int]):
         self.inputs = list(inputs or [])
         self.autostart = autostart
         self.session: Any = None
+        self._created_session: Any = None
         self.session_error: str | None = None
         self.model = RunModel()
         self.bridge = EventBridge(self)
@@ -150,7 +151,7 @@ class BooApp(App[int]):
         table.focus()
         self.sub_title = "opening session..."
         self.set_interval(TABLE_FLUSH_S, self._flush_views)
-        self._open_session()
+        self._opening = self._open_session()
 
     # ---- the session ------------------------------------------------------------------------------------
     @work(thread=True, group="session-open")
@@ -161,6 +162,7 @@ class BooApp(App[int]):
         except Exception as e:  # noqa: BLE001 - a bad target or DB path is a message, not a traceback
             self.post_message(Deferred(self._session_failed, _one_line(e)))
             return
+        self._created_session = session      # so a quit during the opening still closes it
         added: list[Any] = []
         errors: list[str] = []
         for item in self.inputs:
@@ -546,7 +548,11 @@ class BooApp(App[int]):
 
     @work(group="closing", exclusive=True)
     async def _close_and_exit(self) -> None:
-        session = self.session
+        for _ in range(600):                 # a quit while the session opens: let it open, then close it
+            if self._opening.is_finished:
+                break
+            await asyncio.sleep(0.05)
+        session = self.session or self._created_session
         if session is not None:
             try:
                 await asyncio.wait_for(asyncio.to_thread(session.close), timeout=30)
@@ -609,9 +615,10 @@ def run_app(config: Any, inputs: list[str], *, autostart: bool = True) -> int:
     try:
         app.run()
     finally:
-        if app.session is not None:
+        session = app.session or app._created_session
+        if session is not None:
             try:
-                app.session.close()      # idempotent; covers ctrl+c and crashes
+                session.close()          # idempotent; covers ctrl+c and crashes
             except Exception:  # noqa: BLE001
                 pass
         app._engine.shutdown(wait=False, cancel_futures=True)
