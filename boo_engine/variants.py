@@ -423,13 +423,34 @@ def spec_has_marker(path: str | os.PathLike) -> bool:
     return re.search(r'transform\.annotate\s+%[\w$.-]+\s+"' + SPEC_MARKER + '"', code) is not None
 
 
-def preflight_variant(v: Variant) -> None:
+def spec_backend(path: str | os.PathLike) -> str | None:
+    """"cpu" or "gpu" when every configuration the spec sets is of that kind (#iree_cpu / #iree_gpu
+    lowering_config), None when it sets neither or both."""
+    try:
+        code = re.sub(r"//[^\n]*", "", Path(path).read_text(errors="replace"))
+    except OSError:
+        return None
+    cpu, gpu = "#iree_cpu.lowering_config" in code, "#iree_gpu.lowering_config" in code
+    return "cpu" if cpu and not gpu else "gpu" if gpu and not cpu else None
+
+
+def preflight_variant(v: Variant, target: "Target | str | None" = None) -> None:
     """Check everything a variant names before any compile: specs (and their linking, when several), the
     substituted files (exist, parse, hold the named executable), the flags (known to this iree-compile) and
-    the preprocess tool (on PATH). Raises VariantError naming the variant and the file."""
+    the preprocess tool (on PATH). With a `target`, a spec that only sets GPU configurations is refused for the
+    cpu target and vice versa (it would match and then fail to compile, once per kernel). Raises VariantError
+    naming the variant and the file."""
+    kind = None
+    if target is not None:
+        kind = (target if isinstance(target, str) else target.name).split(":", 1)[0].lower()
+        kind = "cpu" if kind in ("cpu", "llvm-cpu", "host") else "gpu"
     try:
         for spec in v.tuning_specs:
             preflight_spec(spec)
+            made_for = spec_backend(spec)
+            if kind and made_for and made_for != kind:
+                raise VariantError(f"tuning spec {spec}: sets #iree_{made_for}.lowering_config, written for "
+                                   f"{made_for.upper()} targets, but the target is {target}")
         if len(v.tuning_specs) > 1:
             merged_spec_path(v.tuning_specs)
         for kind, exe, path in v.substitutions:

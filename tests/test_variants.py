@@ -356,3 +356,15 @@ def test_spec_applied_rules_on_text(tmp_path):
     assert not spec_applied(var, base, [str(FAST)]).applied          # FAST has the marker and none is there
     assert spec_applied(var, base, []).applied
     assert not spec_applied(tmp_path / "nothing", base, [str(FAST)]).applied
+
+
+def test_preflight_refuses_a_spec_for_the_other_kind_of_target():
+    gpu = ROOT / "tuning_specs" / "gfx942_gemm_f16_128x256x256.mlir"
+    preflight_variant(Variant(name="g", tuning_specs=(str(gpu),)), "hip:gfx942")
+    preflight_variant(Variant(name="c", tuning_specs=(str(FAST),)), "cpu")
+    with pytest.raises(VariantError) as e:
+        preflight_variant(Variant(name="g", tuning_specs=(str(gpu),)), "cpu")
+    assert "GPU targets" in _one_line(e) and str(gpu) in str(e.value)
+    with pytest.raises(VariantError) as e:
+        preflight_variant(Variant(name="c", tuning_specs=(str(FAST),)), "hip:gfx942")
+    assert "CPU targets" in _one_line(e)
