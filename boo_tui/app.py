@@ -85,18 +85,18 @@ class BooApp(App[int]):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (150, "-wide")]
     BINDINGS = [
         Binding("q", "quit", "Quit", priority=False),
-        Binding("r", "run_all", "Run all"),
+        Binding("r", "run_all", "Run"),
         Binding("space", "run_selected", "Run sel.", show=False),
         Binding("R", "rerun", "Re-run", show=False),
         Binding("x", "cancel", "Cancel", show=False),
         Binding("X", "cancel_all", "Cancel all", show=False),
-        Binding("a", "add_command", "Add cmd"),
+        Binding("a", "add_command", "Add"),
         Binding("o", "load_file", "Load file", show=False),
         Binding("v", "add_variant", "Variant", show=False),
         Binding("w", "export", "Export"),
         Binding("h", "history", "History"),
         Binding("m", "compare", "Compare"),
-        Binding("c", "copy_repro", "Copy repro"),
+        Binding("c", "copy_repro", "Copy"),
         Binding("s", "sort", "Sort", show=False),
         Binding("slash", "focus_filter", "Filter"),
     ]
