@@ -212,7 +212,7 @@ def per_op_default_flags(sig: "OpSignature", target: Target) -> list[str]:
     | f32 NCHW 1x1 c35         | 491          | 78     | 530         | im2col      |
     | f32 NCHW 1x1 c64         | 545          | 101    | 558         | im2col      |
     | f32 NHWC 3x3 c64         | 21306        | 2568   | 21496       | im2col      |
-    | f32 NHWC 1x1 c128->384   | 4983..5378   | 20174+ | 4461..10141 | none (see below) |
+    | f32 NHWC 1x1 c128->384   | 4868..5378   | 19594+ | 4461..10141 | none (see below) |
     | f32 NHWC 1x1 c64         | 75           | 283    | 79          | none (tie)  |
     | bf16 NHWC 1x1 c35        | 439          | FAIL   | 105         | data-tiling |
     | fp16 NHWC 1x1 c35        | 376          | FAIL   | 187         | data-tiling |
@@ -220,9 +220,9 @@ def per_op_default_flags(sig: "OpSignature", target: Target) -> list[str]:
 
     Not chosen: im2col for fp16/bf16 (fails to compile: "'arith.addf' op requires the same type for all
     operands and results"); anything for backward convs (repeat runs disagreed by 2-5x on this shared machine:
-    no rule without evidence); data-tiling for f32 NHWC 1x1 (~10% faster in three runs, 2x SLOWER in a fourth:
-    a small gain is not worth that risk); data-tiling for f32 gemm (1.2-1.4x faster, but iree-facts.md records that it
-    breaks matmul tuning specs, which variants must be able to use).
+    no rule without evidence); data-tiling for f32 NHWC 1x1 convs and f32 gemms (8-10% and 1.15-1.35x faster in
+    5 of 6 runs, but the conv was 2x SLOWER in one, and iree-facts.md records that data-tiling breaks tuning specs
+    on matmul-like kernels, which variants must be able to use; fp16/bf16 NHWC 1x1 gain 2-4x, so they get it).
     A variant's own flags come later on the command line and win (e.g. `--iree-global-opt-use-im2col-for-convs=false`).
     """
     if target.kind != "cpu" or sig.op != "conv":
