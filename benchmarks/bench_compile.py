@@ -49,6 +49,17 @@ print(json.dumps({"import_torch": t1 - t0, "import_boo": t2 - t1, "parse": t3 - 
 """
 
 
+def _bump(text: str, i: int) -> str:
+    """The same command with its batch size (first dimension) increased by i: a distinct kernel."""
+    import re
+
+    for pat in (r"(-n |--batchsize )(\d+)", r"(--a_w |-k )(\d+)", r"(--input |-X )(\d+)"):
+        m = re.search(pat, text)
+        if m:
+            return text[:m.start(2)] + str(int(m.group(2)) + i) + text[m.end(2):]
+    return text
+
+
 def cold_compile(sigs, mode: str, workers: int, prestart: bool = False) -> float:
     from boo_engine.compile.cache import KernelCache
     from boo_engine.compile.pool import CompilePool, compile_signature
@@ -75,12 +86,20 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--repeats", type=int, default=5, help="fresh processes for the cache-hit measurement")
     ap.add_argument("--skip-cold", action="store_true")
+    ap.add_argument("--copies", type=int, default=1,
+                    help="compile K distinct kernels per command (batch size +0..K-1): worker start-up (~2-3 s of "
+                         "imports and first export) is paid once per pool, so larger sets show the steady state")
     args = ap.parse_args()
 
     from boo_engine.commands import read_commands_file
 
     cmds = read_commands_file(args.commands_file)
     sigs = list({c.signature.func_name: c.signature for c in cmds}.values())
+    if args.copies > 1:
+        from boo_engine.commands import parse_command
+
+        more = [parse_command(_bump(c.text, i)) for c in cmds for i in range(1, args.copies)]
+        sigs = list({s.func_name: s for s in sigs + more}.values())
     print(f"# {len(sigs)} distinct kernels from {args.commands_file}; {os.cpu_count()} cores")
 
     if not args.skip_cold:
