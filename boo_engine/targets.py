@@ -46,6 +46,14 @@ class Target:
     arch: str = "host"
     threads: int = 1
 
+    def __post_init__(self) -> None:
+        ok = {"cpu": lambda a: a == "host", "hip": _HIP_ARCH.match, "cuda": _CUDA_ARCH.match}.get(self.kind)
+        if ok is None or not ok(self.arch):
+            raise TargetError(f"invalid target kind={self.kind!r} arch={self.arch!r}: use parse_target('cpu' | "
+                              "'hip:gfx942' | 'cuda:sm_80')")
+        if self.threads < 1:
+            raise TargetError(f"target threads must be >= 1, got {self.threads}")
+
     @property
     def name(self) -> str:
         return "cpu" if self.kind == "cpu" else f"{self.kind}:{self.arch}"

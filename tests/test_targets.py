@@ -104,3 +104,13 @@ def test_low_precision_never_gets_im2col(prefix, rest):
     """bf16/fp16 + im2col fails to compile in IREE 3.13 ('arith.addf' op requires the same type ...)."""
     flags = per_op_default_flags(parse_command(f"{prefix} -n 2 -c 8 -H 8 -W 8 -k 8 {rest}"), Target("cpu"))
     assert IM2COL not in flags
+
+
+def test_direct_construction_is_validated():
+    with pytest.raises(TargetError):
+        Target("hip")  # no arch
+    with pytest.raises(TargetError):
+        Target("tpu", "v5")  # type: ignore[arg-type]
+    with pytest.raises(TargetError):
+        Target("cpu", threads=0)
+    assert Target("cuda", "sm_86").name == "cuda:sm_86"
