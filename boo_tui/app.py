@@ -116,6 +116,7 @@ class BooApp(App[int]):
         self.sort_reverse = False
         self.selected: str | None = None
         self._dirty: set[str] = set()
+        self._shown: set[str] = set()
         self._rebuild = False
         self._last_resort = 0.0
         self._detail_for: tuple | None = None
@@ -266,8 +267,8 @@ class BooApp(App[int]):
 
     # ---- the table ---------------------------------------------------------------------------------------
     def _row_keys(self) -> set[str]:
-        table = self.query_one("#results", DataTable)
-        return {k.value for k in table.rows if k.value is not None}
+        """Job ids shown in the table (kept by _rebuild_table, so no per-event scan of the rows)."""
+        return self._shown
 
     def _add_results(self, results: Iterable[Any]) -> None:
         for r in results:
@@ -287,7 +288,9 @@ class BooApp(App[int]):
     def _flush_dirty(self) -> None:
         dirty, self._dirty = self._dirty, set()
         now = time.monotonic()
-        if dirty and (self.filter.active or self.sort_by) and now - self._last_resort >= RESORT_S:
+        # re-sorting rebuilds the table (about 50 us a row): big tables are re-sorted less often
+        resort_every = RESORT_S * max(1.0, len(self.model.jobs) / 500)
+        if dirty and (self.filter.active or self.sort_by) and now - self._last_resort >= resort_every:
             self._rebuild = True    # a status or a median changed: rows may join, leave or move
         if self._rebuild:
             self._rebuild_table()
@@ -306,6 +309,7 @@ class BooApp(App[int]):
         for view in views:
             cells = row_cells(self.model, view)
             table.add_row(*[cells[k] for k, _ in COLUMNS], key=view.job_id)
+        self._shown = {v.job_id for v in views}
         if keep is not None and keep in self._row_keys():
             table.move_cursor(row=table.get_row_index(keep), animate=False)
         elif views:

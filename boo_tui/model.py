@@ -100,6 +100,7 @@ class RunModel:
     def __init__(self) -> None:
         self.jobs: dict[str, JobView] = {}
         self.command_index: dict[str, int] = {}
+        self._baselines: dict[tuple[str, str], JobView] = {}     # (target, command) -> its baseline IREE job
         self.run_id: int | None = None
         self.run_status: str = "idle"
 
@@ -114,6 +115,8 @@ class RunModel:
         else:
             view.result = result
             view.status = result.status
+        if result.variant == BASELINE and result.backend == IREE:
+            self._baselines[(result.target, result.command)] = view
         if result.samples_us:
             view.samples_us = list(result.samples_us)
         elif result.status == QUEUED:
@@ -168,12 +171,8 @@ class RunModel:
         return sorted(same, key=lambda v: (v.result.variant != BASELINE, v.result.variant, v.result.backend))
 
     def baseline_of(self, view: JobView) -> JobView | None:
-        for v in self.jobs.values():
-            r = v.result
-            if (r.command == view.result.command and r.variant == BASELINE and r.backend == IREE
-                    and r.target == view.result.target):
-                return v
-        return None
+        """The baseline IREE job of the same command and target (indexed: the table asks for every row)."""
+        return self._baselines.get((view.result.target, view.result.command))
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
