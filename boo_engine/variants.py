@@ -541,7 +541,11 @@ def merged_spec_path(specs: Sequence[str]) -> str:
             raise VariantError(f"tuning spec {s}: the file's top-level operation is not a module")
         parts.append(body)
     nested = "module attributes {transform.with_named_sequence} {\n" + "\n".join(parts) + "\n}\n"
-    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:  # read-only home (CI): a temp folder still works for this process's compiles
+        out = Path(tempfile.gettempdir()) / "boo-tui-linked-specs" / out.name
+        out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
         src = Path(tmp) / "nested.mlir"
         src.write_text(nested)
