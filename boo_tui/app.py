@@ -117,6 +117,7 @@ class BooApp(App[int]):
         self.selected: str | None = None
         self._dirty: set[str] = set()
         self._shown: set[str] = set()
+        self._last_warning = 0.0
         self._rebuild = False
         self._last_resort = 0.0
         self._detail_for: tuple | None = None
@@ -246,8 +247,12 @@ class BooApp(App[int]):
                                f"{event.result.error}")
         elif isinstance(event, ev.Log):
             self._log_line(event.level, event.message)
-            if event.level in ("warning", "error"):
-                self.notify(event.message, severity="warning" if event.level == "warning" else "error")
+            if event.level == "error":
+                self.notify(event.message, severity="error")
+            elif event.level == "warning" and time.monotonic() - self._last_warning > 10:
+                # warnings can come per job (a noisy host): one toast per 10 s, all of them in the Log tab
+                self._last_warning = time.monotonic()
+                self.notify(event.message + "  (more in the Log tab)", severity="warning")
         elif isinstance(event, ev.RunStarted):
             self._log_line("info", f"run {event.run_id} started: {event.total_jobs} jobs")
         elif isinstance(event, ev.RunFinished):
