@@ -241,7 +241,10 @@ def compare_results(
     Only results with status done and samples take part; a command without a finished baseline gets no
     comparisons. Also used to compare two saved runs: load both, relabel one run's variants, concatenate.
     """
-    finished = [r for r in results if r.status == DONE and r.samples_us]
+    # A variant whose tuning spec matched nothing compiled the baseline's kernel again: comparing it would present
+    # noise as a tuning result, so it gets no ratio, no verdict and no place in a geomean.
+    finished = [r for r in results if r.status == DONE and r.samples_us
+                and not (r.compile is not None and r.compile.spec_applied is False)]
     base: dict[tuple[str, str], JobResult] = {}
     for r in finished:
         target, command, label = comparison_key(r)

@@ -288,6 +288,8 @@ def _latency_cell(r: JobResult | None) -> str:
     cell = _fmt_us(r.stats.median_us)
     if r.noisy:
         cell += " ⚠"
+    if r.compile is not None and r.compile.spec_applied is False:
+        cell += " (**spec not applied**: not a tuned result)"
     if r.numerics is not None and r.numerics.verdict != "pass":
         cell += " (numerics **" + _md_escape(r.numerics.verdict) + "**)"
     return cell

@@ -163,7 +163,7 @@ class Session:
             self._register_variant(variant)
             added = []
             for source, text, command, error in self._commands:
-                if command is not None and IREE in self.config.backends:
+                if command is not None and IREE in self.config.backends and self._applies(variant, command):
                     added.append(self._new_job(source, text, command, variant, IREE))
             return added
 
@@ -175,10 +175,18 @@ class Session:
             added = []
             if IREE in self.config.backends:
                 for variant in self.variants:
-                    added.append(self._new_job(source, text, command, variant, IREE))
+                    if self._applies(variant, command):
+                        added.append(self._new_job(source, text, command, variant, IREE))
             if TORCH in self.config.backends:
                 added.append(self._new_job(source, text, command, BASELINE, TORCH))
             return added
+
+    @staticmethod
+    def _applies(variant: Variant, command: Command) -> bool:
+        """Edited-dispatch variants are made for one kernel (every kernel's dispatches share names, so an edited
+        dispatch would be substituted into unrelated kernels): they get no job for other commands."""
+        applies_to = getattr(variant, "applies_to", None)
+        return applies_to is None or applies_to(command.signature.func_name)
 
     def _job_id(self, text: str, variant: str, backend: str) -> str:
         base = hashlib.sha1(f"{text}\0{variant}\0{backend}\0{self.target.name}".encode()).hexdigest()[:12]

@@ -63,13 +63,15 @@ def config_from_args(args: argparse.Namespace):
         raise UsageError(f"--iter must be positive, got {args.iter}")
     if args.threads <= 0:
         raise UsageError(f"--threads must be positive, got {args.threads}")
-    if args.target is not None:
-        parse_target(args.target)  # validate early: a TargetError names the problem
+    from ..targets import default_target
+
+    # validate early: a TargetError names the problem; specs are checked against the target's kind
+    target = parse_target(args.target) if args.target is not None else default_target()
     variants = build_variants(args.variant, args.variants_file, include_baseline=not args.no_baseline)
     if not variants:
         raise UsageError("--no-baseline needs at least one --variant")
     for v in variants:
-        preflight_variant(v)
+        preflight_variant(v, target)
     backends = tuple(dict.fromkeys(args.backend or [IREE, TORCH]))
     resume = args.resume
     if resume is not None and resume != "last":
@@ -78,7 +80,7 @@ def config_from_args(args: argparse.Namespace):
         except ValueError:
             raise UsageError(f"--resume expects a run id, got {resume!r}") from None
     return SessionConfig(
-        target=args.target,
+        target=target.name,
         variants=variants,
         backends=backends,
         iters=args.iter,

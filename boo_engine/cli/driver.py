@@ -116,13 +116,17 @@ def _run(opts: dict[str, list[str]], command: list[str]) -> int:
         raise BooError("give either a command or --commands-file, not both")
 
     # The tuning spec replaces the baseline, as in iree-boo-driver (BOO_TUNING_SPEC_PATH is honoured too).
+    from ..targets import default_target, parse_target
+
+    target_text = _last(opts, "--target")
+    target = parse_target(target_text) if target_text else default_target()
     variant = Variant()
     spec = _last(opts, "--tuning-spec")
     if spec is not None:
         variant = parse_variant_arg(f"{os.path.splitext(os.path.basename(spec))[0]}={spec}")
     else:
         variant = variant_from_env() or variant
-    preflight_variant(variant)
+    preflight_variant(variant, target)
 
     if "--preload" in opts:
         return _preload(opts, files, command, variant)
@@ -130,7 +134,7 @@ def _run(opts: dict[str, list[str]], command: list[str]) -> int:
     from ..session import Session, SessionConfig
 
     config = SessionConfig(
-        target=_last(opts, "--target"),
+        target=target.name,
         variants=[variant],
         backends=backends,
         threads=_number(opts, "--threads", int, 1),
@@ -203,8 +207,6 @@ def _preload(opts, files, command, variant) -> int:
     from ..commands import parse_invocation, read_commands_file
     from ..compile.cache import KernelCache
     from ..compile.preload import format_summary, preload
-    from ..targets import default_target, parse_target
-
     target_text = _last(opts, "--target")
     target = parse_target(target_text) if target_text else default_target()
     commands = []
