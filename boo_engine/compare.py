@@ -244,7 +244,7 @@ def compare_results(
     # A variant whose tuning spec matched nothing compiled the baseline's kernel again: comparing it would present
     # noise as a tuning result, so it gets no ratio, no verdict and no place in a geomean.
     finished = [r for r in results if r.status == DONE and r.samples_us
-                and not (r.compile is not None and r.compile.spec_applied is False)]
+                and not (column_label(r) != baseline and r.compile is not None and r.compile.spec_applied is False)]
     base: dict[tuple[str, str], JobResult] = {}
     for r in finished:
         target, command, label = comparison_key(r)
