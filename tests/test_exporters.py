@@ -27,7 +27,7 @@ def _job(cmd: str, variant: str, backend: str, median: float, seed: int, **kw) -
     r = JobResult(job_id=f"{cmd}|{variant}|{backend}", command=cmd, func_name=cmd.split()[0] + "_fn",
                   op=cmd.split()[0], variant=variant, target="cpu", backend=backend, status=DONE,
                   stats=compute_stats(samples, flops=10**7), samples_us=samples,
-                  compile=CompileInfo(seconds=1.0, num_dispatches=1, spec_applied=variant != "baseline")
+                  compile=CompileInfo(seconds=1.0, num_dispatches=1, spec_applied=True if variant != "baseline" else None)
                   if backend == "iree" else None,
                   numerics=NumericsInfo("pass", {"max_abs": 1e-6, "mean_error": 0.0}),
                   reproducer=f"iree-benchmark-module --function={cmd.split()[0]}")
