@@ -777,6 +777,17 @@ class Session:
         self._finish(result, DONE, error=error)
 
 
+def warm_imports() -> None:
+    """Import now what a run would import lazily (compile pool, benchmark worker client, statistics, comparison,
+    exports). Headless runs skip this to start fast; a front end with a UI calls it while it opens, so that no
+    import holds the GIL (and freezes the UI) in the middle of a run."""
+    import scipy.stats  # noqa: F401  (compare's Mann-Whitney U)
+
+    from . import compare, environment, exporters, variants  # noqa: F401
+    from .bench import reproducer, stats, worker  # noqa: F401
+    from .compile import cache, pool  # noqa: F401
+
+
 def _looks_like_file(item: str) -> bool:
     if item.endswith((".txt", ".tsv")):
         return True
