@@ -9,7 +9,7 @@ import argparse
 import sys
 from typing import Sequence
 
-from boo_engine.cli.common import EXIT_USAGE, add_session_args, config_from_args, fail
+from boo_engine.cli.common import add_session_args, config_from_args, fail, internal_error
 from boo_engine.cli.headless import add_headless_args, run_headless, wants_headless
 from boo_engine.errors import BooError
 
@@ -30,6 +30,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    try:
+        return _main(args)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:  # noqa: BLE001 - a bug of ours: one line, the traceback on request
+        return internal_error(PROG, e)
+
+
+def _main(args: argparse.Namespace) -> int:
     if wants_headless(args):
         return run_headless(args)
     if not (sys.stdin.isatty() and sys.stdout.isatty()):

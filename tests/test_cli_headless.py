@@ -175,3 +175,19 @@ def test_boo_driver_csv_and_exit_codes(env, tmp_path):
 
     p = boo_driver(["--backend", "inductor", *GEMM.split()], env, tmp_path)
     assert p.returncode == 2 and "inductor" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_boo_driver_preload_cross_compiles_without_running(env, tmp_path):
+    cmds = tmp_path / "p.txt"
+    cmds.write_text(f"{GEMM}\n{CONV} -F 1\ngemm -k 0\n")
+    cache = tmp_path / "gpu-cache"
+    p = boo_driver(["--preload", "--commands-file", str(cmds), "--target", "hip:gfx942", "--cache-dir", str(cache)],
+                   env, tmp_path)
+    assert p.returncode == 1, p.stdout + p.stderr      # the bad line fails; the rest compiles
+    assert f"invalid {cmds}:3: gemm:" in p.stdout and "1 invalid command line" in p.stdout, p.stdout
+    vmfbs = list(cache.rglob("kernel.vmfb"))
+    assert len(vmfbs) == 2
+    p = boo_driver(["--preload", "--commands-file", str(cmds), "--target", "hip:gfx942", "--cache-dir", str(cache)],
+                   env, tmp_path)
+    assert "cached" in p.stdout.lower()
+    assert len(list(cache.rglob("kernel.vmfb"))) == 2, "a second preload compiles nothing"

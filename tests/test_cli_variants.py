@@ -51,3 +51,31 @@ def test_malformed_spec_is_one_line_exit_2(tmp_path):
     lines = [l for l in p.stderr.splitlines() if l.strip()]
     assert len(lines) == 1 and str(bad) in lines[0] and "Traceback" not in p.stderr, p.stderr
     assert not (tmp_path / "x.csv").exists()
+
+
+def test_dump_dispatches_then_measure_the_folder_as_a_variant(tmp_path):
+    env = dict(os.environ, BOO_CACHE_DIR=str(tmp_path / "cache"))
+    cmd = "gemm -k 32 -m 64 -n 32"
+    p = subprocess.run([sys.executable, "-m", "boo_tui", cmd, "--dump-dispatches", "dumps", "--db",
+                        str(tmp_path / "r.db")], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    (folder,) = [d for d in (tmp_path / "dumps").iterdir() if d.is_dir()]
+    sources = [f for f in folder.glob("*.mlir") if not f.name.startswith("configured_")]
+    assert sources, list(folder.iterdir())
+    base_args = [cmd, "--variant", f"edited={folder}/", "--backend", "iree", "--iter", "10", "--export", "out.csv",
+                 "--db", str(tmp_path / "r.db")]
+    # an unedited folder would measure the baseline's kernel again: refused up front
+    p = subprocess.run([sys.executable, "-m", "boo_tui", *base_args], env=env, cwd=tmp_path, capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 2 and "edit one first" in p.stderr, p.stderr
+    # edit the dispatch as a user would: the accumulator now starts at 1 instead of 0
+    (src,) = [f for f in sources if "arith.constant 0.000000e+00 : f32" in f.read_text()]
+    src.write_text(src.read_text().replace("arith.constant 0.000000e+00 : f32", "arith.constant 1.000000e+00 : f32"))
+    p = subprocess.run([sys.executable, "-m", "boo_tui", *base_args], env=env, cwd=tmp_path, capture_output=True,
+                       text=True, timeout=300)
+    rows = {r["variant"]: r for r in csv.DictReader(open(tmp_path / "out.csv"))}
+    assert set(rows) == {"baseline", "edited"}
+    assert rows["baseline"]["numerics"] == "pass"
+    # the edited kernel really ran: its outputs no longer match the baseline's
+    assert rows["edited"]["status"] == "done" and rows["edited"]["numerics"] == "fail", rows["edited"]
+    assert p.returncode == 1, "a kernel with wrong results is a failed job for the exit code"

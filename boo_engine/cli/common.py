@@ -101,6 +101,23 @@ def config_from_args(args: argparse.Namespace):
     )
 
 
+def job_succeeded(r) -> bool:
+    """Measured AND correct: a kernel whose numerics check failed is a failed job for the exit code."""
+    return r.status == "done" and not (r.numerics is not None and r.numerics.verdict == "fail")
+
+
+def internal_error(prog: str, e: BaseException) -> int:
+    """An error that is a bug of ours, not the user's: one line, and the traceback with BOO_DEBUG=1."""
+    if os.environ.get("BOO_DEBUG"):
+        import traceback
+
+        traceback.print_exception(e)
+    else:
+        print(f"{prog}: internal error: {type(e).__name__}: {e} (set BOO_DEBUG=1 for the traceback)",
+              file=sys.stderr)
+    return EXIT_FAILED
+
+
 def fail(prog: str, message: str, code: int = EXIT_USAGE) -> int:
     print(f"{prog}: error: {message}", file=sys.stderr)
     return code

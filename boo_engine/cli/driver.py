@@ -16,7 +16,7 @@ from typing import Sequence
 
 from ..errors import BooError
 from ..results import DONE, IREE, TORCH, JobResult
-from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail
+from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail, internal_error, job_succeeded
 
 PROG = "boo-driver"
 
@@ -83,6 +83,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run(opts, command)
     except BooError as e:
         return fail(PROG, str(e))
+    except Exception as e:  # noqa: BLE001 - a bug of ours: one line, the traceback on request
+        return internal_error(PROG, e)
 
 
 def _last(opts, name, default=None):
@@ -129,7 +131,7 @@ def _run(opts: dict[str, list[str]], command: list[str]) -> int:
     preflight_variant(variant, target)
 
     if "--preload" in opts:
-        return _preload(opts, files, command, variant)
+        return _preload(opts, files, command, variant, target)
 
     from ..session import Session, SessionConfig
 
@@ -178,7 +180,7 @@ def _run(opts: dict[str, list[str]], command: list[str]) -> int:
                 name = next(n for n in names if BACKENDS[n] == job.backend)
                 by_backend[name] = job
                 print(_line(name, job, len(names) > 1 or verbose))
-                failed = failed or job.status != DONE
+                failed = failed or not job_succeeded(job)
             rows.append((text, by_backend))
     if csv_path is not None:
         from ..exporters import write_boo_driver_csv
@@ -203,12 +205,11 @@ def _line(name: str, job: JobResult, show_backend: bool) -> str:
     return f">>> {who}FAILED: {job.error or job.status}"
 
 
-def _preload(opts, files, command, variant) -> int:
+def _preload(opts, files, command, variant, target) -> int:
     from ..commands import parse_invocation, read_commands_file
     from ..compile.cache import KernelCache
     from ..compile.preload import format_summary, preload
-    target_text = _last(opts, "--target")
-    target = parse_target(target_text) if target_text else default_target()
+
     commands = []
     bad = []
     if files:
@@ -217,14 +218,14 @@ def _preload(opts, files, command, variant) -> int:
                 if line.command is not None:
                     commands.append(line.command)
                 else:
-                    bad.append(f"{line.error}")
+                    bad.append(line.error if line.error.startswith(line.source) else f"{line.source}: {line.error}")
     else:
         commands.append(parse_invocation(command))
     summary = preload(commands, target, (variant,), workers=_number(opts, "--jobs", int),
                       cache=KernelCache(_last(opts, "--cache-dir")))
-    print(format_summary(summary))
     for line in bad:
-        print(f"failed  {line}")
+        print(f"invalid {line}")
+    print(format_summary(summary) + (f"; {len(bad)} invalid command line(s) not compiled" if bad else ""))
     return EXIT_FAILED if (bad or getattr(summary, "failed", None)) else EXIT_OK
 
 

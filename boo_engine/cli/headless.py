@@ -17,7 +17,7 @@ from typing import Sequence
 from .. import events as ev
 from ..errors import BooError
 from ..results import DONE, FAILED, FINAL_STATUSES, JobResult
-from .common import EXIT_FAILED, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, config_from_args, fail
+from .common import EXIT_FAILED, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, config_from_args, fail, job_succeeded
 
 PROG = "boo-tui"
 
@@ -108,7 +108,7 @@ def run_headless(args: argparse.Namespace) -> int:
         print(f"{PROG}: regression: {line}", file=sys.stderr)
     if regressions:
         return EXIT_REGRESSION
-    return EXIT_FAILED if any(r.status != DONE for r in results) else EXIT_OK
+    return EXIT_FAILED if any(not job_succeeded(r) for r in results) else EXIT_OK
 
 
 def _regressions(session, results: list[JobResult], pct: float | None) -> list[str]:
