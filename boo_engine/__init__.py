@@ -35,7 +35,7 @@ _EXPORTS = {
     "check_numerics": "boo_engine.numerics",
     # measuring
     "Session": "boo_engine.session",
-    "SessionConfig": "boo_engine.session",
+    "SessionConfig": "boo_engine.config",
     "Store": "boo_engine.store",
 }
 

@@ -20,7 +20,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
@@ -45,33 +45,14 @@ from .results import (
     JobResult,
 )
 from .targets import Target, default_target, parse_target
+from .config import SessionConfig
 from .variants import BASELINE, BASELINE_NAME, Variant
 
 Listener = Callable[[ev.Event], None]
 
-
-@dataclass
-class SessionConfig:
-    target: str | None = None                 # None: a detected GPU, else cpu
-    variants: list[Variant] = field(default_factory=lambda: [BASELINE])
-    backends: tuple[str, ...] = (IREE, TORCH)
-    iters: int | None = None                  # None: each command's own --iter (default 100)
-    min_time_s: float | None = None           # measure at least this long per job (overrides iters as the goal)
-    max_time_s: float = 60.0                  # safety bound per job
-    threads: int = 1                          # CPU threads for the kernel (1: local-sync, the stable default)
-    seed: int = 0
-    splat_value: float | None = None
-    verify_numerics: bool = True
-    db_path: str | None = None                # None: default_db_path()
-    cache_dir: str | None = None              # None: $BOO_CACHE_DIR or the default cache
-    compile_workers: int | None = None        # None: one per core
-    compile_timeout_s: float = 600.0
-    bench_timeout_s: float | None = None      # None: derived from max_time_s
-    rounds: int = 5                           # interleaving rounds when a command has several jobs
-    min_effect: float = 0.03                  # smallest time ratio change called faster / slower
-    extra_args: tuple[str, ...] = ()          # appended to every command (a CLI --iter 5 overrides files)
-    resume: int | str | None = None           # continue this run id (or "last") without redoing finished jobs
-    command_line: str = ""                    # recorded with the run
+#: Warm-up (discarded) before the first samples of a job, and before each later interleaving round of it.
+FIRST_WARMUP_S = 0.1
+LATER_WARMUP_S = 0.02
 
 
 @dataclass
@@ -89,7 +70,11 @@ class _Job:
 
 
 class Session:
-    def __init__(self, config: SessionConfig | None = None, listener: Listener | None = None):
+    def __init__(self, config: SessionConfig | None = None, listener: Listener | None = None, *,
+                 worker=None):
+        """`worker`: a BenchWorker the caller started early (so its torch import overlapped the caller's); the
+        session owns and closes it."""
+        from .compile.cache import KernelCache
         from .store import Store, default_db_path
 
         self.config = config or SessionConfig()
@@ -104,13 +89,16 @@ class Session:
         self._stop = threading.Event()
         self._runner: threading.Thread | None = None
         self._pool = None
-        self._worker = None
-        self._cache = None
+        self._worker = worker
+        self._cache = KernelCache(self.config.cache_dir)
         self._closed = False
-        self._environment: dict | None = None
+        self._environment: dict = {}
         self._tmp = tempfile.TemporaryDirectory(prefix="boo-session-")
         self.store = Store(self.config.db_path or default_db_path())
         self.run_id: int | None = None
+        # `iree-compile --version` and friends take ~0.3 s: done while the inputs are parsed.
+        self._environment_thread = threading.Thread(target=self._collect_environment, name="boo-env", daemon=True)
+        self._environment_thread.start()
         self._queued: list[str] = []          # job ids waiting for the runner
         self._active: set[str] = set()        # job ids of the batch the runner works on
         self._measure_cancel = threading.Event()
@@ -230,6 +218,9 @@ class Session:
         if self._closed:
             raise BooError("session is closed")
         with self._lock:
+            # The worker process starts first: importing torch there (~1 s) overlaps everything below.
+            if any(r.status == QUEUED for r in self.jobs.values()):
+                self._ensure_worker()
             self._ensure_run()
             ids = list(job_ids) if job_ids is not None else list(self.jobs)
             for job_id in ids:
@@ -360,11 +351,18 @@ class Session:
         return compare_results(results, min_effect=self.config.min_effect, seed=self.config.seed)
 
     def environment(self) -> dict:
-        if self._environment is None:
-            from .environment import collect_environment
-
-            self._environment = collect_environment(self.target.name)
+        """Host, CPU, GPU, compiler and torch versions (collected in the background since construction)."""
+        self._environment_thread.join()
         return self._environment
+
+    def _collect_environment(self) -> None:
+        from .environment import collect_environment
+
+        try:
+            version = self._cache.compiler_version  # remembered in the cache per compiler build
+        except Exception:  # noqa: BLE001 - the environment is best effort
+            version = None
+        self._environment = collect_environment(self.target.name, compiler_version=version)
 
     # ------------------------------------------------------------------ internals: state
     def _busy(self) -> bool:
@@ -531,10 +529,8 @@ class Session:
     # compile -----------------------------------------------------------------
     def _ensure_pool(self):
         if self._pool is None:
-            from .compile.cache import KernelCache
             from .compile.pool import CompilePool
 
-            self._cache = KernelCache(self.config.cache_dir)
             self._pool = CompilePool(
                 workers=self.config.compile_workers, timeout_s=self.config.compile_timeout_s, cache=self._cache
             )
@@ -646,7 +642,7 @@ class Session:
                 if result.status != MEASURING:
                     result.started_at = result.started_at or time.time()
                     self._status(result, MEASURING)
-                spec = self._bench_spec(job_id, max(chunk, 1), rounds, last, baseline_id)
+                spec = self._bench_spec(job_id, max(chunk, 1), rounds, last, baseline_id, first=r == 0)
                 chunk_start = len(result.samples_us)
                 self._measure_cancel = threading.Event()
                 with self._lock:
@@ -684,7 +680,8 @@ class Session:
             return False
         return job.backend == TORCH or job.artifact is not None
 
-    def _bench_spec(self, job_id: str, iters: int, rounds: int, last: bool, baseline_id: str | None):
+    def _bench_spec(self, job_id: str, iters: int, rounds: int, last: bool, baseline_id: str | None, *,
+                    first: bool = True):
         from .bench.worker import BenchSpec
 
         job = self._plan[job_id]
@@ -714,6 +711,9 @@ class Session:
             save_outputs_to=outputs,
             compare_outputs_with=compare_with,
             timeout_s=cfg.bench_timeout_s,
+            # the first round warms the kernel up (loading, page faults); a later round only needs to bring
+            # it back into the caches after the other jobs of the group ran
+            warmup_s=FIRST_WARMUP_S if first else LATER_WARMUP_S,
         )
 
     def _sample_sink(self, job_id: str):

@@ -55,7 +55,7 @@ def add_session_args(p: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace):
     """SessionConfig from parsed arguments; raises a BooError subclass with a one-line message."""
-    from ..session import SessionConfig
+    from ..config import SessionConfig
     from ..targets import parse_target
     from ..variants import build_variants, preflight_variant
 

@@ -133,7 +133,8 @@ def _run(opts: dict[str, list[str]], command: list[str]) -> int:
     if "--preload" in opts:
         return _preload(opts, files, command, variant, target)
 
-    from ..session import Session, SessionConfig
+    from ..config import SessionConfig
+    from ..session import Session
 
     config = SessionConfig(
         target=target.name,

@@ -42,7 +42,7 @@ def wants_headless(args: argparse.Namespace) -> bool:
 def run_headless(args: argparse.Namespace) -> int:
     from ..exporters import check_export_path
 
-    try:
+    try:  # cheap checks first (no torch import): a usage error answers at once
         for out in args.export:
             check_export_path(out)
         config = config_from_args(args)
@@ -53,11 +53,23 @@ def run_headless(args: argparse.Namespace) -> int:
     if args.dump_dispatches:
         return _dump_dispatches(args, config)
 
+    # The benchmark worker process imports torch (~1 s) while this process does the same: started now, it is
+    # ready by the time the first kernel can be measured.
+    from ..bench.worker import BenchWorker
+
+    worker = BenchWorker(threads=config.threads)
+    try:
+        return _run_session(args, config, worker)
+    finally:
+        worker.close()  # idempotent: normally the session closed it already
+
+
+def _run_session(args: argparse.Namespace, config, worker) -> int:
     from ..session import Session
 
     progress = _Progress()
     try:
-        session = Session(config, listener=progress.on_event)
+        session = Session(config, listener=progress.on_event, worker=worker)
     except BooError as e:
         return fail(PROG, str(e))
     interrupted = threading.Event()

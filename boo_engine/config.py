@@ -1,0 +1,32 @@
+"""What a session runs and how: plain data, importable without torch (the CLIs validate arguments into it
+before the heavy imports start)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .results import IREE, TORCH
+from .variants import BASELINE, Variant
+
+
+@dataclass
+class SessionConfig:
+    target: str | None = None                 # None: a detected GPU, else cpu
+    variants: list[Variant] = field(default_factory=lambda: [BASELINE])
+    backends: tuple[str, ...] = (IREE, TORCH)
+    iters: int | None = None                  # None: each command's own --iter (default 100)
+    min_time_s: float | None = None           # measure at least this long per job (overrides iters as the goal)
+    max_time_s: float = 60.0                  # safety bound per job
+    threads: int = 1                          # CPU threads for the kernel (1: local-sync, the stable default)
+    seed: int = 0
+    splat_value: float | None = None
+    verify_numerics: bool = True
+    db_path: str | None = None                # None: default_db_path()
+    cache_dir: str | None = None              # None: $BOO_CACHE_DIR or the default cache
+    compile_workers: int | None = None        # None: one per core
+    compile_timeout_s: float = 600.0
+    bench_timeout_s: float | None = None      # None: derived from max_time_s
+    rounds: int = 5                           # interleaving rounds when a command has several jobs
+    min_effect: float = 0.03                  # smallest time ratio change called faster / slower
+    extra_args: tuple[str, ...] = ()          # appended to every command (a CLI --iter 5 overrides files)
+    resume: int | str | None = None           # continue this run id (or "last") without redoing finished jobs
+    command_line: str = ""                    # recorded with the run
