@@ -43,6 +43,7 @@ KERNELS = [
     "gemm --a_w 512 --a_h 512 --b_w 512",
     "conv -n 8 -c 128 -H 24 -W 48 -k 384 -y 1 -x 1 --in_layout NHWC --out_layout NHWC --fil_layout NHWC",
     "conv -n 8 -c 128 -H 24 -W 48 -k 384 -y 1 -x 1",
+    "conv -n 8 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3 -p 1 -q 1",   # ~48 ms: beyond the top of the range the goal names
 ]
 
 
