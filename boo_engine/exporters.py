@@ -254,7 +254,8 @@ def _code(text: str) -> str:
     return "`" + text.replace("`", "'").replace("|", "\\|").replace("\n", " ") + "`"
 
 
-def _fmt_us(x: float | None) -> str:
+def format_us(x: float | None) -> str:
+    """A latency in microseconds as people read it: 12,345 / 123.4 / 1.23 (and "-" for none)."""
     if x is None or not math.isfinite(x):
         return "-"
     if x >= 1000:
@@ -285,7 +286,7 @@ def _latency_cell(r: JobResult | None) -> str:
         return "**failed**: " + _md_escape(_short(r.error or "unknown error"))
     if r.status != DONE or r.stats is None:
         return _md_escape(r.status)
-    cell = _fmt_us(r.stats.median_us)
+    cell = format_us(r.stats.median_us)
     if r.noisy:
         cell += " ⚠"
     if r.compile is not None and r.compile.spec_applied is False:
@@ -404,7 +405,7 @@ def _single_column_table(cells: dict[tuple[str, str], dict[str, JobResult]], lab
         row = _row_head(target, command, multi_target)
         if r is not None and r.status == DONE and r.stats is not None:
             s = r.stats
-            row += [_latency_cell(r), _fmt_us(s.min_us), f"{_fmt_us(s.p10_us)}-{_fmt_us(s.p90_us)}",
+            row += [_latency_cell(r), format_us(s.min_us), f"{format_us(s.p10_us)}-{format_us(s.p90_us)}",
                     f"{s.gflops:.1f}" if s.gflops is not None else "-", str(s.n)]
         else:
             row += [_latency_cell(r), "", "", "", ""]

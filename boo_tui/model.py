@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterable
 from rich.text import Text
 
 from boo_engine import events as ev
+from boo_engine.exporters import format_us
 from boo_engine.results import (
     CANCELLED,
     DONE,
@@ -193,14 +194,7 @@ def status_text(view: JobView) -> Text:
     return Text(label, style=STATUS_STYLE.get(view.status, ""))
 
 
-def fmt_us(x: float | None) -> str:
-    if x is None:
-        return "-"
-    if x >= 1000:
-        return f"{x:,.0f}"
-    if x >= 10:
-        return f"{x:.1f}"
-    return f"{x:.2f}"
+fmt_us = format_us  # one formatter for the table, the detail pane and the Markdown export
 
 
 def speedup(model: RunModel, view: JobView) -> float | None:

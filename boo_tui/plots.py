@@ -79,17 +79,22 @@ def _fresh_figure(width: int, height: int, title: str):
     return fig
 
 
+def _clip(series: list[Series]) -> tuple[list[Series], float, int]:
+    """The series that have samples, the upper fence over all their samples, and how many lie above it."""
+    data = [s for s in series if s.samples_us]
+    every = sorted(x for s in data for x in s.samples_us)
+    hi = upper_fence(every) if every else 0.0
+    return data, hi, sum(1 for x in every if x > hi)
+
+
 def render_histogram(series: list[Series], width: int, height: int, title: str = "") -> str:
     """Overlaid histograms of each series' samples (us), each with its median as a vertical line.
 
     The x range is clipped to the 99th percentile of all samples so one slow outlier does not squash the
     distribution; the title says when something was clipped."""
-    data = [s for s in series if s.samples_us]
+    data, hi, clipped = _clip(series)
     if not data:
         return ""
-    every = sorted(x for s in data for x in s.samples_us)
-    hi = upper_fence(every)
-    clipped = sum(1 for x in every if x > hi)
     note = f" ({clipped} above {hi:.4g} us not shown)" if clipped else ""
     fig = _fresh_figure(width, height, (title + note).strip())
     for s in data:
@@ -105,12 +110,9 @@ def render_histogram(series: list[Series], width: int, height: int, title: str =
 
 def render_timeline(series: list[Series], width: int, height: int, title: str = "") -> str:
     """Each sample against its index: drift, throttling or a noisy neighbour show as trends and steps."""
-    data = [s for s in series if s.samples_us]
+    data, hi, clipped = _clip(series)
     if not data:
         return ""
-    every = sorted(x for s in data for x in s.samples_us)
-    hi = upper_fence(every)
-    clipped = sum(1 for x in every if x > hi)
     note = f" ({clipped} above {hi:.4g} us drawn at the top)" if clipped else ""
     fig = _fresh_figure(width, height, (title + note).strip())
     for s in data:

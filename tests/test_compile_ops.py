@@ -9,7 +9,7 @@ import pytest
 
 from boo_engine.commands import parse_command
 from boo_engine.compile.cache import KernelCache
-from boo_engine.compile.pool import CompilePool, compile_signature
+from boo_engine.compile.pool import compile_signature
 from boo_engine.numerics import check_numerics
 from boo_engine.targets import parse_target
 
@@ -64,18 +64,7 @@ COMMANDS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory) -> KernelCache:
-    return KernelCache(tmp_path_factory.mktemp("kernels"))
-
-
-@pytest.fixture(scope="module")
-def compiled(cache):
-    """Every kernel compiled once, in parallel (this is also the pool's end-to-end test)."""
-    sigs = [parse_command(c) for c in COMMANDS]
-    with CompilePool(cache=cache) as pool:
-        futures = {s.func_name: pool.submit(s, "cpu") for s in sigs}
-        return {name: f.result() for name, f in futures.items()}
+# `cache` and `compiled` (every COMMANDS kernel compiled once through the pool) come from conftest.py.
 
 
 def test_func_names_are_distinct():

@@ -6,8 +6,6 @@ from __future__ import annotations
 import pytest
 
 from boo_engine.commands import parse_command
-from boo_engine.compile.cache import KernelCache
-from boo_engine.compile.pool import CompilePool
 from boo_engine.numerics import check_numerics
 
 TRANS = "conv -n 1 -c 4 -H 5 -W 5 -k 6 -y 3 -x 3 -u 2 -v 2 -p 1 -q 1 -m trans -Y 1 -g 2"
@@ -32,17 +30,7 @@ COMMANDS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory) -> KernelCache:
-    return KernelCache(tmp_path_factory.mktemp("kernels"))
-
-
-@pytest.fixture(scope="module")
-def compiled(cache):
-    sigs = [parse_command(c) for c in COMMANDS]
-    with CompilePool(cache=cache) as pool:
-        futures = {s.func_name: pool.submit(s, "cpu") for s in sigs}
-        return {name: f.result() for name, f in futures.items()}
+# `cache` and `compiled` (every COMMANDS kernel compiled once through the pool) come from conftest.py.
 
 
 @pytest.mark.parametrize("command", COMMANDS)

@@ -106,8 +106,18 @@ class OpSignature(abc.ABC):
     # ---- description ----------------------------------------------------------------------------------
     @abc.abstractmethod
     def describe(self) -> dict[str, Any]:
-        """JSON-able facts for display and the store: at least op, dtype, mode, input_shapes, output_shapes,
-        plus op-specific fields (layouts, stride, padding, dilation, groups, eps, transposes, ...)."""
+        """JSON-able facts for display and the store: `common_facts()` plus op-specific fields (layouts,
+        stride, padding, dilation, groups, eps, transposes, ...)."""
+
+    def common_facts(self) -> dict[str, Any]:
+        """The facts every op's describe() starts with."""
+        return {
+            "op": self.op,
+            "dtype": self.dtype_name,
+            "mode": self.mode,
+            "input_shapes": [list(s) for s in self.input_shapes()],
+            "output_shapes": [list(s) for s in self.output_shapes()],
+        }
 
     def __str__(self) -> str:  # pragma: no cover - convenience
         return self.func_name

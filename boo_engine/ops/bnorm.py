@@ -235,11 +235,7 @@ class BatchNormSignature(OpSignature):
 
     def describe(self) -> dict[str, Any]:
         return {
-            "op": self.op,
-            "dtype": self.dtype_name,
-            "mode": self.mode,
-            "input_shapes": [list(s) for s in self.input_shapes()],
-            "output_shapes": [list(s) for s in self.output_shapes()],
+            **self.common_facts(),
             "arguments": self.arg_names(),
             "results": self.result_names(),
             "layout": self.layout,

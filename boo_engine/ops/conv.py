@@ -305,13 +305,9 @@ class ConvSignature(OpSignature):
 
     def describe(self) -> dict[str, Any]:
         return {
-            "op": self.op,
-            "dtype": self.dtype_name,
-            "mode": self.mode,
+            **self.common_facts(),
             "forw": self.forw,
             "spatial_dims": self.num_spatial_dims,
-            "input_shapes": [list(s) for s in self.input_shapes()],
-            "output_shapes": [list(s) for s in self.output_shapes()],
             "in_layout": self.in_layout,
             "fil_layout": self.fil_layout,
             "out_layout": self.out_layout,

@@ -95,12 +95,8 @@ class GemmSignature(OpSignature):
 
     def describe(self) -> dict[str, Any]:
         return {
-            "op": self.op,
-            "dtype": self.dtype_name,
-            "mode": self.mode,
+            **self.common_facts(),
             "forw": self.forw,
-            "input_shapes": [list(s) for s in self.input_shapes()],
-            "output_shapes": [list(s) for s in self.output_shapes()],
             "M": self.m,
             "K": self.k,
             "N": self.n,

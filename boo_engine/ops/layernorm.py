@@ -207,12 +207,8 @@ class LayerNormSignature(OpSignature):
 
     def describe(self) -> dict[str, Any]:
         return {
-            "op": self.op,
-            "dtype": self.dtype_name,
-            "mode": self.mode,
+            **self.common_facts(),
             "forw": self.forw,
-            "input_shapes": [list(s) for s in self.input_shapes()],
-            "output_shapes": [list(s) for s in self.output_shapes()],
             "arguments": self.arg_names(),
             "input_shape": list(self.input_shape),
             "normalized_dim": self.normalized_dim,

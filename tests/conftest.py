@@ -1,0 +1,24 @@
+"""Fixtures shared by the test modules that compile whole tables of kernels."""
+from __future__ import annotations
+
+import pytest
+
+from boo_engine.commands import parse_command
+from boo_engine.compile.cache import KernelCache
+from boo_engine.compile.pool import CompilePool
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory) -> KernelCache:
+    """A kernel cache private to the test module (it shadows pytest's own `cache` fixture, unused here)."""
+    return KernelCache(tmp_path_factory.mktemp("kernels"))
+
+
+@pytest.fixture(scope="module")
+def compiled(request, cache):
+    """Every kernel of the module's COMMANDS compiled once, in parallel through the pool (which makes this the
+    pool's end-to-end test as well): {func_name: Artifact}."""
+    sigs = [parse_command(c) for c in request.module.COMMANDS]
+    with CompilePool(cache=cache) as pool:
+        futures = {s.func_name: pool.submit(s, "cpu") for s in sigs}
+        return {name: f.result() for name, f in futures.items()}
