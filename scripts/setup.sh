@@ -9,9 +9,18 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 
 if ! "$PY" -c "import torch" >/dev/null 2>&1; then
-    echo "setup: no torch installed; installing the CPU build of torch" >&2
-    "$PY" -m pip install -q --no-index "torch==2.13.0" 2>/dev/null \
-        || "$PY" -m pip install -q "torch" --index-url https://download.pytorch.org/whl/cpu
+    # A torch wheel this machine already holds (pip's find-links) is the CPU build to use: fetch that exact file
+    # without resolving its dependencies, then install it with them from the package index.
+    wheels=$(mktemp -d)
+    if "$PY" -m pip download -q --no-deps --no-index --only-binary=:all: -d "$wheels" torch >/dev/null 2>&1; then
+        echo "setup: no torch installed; installing the local build $(basename "$wheels"/torch-*.whl)" >&2
+        "$PY" -m pip install -q "$wheels"/torch-*.whl
+    else
+        echo "setup: no torch installed; installing the CPU build from download.pytorch.org (~200 MB)" >&2
+        "$PY" -m pip install -q torch --index-url https://download.pytorch.org/whl/cpu \
+            --extra-index-url https://pypi.org/simple
+    fi
+    rm -rf "$wheels"
 fi
 
 extras=""
