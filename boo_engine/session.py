@@ -53,6 +53,9 @@ Listener = Callable[[ev.Event], None]
 #: Warm-up (discarded) before the first samples of a job, and before each later interleaving round of it.
 FIRST_WARMUP_S = 0.1
 LATER_WARMUP_S = 0.02
+#: /proc/stat counts CPU time in 10 ms ticks: other processes' load only flags a result as noisy once it
+#: amounts to two ticks over the job's measuring time (below that it cannot be told from the quantisation).
+HOST_LOAD_RESOLUTION_S = 0.02
 
 
 @dataclass
@@ -67,6 +70,9 @@ class _Job:
     future: Future | None = None
     outputs_path: str | None = None
     cancelled: bool = False
+    # other processes' CPU over this job's measuring rounds: sum of host_load * wall_s, and sum of wall_s
+    load_cpu_s: float = 0.0
+    load_wall_s: float = 0.0
 
 
 class Session:
@@ -379,6 +385,7 @@ class Session:
         job = self._plan[result.job_id]
         job.artifact = None if job.backend != IREE else job.artifact
         job.cancelled = False
+        job.load_cpu_s = job.load_wall_s = 0.0
 
     def _ensure_run(self) -> None:
         if self.run_id is not None:
@@ -517,6 +524,8 @@ class Session:
             for job_id in group:
                 if self._plan[job_id].backend == IREE:
                     self._await_compile(job_id)
+            if self.target.kind == "cpu":
+                self.store.flush()  # our own DB writes of the last group must not run beside this measurement
             self._measure_group(group)
 
     def _groups(self, batch: list[str]) -> list[list[str]]:
@@ -736,8 +745,13 @@ class Session:
                                        total=len(result.samples_us), target_count=self._plan[result.job_id].iters))
         result.block_k = max(result.block_k or 0, int(outcome.block_k or 1))
         result.warmup_calls = (result.warmup_calls or 0) + int(outcome.warmup_calls or 0)
-        if outcome.host_load is not None:
-            result.host_load = max(result.host_load or 0.0, float(outcome.host_load))
+        if outcome.host_load is not None and outcome.wall_s:
+            # Over the whole job, not the worst round: a round lasts tens of ms and /proc/stat counts 10 ms
+            # ticks, so one round's figure is mostly tick noise; the total over all rounds is not.
+            job = self._plan[result.job_id]
+            job.load_cpu_s += float(outcome.host_load) * float(outcome.wall_s)
+            job.load_wall_s += float(outcome.wall_s)
+            result.host_load = job.load_cpu_s / job.load_wall_s
         if last and outcome.numerics is not None:
             result.numerics = outcome.numerics
         if last and getattr(outcome, "outputs_path", None):
@@ -756,7 +770,8 @@ class Session:
             self._finish(result, FAILED, error="no samples were measured")
             return
         result.stats = compute_stats(result.samples_us, flops=sig.flops, bytes_=sig.bytes)
-        result.noisy, result.noise_reason = noise_check(result.stats, result.host_load)
+        load = result.host_load if job.load_cpu_s >= HOST_LOAD_RESOLUTION_S else None
+        result.noisy, result.noise_reason = noise_check(result.stats, load)
         if job.backend == IREE and job.artifact is not None:
             try:
                 from .bench.reproducer import write_reproducer
