@@ -646,9 +646,22 @@ def _one_line(e: BaseException) -> str:
     return msg if isinstance(e, BooError) else f"{type(e).__name__}: {msg}"
 
 
+def _route_child_output() -> str:
+    """Worker processes inherit this terminal: send their output to a log file instead of over the screen."""
+    import os
+    import tempfile
+
+    from boo_engine.child import CHILD_LOG_ENV
+
+    path = os.environ.get(CHILD_LOG_ENV) or os.path.join(tempfile.gettempdir(), f"boo-tui-{os.getpid()}-workers.log")
+    os.environ[CHILD_LOG_ENV] = path
+    return path
+
+
 def run_app(config: Any, inputs: list[str], *, autostart: bool = True) -> int:
     """Run the dashboard until the user quits. `config` is a boo_engine SessionConfig, `inputs` the commands
     files and command strings to queue. Returns the process exit code (0 after a normal quit)."""
+    _route_child_output()
     app = BooApp(config, inputs, autostart=autostart)
     try:
         app.run()

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable
 
+from ..child import redirect_output_if_asked
 from ..errors import BooError
 from ..results import IREE, TORCH, NumericsInfo
 
@@ -321,6 +322,7 @@ def _check_spec(spec: BenchSpec) -> None:
 
 def _child_main(inbox: Connection, outbox: Connection, threads: int) -> None:
     """Entry point of the worker process."""
+    redirect_output_if_asked()
     _set_process_threads(threads)
     import torch  # noqa: F401  (imported once, here, so jobs do not pay for it)
     import iree.runtime  # noqa: F401

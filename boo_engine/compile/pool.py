@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from ..child import redirect_output_if_asked
 from ..errors import CompileError
 from ..ops.base import OpSignature
 from ..results import CompileInfo
@@ -317,6 +318,7 @@ class _Worker:
 
 
 def _worker_main(conn: multiprocessing.connection.Connection, cache: KernelCache, timeout_s: float) -> None:
+    redirect_output_if_asked()
     os.setsid()  # own process group: a cancel kills us and our compiler together
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     with contextlib.suppress(OSError):

@@ -1,0 +1,23 @@
+"""What every child process of the engine (compile workers, the benchmark worker) does first."""
+from __future__ import annotations
+
+import os
+
+#: When set, children write their stdout and stderr to this file instead of the parent's terminal. The dashboard
+#: sets it: a stray line from a child (a library warning, a runtime message) would otherwise draw over the screen.
+CHILD_LOG_ENV = "BOO_CHILD_LOG"
+
+
+def redirect_output_if_asked() -> None:
+    """Point file descriptors 1 and 2 at $BOO_CHILD_LOG (appending), so output written below Python (C++ runtime
+    messages) is caught too. Without the variable, or if the file cannot be opened, nothing changes."""
+    path = os.environ.get(CHILD_LOG_ENV)
+    if not path:
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    except OSError:
+        return
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
