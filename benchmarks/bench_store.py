@@ -78,7 +78,6 @@ def bench_blob(results: list[JobResult], tmp: Path) -> None:
     t = time.perf_counter() - t0
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
-    total = sum(len(r.samples_us) for r in results)
     print(f"reference, one float64 BLOB per result: {t * 1e3:.1f} ms, {size_of(path) / 1e6:.2f} MB")
 
 

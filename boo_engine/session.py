@@ -12,7 +12,6 @@ before its first measurement, and the measurements run one at a time.
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import shlex
 import sys
@@ -46,7 +45,7 @@ from .results import (
 )
 from .targets import Target, default_target, parse_target
 from .config import SessionConfig
-from .variants import BASELINE, BASELINE_NAME, Variant
+from .variants import BASELINE, Variant
 
 Listener = Callable[[ev.Event], None]
 

@@ -178,7 +178,7 @@ class BenchWorker:
         from_child_r, from_child_w = self._ctx.Pipe(duplex=False)
         proc = self._ctx.Process(
             target=_child_main, args=(to_child_r, from_child_w, self._threads),
-            name=f"boo-bench-worker", daemon=True,
+            name="boo-bench-worker", daemon=True,
         )
         proc.start()
         # Keep only our ends; closing the child's ends here lets EOF signal the child's death.

@@ -16,7 +16,7 @@ from typing import Sequence
 
 from ..errors import BooError
 from ..results import DONE, IREE, TORCH, JobResult
-from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail, internal_error, job_succeeded
+from .common import EXIT_FAILED, EXIT_OK, fail, internal_error, job_succeeded
 
 PROG = "boo-driver"
 

@@ -17,7 +17,7 @@ from typing import Sequence
 from .. import events as ev
 from ..errors import BooError
 from ..results import DONE, FAILED, FINAL_STATUSES, JobResult
-from .common import EXIT_FAILED, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, config_from_args, fail, job_succeeded
+from .common import EXIT_FAILED, EXIT_OK, EXIT_REGRESSION, config_from_args, fail, job_succeeded
 
 PROG = "boo-tui"
 
