@@ -306,14 +306,12 @@ class Session:
                 pass
         if self._runner is not None:
             self._runner.join(timeout=10)
-        interrupted = was_busy
         with self._lock:
             for result in self.jobs.values():
                 if result.status not in FINAL_STATUSES:
-                    interrupted = interrupted or self.run_id is not None and result.job_id in self._active
                     self._finish(result, INTERRUPTED, error="interrupted: the session closed before this job finished")
-        if self.run_id is not None and (interrupted or not self._idle_reported):
-            status = self._run_status(interrupted)
+        if self.run_id is not None and (was_busy or not self._idle_reported):
+            status = self._run_status(was_busy)
             self.store.finish_run(self.run_id, status)
             self._emit(ev.RunFinished(run_id=self.run_id, status=status, **self._counts()))
         if self._worker is not None:
@@ -652,9 +650,11 @@ class Session:
                     self._status(result, MEASURING)
                 spec = self._bench_spec(job_id, max(chunk, 1), rounds, last, baseline_id, first=r == 0)
                 chunk_start = len(result.samples_us)
-                self._measure_cancel = threading.Event()
-                with self._lock:
+                with self._lock:  # cancel() and close() set the event of the measurement in flight
                     self._current = job_id
+                    self._measure_cancel = threading.Event()
+                    if job.cancelled or self._stop.is_set():
+                        self._measure_cancel.set()
                 try:
                     outcome = worker.run(spec, on_samples=self._sample_sink(job_id), cancel=self._measure_cancel)
                 except BenchCancelled:
