@@ -33,3 +33,17 @@ class CompileError(BooError):
 
 class LaunchError(BooError, ValueError):
     """A launchable was called with arguments of the wrong number, shape or dtype, or failed to load."""
+
+
+def first_line(text: str, limit: int | None = None) -> str:
+    """The first non-blank line of a (compiler's, tool's) message, stripped and at most `limit` characters."""
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return line if limit is None else line[:limit]
+
+
+def one_line(e: BaseException) -> str:
+    """An exception as one line for a user: our own errors speak for themselves, anything else is named."""
+    first = first_line(str(e))
+    if isinstance(e, BooError):
+        return first or type(e).__name__
+    return f"{type(e).__name__}: {first}" if first else type(e).__name__

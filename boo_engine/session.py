@@ -25,8 +25,8 @@ from typing import Callable, Iterable, Sequence
 
 from . import __version__
 from . import events as ev
-from .commands import Command, parse_invocation, read_commands_file
-from .errors import BooError, CommandError, CompileError
+from .commands import Command, looks_like_commands_file, parse_invocation, read_commands_file
+from .errors import BooError, CommandError, CompileError, first_line
 from .results import (
     CACHED,
     CANCELLED,
@@ -120,7 +120,7 @@ class Session:
         file becomes a FAILED job naming file:line; a bad command string or a missing file raises CommandError."""
         added: list[JobResult] = []
         for item in inputs:
-            if _looks_like_file(item):
+            if looks_like_commands_file(item):
                 for _, jobs in self.add_file(item):
                     added += jobs
             else:
@@ -132,7 +132,7 @@ class Session:
         file:line. A missing or unreadable file raises CommandError."""
         extra = list(extra_args) + list(self.config.extra_args)
         return [
-            (line.text, self._add_entry(line.source, line.text, line.command, line.error))
+            (line.text, self._add_entry(line.source, line.text, line.command, line.message))
             for line in read_commands_file(path, extra, errors="collect")
         ]
 
@@ -207,10 +207,9 @@ class Session:
 
     def _failed_entry(self, source, text, error: str) -> JobResult:
         job_id = self._job_id(text, "-", "-")
-        msg = f"{source}: {error}" if source and not error.startswith(str(source)) else error
         result = JobResult(
             job_id=job_id, command=text, func_name="", op=(text.split() or ["?"])[0], variant="-",
-            target=self.target.name, backend="-", status=FAILED, error=msg, source=source,
+            target=self.target.name, backend="-", status=FAILED, error=error, source=source,
         )
         self.jobs[job_id] = result
         self._plan[job_id] = _Job(command=None, variant=BASELINE, backend="-", iters=0)
@@ -575,13 +574,13 @@ class Session:
             except CompileError as e:
                 result.compile = CompileInfo(error=e.stderr or str(e), command=list(e.command))
                 self._emit(ev.CompileFinished(job_id=job_id, ok=False, error=str(e)))
-                self._finish(result, FAILED, error=f"compile failed: {_first_line(str(e))}")
+                self._finish(result, FAILED, error=f"compile failed: {first_line(str(e))}")
                 return
             except Exception as e:  # a cancelled future, a broken pool: a failed job, never a dead session
                 if job.future.cancelled():
                     return
                 self._emit(ev.CompileFinished(job_id=job_id, ok=False, error=repr(e)))
-                self._finish(result, FAILED, error=f"compile failed: {_first_line(str(e) or repr(e))}")
+                self._finish(result, FAILED, error=f"compile failed: {first_line(str(e) or repr(e))}")
                 return
         job.artifact = artifact
         self._compiled(result, artifact)
@@ -663,10 +662,10 @@ class Session:
                                      error="interrupted" if self._stop.is_set() else "cancelled")
                     continue
                 except BenchFailed as e:
-                    self._finish(result, FAILED, error=_first_line(str(e)))
+                    self._finish(result, FAILED, error=first_line(str(e)))
                     continue
                 except BooError as e:
-                    self._finish(result, FAILED, error=_first_line(str(e)))
+                    self._finish(result, FAILED, error=first_line(str(e)))
                     continue
                 finally:
                     with self._lock:
@@ -802,24 +801,9 @@ def warm_imports() -> None:
     from .compile import cache, pool  # noqa: F401
 
 
-def _looks_like_file(item: str) -> bool:
-    if item.endswith((".txt", ".tsv")):
-        return True
-    if " " in item.strip():
-        return False
-    return Path(item).is_file()
-
-
 def _chunk(iters: int, rounds: int, r: int) -> int:
     base = iters // rounds
     return base + (1 if r < iters % rounds else 0)
-
-
-def _first_line(text: str) -> str:
-    for line in text.splitlines():
-        if line.strip():
-            return line.strip()
-    return text.strip()
 
 
 def _config_dict(cfg: SessionConfig, variants: list[Variant]) -> dict:

@@ -22,7 +22,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Input, RichLog, Static, TabbedContent, TabPane
 
 from boo_engine import events as ev
-from boo_engine.errors import BooError
+from boo_engine.errors import BooError, one_line
 from boo_engine.results import FINAL_STATUSES, QUEUED
 # Imported here, not in the thread that opens the session: importing it imports torch (~3 s, mostly C
 # extension initialisation holding the GIL), which would freeze the running UI for seconds.
@@ -167,7 +167,7 @@ class BooApp(App[int]):
             _warm_plotext()
             session = Session(self.config, listener=self.bridge.listener)
         except Exception as e:  # noqa: BLE001 - a bad target or DB path is a message, not a traceback
-            self.post_message(Deferred(self._session_failed, _one_line(e)))
+            self.post_message(Deferred(self._session_failed, one_line(e)))
             return
         self._created_session = session      # so a quit during the opening still closes it
         added: list[Any] = []
@@ -176,7 +176,7 @@ class BooApp(App[int]):
             try:
                 added += session.add_inputs([item])
             except Exception as e:  # noqa: BLE001
-                errors.append(_one_line(e))
+                errors.append(one_line(e))
         self.post_message(Deferred(self._session_opened, session, added, errors))
 
     def _session_failed(self, message: str) -> None:
@@ -638,12 +638,6 @@ def _start_resource_tracker() -> None:
         resource_tracker.ensure_running()
     except Exception:  # noqa: BLE001 - without it a spawn may fail later, and that failure is reported then
         pass
-
-
-def _one_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    msg = text[0] if text else type(e).__name__
-    return msg if isinstance(e, BooError) else f"{type(e).__name__}: {msg}"
 
 
 def _route_child_output() -> str:

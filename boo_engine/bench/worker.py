@@ -31,7 +31,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any, Callable
 
 from ..child import redirect_output_if_asked
-from ..errors import BooError
+from ..errors import BooError, one_line
 from ..results import IREE, TORCH, NumericsInfo
 
 # How long a started child may take to import torch + IREE and say it is ready.
@@ -359,7 +359,7 @@ def _child_main(inbox: Connection, outbox: Connection, threads: int) -> None:
         except _Cancelled:
             outbox.send(("cancelled", seq))
         except Exception as e:  # noqa: BLE001 - any failure of the job is a failed result, one line
-            outbox.send(("error", seq, _one_line(e)))
+            outbox.send(("error", seq, one_line(e)))
         else:
             outbox.send(("done", seq, outcome))
         cancelled.discard(seq)
@@ -385,14 +385,6 @@ class _SeqCancel:
 
 class _Cancelled(Exception):
     pass
-
-
-def _one_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    first = text[0] if text else ""
-    if isinstance(e, BooError):
-        return first or type(e).__name__
-    return f"{type(e).__name__}: {first}" if first else type(e).__name__
 
 
 class RuntimeCache:
@@ -441,7 +433,7 @@ def _run_spec(spec: BenchSpec, state: RuntimeCache, send: Callable[[list[float]]
         m = measure(call, iters=spec.iters, min_time_s=spec.min_time_s, max_time_s=spec.max_time_s,
                     warmup_s=spec.warmup_s, on_batch=send, cancel=cancel, sync=sync)
     except Exception as e:  # noqa: BLE001 - the kernel (or the torch op) failed while being timed
-        raise BenchFailed(f"kernel raised {_one_line(e)}") from None
+        raise BenchFailed(f"kernel raised {one_line(e)}") from None
     if m.cancelled:
         raise _Cancelled()
     numerics, outputs_path = None, None

@@ -148,7 +148,7 @@ def _run(opts: dict[str, list[str]], command: list[str]) -> int:
         db_path=_last(opts, "--db"),
         cache_dir=_last(opts, "--cache-dir"),
         compile_workers=_number(opts, "--jobs", int),
-        command_line=" ".join([PROG] + [a for a in sys.argv[1:]]),
+        command_line=" ".join([PROG, *sys.argv[1:]]),
     )
     csv_path = _last(opts, "--csv")
     if csv_path is not None:
@@ -160,7 +160,7 @@ def _run(opts: dict[str, list[str]], command: list[str]) -> int:
     rows: list[tuple[str, dict[str, JobResult]]] = []
     with Session(config) as session:
         entries: list[tuple[str, list[JobResult]]] = []
-        extra = [t for t in command] if files else []
+        extra = command if files else []
         if files:
             for f in files:
                 entries += session.add_file(f, extra)
@@ -215,11 +215,11 @@ def _preload(opts, files, command, variant, target) -> int:
     bad = []
     if files:
         for f in files:
-            for line in read_commands_file(f, [t for t in command], errors="collect"):
+            for line in read_commands_file(f, command, errors="collect"):
                 if line.command is not None:
                     commands.append(line.command)
                 else:
-                    bad.append(line.error if line.error.startswith(line.source) else f"{line.source}: {line.error}")
+                    bad.append(line.message)
     else:
         commands.append(parse_invocation(command))
     summary = preload(commands, target, (variant,), workers=_number(opts, "--jobs", int),
@@ -227,7 +227,7 @@ def _preload(opts, files, command, variant, target) -> int:
     for line in bad:
         print(f"invalid {line}")
     print(format_summary(summary) + (f"; {len(bad)} invalid command line(s) not compiled" if bad else ""))
-    return EXIT_FAILED if (bad or getattr(summary, "failed", None)) else EXIT_OK
+    return EXIT_FAILED if (bad or summary.failed) else EXIT_OK
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -8,7 +8,6 @@ significantly slower than the baseline by more than --fail-on-regression PCT.
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 import threading
@@ -140,16 +139,16 @@ def _regressions(session, results: list[JobResult], pct: float | None) -> list[s
 
 
 def _dump_dispatches(args, config) -> int:
-    from ..commands import read_commands_file, parse_invocation
-    from ..targets import default_target, parse_target
+    from ..commands import looks_like_commands_file, parse_invocation, read_commands_file
+    from ..targets import parse_target
     from ..variants import dump_dispatches
 
-    target = parse_target(config.target) if config.target else default_target()
+    target = parse_target(config.target)  # config_from_args resolved it (a detected GPU, else cpu)
     code = EXIT_OK
     try:
         commands = []
         for item in args.inputs:
-            if item.endswith((".txt", ".tsv")) or os.path.isfile(item):
+            if looks_like_commands_file(item):
                 commands += read_commands_file(item, errors="raise")
             else:
                 commands.append(parse_invocation(item))

@@ -13,7 +13,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Sequence
 
-from boo_engine.commands.files import CommandLine, read_commands_file
+from boo_engine.commands.files import CommandLine, looks_like_commands_file, read_commands_file
 from boo_engine.commands.flags import split_timing_args
 from boo_engine.commands.registry import OPS, parse_op_tokens, tokenize
 from boo_engine.errors import CommandError
@@ -25,6 +25,7 @@ __all__ = [
     "CommandError",
     "OPS",
     "parse_command",
+    "looks_like_commands_file",
     "parse_invocation",
     "read_commands_file",
 ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from pathlib import Path
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Sequence, overload
 
@@ -29,6 +30,21 @@ class CommandLine:
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    @property
+    def message(self) -> str | None:
+        """The error as a user sees it, naming where: `path:LINE: message` (None for a good line)."""
+        return None if self.error is None else f"{self.source}: {self.error}"
+
+
+def looks_like_commands_file(item: str) -> bool:
+    """Whether a command-line input names a commands file rather than being a command: any *.txt / *.tsv (so a
+    missing file is reported as such), or an existing path with no spaces in it."""
+    if item.endswith((".txt", ".tsv")):
+        return True
+    if " " in item.strip():
+        return False
+    return Path(item).is_file()
 
 
 def _split_line(line: str, tsv: bool) -> list[str]:

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
-from ..errors import BooError
+from ..errors import BooError, first_line
 from ..ops.base import OpSignature
 from ..targets import Target
 from ..variants import BASELINE, Variant
@@ -92,19 +92,15 @@ def preload(commands: Iterable[Any], target: Target | str, variants: Sequence[Va
                 item = PreloadItem(sig.func_name, v.name, CACHED if art.cache_hit else COMPILED,
                                    seconds=art.compile_seconds, vmfb_path=art.vmfb_path)
             except BooError as e:
-                item = PreloadItem(sig.func_name, v.name, FAILED, error=_one_line(str(e)))
+                item = PreloadItem(sig.func_name, v.name, FAILED, error=first_line(str(e), 300))
             except Exception as e:  # noqa: BLE001 - one kernel's failure must not stop the others
-                item = PreloadItem(sig.func_name, v.name, FAILED, error=_one_line(f"{type(e).__name__}: {e}"))
+                item = PreloadItem(sig.func_name, v.name, FAILED, error=first_line(f"{type(e).__name__}: {e}", 300))
             summary.items.append(item)
             done += 1
             if progress is not None:
                 progress(done, total, item)
     summary.wall_seconds = time.perf_counter() - t0
     return summary
-
-
-def _one_line(text: str) -> str:
-    return (text.strip().splitlines() or [""])[0][:300]
 
 
 def format_summary(summary: PreloadSummary) -> str:
