@@ -178,8 +178,7 @@ class Session:
     def _applies(variant: Variant, command: Command) -> bool:
         """Edited-dispatch variants are made for one kernel (every kernel's dispatches share names, so an edited
         dispatch would be substituted into unrelated kernels): they get no job for other commands."""
-        applies_to = getattr(variant, "applies_to", None)
-        return applies_to is None or applies_to(command.signature.func_name)
+        return variant.applies_to(command.signature.func_name)
 
     def _job_id(self, text: str, variant: str, backend: str) -> str:
         base = hashlib.sha1(f"{text}\0{variant}\0{backend}\0{self.target.name}".encode()).hexdigest()[:12]
@@ -379,7 +378,6 @@ class Session:
         result.noisy = False
         result.status = QUEUED
         job = self._plan[result.job_id]
-        job.artifact = None if job.backend != IREE else job.artifact
         job.cancelled = False
         job.load_cpu_s = job.load_wall_s = 0.0
 
@@ -506,7 +504,6 @@ class Session:
         with self._lock:
             self._idle_reported = False
         iree_jobs = [j for j in batch if self._plan[j].backend == IREE]
-        self._ensure_worker()  # its process starts (imports torch) while the cache is consulted
         for job_id in iree_jobs:
             self._submit_compile(job_id)
         groups = self._groups(batch)
@@ -586,15 +583,7 @@ class Session:
         self._compiled(result, artifact)
 
     def _compiled(self, result: JobResult, artifact) -> None:
-        result.compile = CompileInfo(
-            seconds=float(getattr(artifact, "compile_seconds", 0.0) or 0.0),
-            cache_hit=bool(getattr(artifact, "cache_hit", False)),
-            command=list(getattr(artifact, "command", []) or []),
-            artifact=str(artifact.vmfb_path),
-            key=getattr(artifact, "key", None),
-            compiler_version=getattr(artifact, "compiler_version", None),
-            num_dispatches=getattr(artifact, "num_dispatches", None),
-        )
+        result.compile = artifact.to_compile_info()
         self._emit(ev.CompileFinished(
             job_id=result.job_id, ok=True, seconds=result.compile.seconds, cache_hit=result.compile.cache_hit))
         self._status(result, CACHED)
@@ -625,7 +614,7 @@ class Session:
         return self._worker
 
     def _measure_group(self, group: list[str]) -> None:
-        from .bench.worker import BenchCancelled, BenchFailed
+        from .bench.worker import BenchCancelled
 
         live = [j for j in group if self._measurable(j)]
         if not live:
@@ -657,29 +646,29 @@ class Session:
                 try:
                     outcome = worker.run(spec, on_samples=self._sample_sink(job_id), cancel=self._measure_cancel)
                 except BenchCancelled:
-                    if result.status not in FINAL_STATUSES:
-                        self._finish(result, INTERRUPTED if self._stop.is_set() else CANCELLED,
-                                     error="interrupted" if self._stop.is_set() else "cancelled")
+                    self._end_stopped(result)
                     continue
-                except BenchFailed as e:
-                    self._finish(result, FAILED, error=first_line(str(e)))
-                    continue
-                except BooError as e:
+                except BooError as e:  # BenchFailed (the kernel raised, crashed or hung) and the like
                     self._finish(result, FAILED, error=first_line(str(e)))
                     continue
                 finally:
                     with self._lock:
                         self._current = None
                 if job.cancelled or self._stop.is_set():
-                    if result.status not in FINAL_STATUSES:
-                        self._finish(result, CANCELLED if not self._stop.is_set() else INTERRUPTED,
-                                     error="cancelled" if not self._stop.is_set() else "interrupted")
+                    self._end_stopped(result)
                     continue
                 self._absorb(result, outcome, last, chunk_start)
         for job_id in order:
             result = self.jobs[job_id]
             if result.status == MEASURING:
                 self._complete(job_id)
+
+    def _end_stopped(self, result: JobResult) -> None:
+        """A measurement stopped on request: cancelled by the user, or interrupted by the session closing."""
+        if result.status not in FINAL_STATUSES:
+            stopping = self._stop.is_set()
+            self._finish(result, INTERRUPTED if stopping else CANCELLED,
+                         error="interrupted" if stopping else "cancelled")
 
     def _measurable(self, job_id: str) -> bool:
         job, result = self._plan[job_id], self.jobs[job_id]
@@ -752,9 +741,9 @@ class Session:
             result.host_load = job.load_cpu_s / job.load_wall_s
         if last and outcome.numerics is not None:
             result.numerics = outcome.numerics
-        if last and getattr(outcome, "outputs_path", None):
+        if last and outcome.outputs_path:
             self._plan[result.job_id].outputs_path = outcome.outputs_path
-        if getattr(outcome, "truncated", False):
+        if outcome.truncated:
             self._emit(ev.Log(job_id=result.job_id, level="warning",
                               message=f"{result.func_name} [{result.variant}/{result.backend}]: --max-time stopped "
                                       f"sampling early ({len(result.samples_us)} samples so far)"))
