@@ -331,7 +331,9 @@ class Session:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def export(self, path: str | os.PathLike) -> None:
+    def export(self, path: str | os.PathLike, *, comparisons: dict | None = None) -> None:
+        """Write every job to `path` (.csv, .json, .md). `comparisons`: from comparisons(), when the caller
+        already has them (a bootstrap per variant and command: worth computing once for several exports)."""
         from .exporters import export_results
 
         with self._lock:
@@ -339,7 +341,7 @@ class Session:
         export_results(
             path, results, environment=self.environment(),
             run=self.store.run_info(self.run_id) if self.run_id is not None else None,
-            comparisons=self.comparisons(results),
+            comparisons=self.comparisons(results) if comparisons is None else comparisons,
         )
 
     def comparisons(self, results: list[JobResult] | None = None) -> dict:

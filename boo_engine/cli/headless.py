@@ -78,7 +78,6 @@ def _run_session(args: argparse.Namespace, config, worker) -> int:
         try:
             jobs = session.add_inputs(args.inputs)
         except BooError as e:
-            session.close()
             return fail(PROG, str(e))
         for job in jobs:
             if job.status == FAILED:  # bad lines of a commands file: reported now, exported with the rest
@@ -93,20 +92,18 @@ def _run_session(args: argparse.Namespace, config, worker) -> int:
             interrupted.set()
             session.cancel()
         results = list(session.jobs.values())
+        comparisons = session.comparisons(results)  # once, for every export and the regression check
         for out in args.export:
             try:
-                session.export(out)
+                session.export(out, comparisons=comparisons)
                 print(f"{PROG}: wrote {out}", file=sys.stderr)
             except BooError as e:
-                progress.stop()
-                session.close()
                 return fail(PROG, str(e))
         if not args.export:
             from ..exporters import render_markdown
 
-            sys.stdout.write(render_markdown(results, environment=session.environment(),
-                                             comparisons=session.comparisons(results)))
-        regressions = _regressions(session, results, args.fail_on_regression)
+            sys.stdout.write(render_markdown(results, environment=session.environment(), comparisons=comparisons))
+        regressions = _regressions(comparisons, args.fail_on_regression)
         run_id = session.run_id
     finally:
         progress.stop()
@@ -122,7 +119,7 @@ def _run_session(args: argparse.Namespace, config, worker) -> int:
     return EXIT_FAILED if any(not job_succeeded(r) for r in results) else EXIT_OK
 
 
-def _regressions(session, results: list[JobResult], pct: float | None) -> list[str]:
+def _regressions(comparisons: dict, pct: float | None) -> list[str]:
     """Variants significantly slower than their baseline by more than pct percent (the torch reference is not
     a variant and never counts)."""
     if pct is None:
@@ -130,7 +127,7 @@ def _regressions(session, results: list[JobResult], pct: float | None) -> list[s
     from ..compare import regressions
     from ..results import TORCH
 
-    comparisons = {k: c for k, c in session.comparisons(results).items() if k[2] != TORCH}
+    comparisons = {k: c for k, c in comparisons.items() if k[2] != TORCH}
     return [
         f"{command} [{label}]: {c.ratio:.3f}x the baseline's time (95% CI {c.ci_low:.3f}-{c.ci_high:.3f}, "
         f"p={c.p_value:.2g}) > {1 + pct / 100:.3f}"
