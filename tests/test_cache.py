@@ -203,6 +203,44 @@ def test_pool_reports_failures_and_cancels(tmp_path):
     assert not [p for p in tmp_path.rglob(".tmp-*")]
 
 
+def test_cancel_mid_compile_leaves_no_staging_folder(tmp_path):
+    """A compile killed while iree-compile writes into its staging folder: the folder goes with it (CI once
+    found one left behind when a cancel landed mid-compile)."""
+    import time
+
+    cache = KernelCache(tmp_path)
+    with CompilePool(workers=1, cache=cache, timeout_s=120) as pool:
+        fut = pool.submit(parse_command("conv -n 2 -c 16 -H 32 -W 32 -k 16 -F 4"), "cpu")
+        deadline = time.monotonic() + 120
+        while not list(tmp_path.rglob(".tmp-*")) and not fut.done():
+            assert time.monotonic() < deadline, "the compile never started"
+            time.sleep(0.005)
+        assert not fut.done(), "compiled before the cancel could land: make the kernel bigger"
+        pool.cancel_all()
+        with pytest.raises((CompileCancelled, concurrent.futures.CancelledError)):
+            fut.result(timeout=30)
+        assert not list(tmp_path.rglob(".tmp-*"))
+
+
+def test_sweep_removes_only_dead_processes_leftovers(tmp_path):
+    import subprocess
+
+    cache = KernelCache(tmp_path)
+    func = "gemm_dummy"
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    d = cache.func_dir(func)
+    d.mkdir(parents=True)
+    (d / f".tmp-0123456789abcdef-{dead.pid}-x1").mkdir()
+    (d / f".trash-0123456789abcdef-{dead.pid}-x2").mkdir()
+    (d / f".tmp-0123456789abcdef-{os.getpid()}-x3").mkdir()  # ours: live work
+    (d / f".tmp-0123456789abcdef-{os.getppid()}-x4").mkdir()  # another live process
+    (d / "0123456789abcdef").mkdir()  # an entry
+    assert cache.sweep_orphans(func) == 2
+    assert sorted(p.name for p in d.iterdir()) == sorted(
+        [f".tmp-0123456789abcdef-{os.getpid()}-x3", f".tmp-0123456789abcdef-{os.getppid()}-x4", "0123456789abcdef"])
+
+
 def test_cache_on_zero_uses_a_private_temporary_cache(monkeypatch, tmp_path):
     monkeypatch.setenv("BOO_CACHE_ON", "0")
     monkeypatch.setenv("BOO_CACHE_DIR", str(tmp_path / "shared"))

@@ -232,10 +232,24 @@ class KernelCache:
         return meta
 
     def staging_dir(self, func_name: str, key: str) -> Path:
-        """A fresh temporary folder next to the entry's final place (same filesystem, so rename is atomic)."""
+        """A fresh temporary folder next to the entry's final place (same filesystem, so rename is atomic).
+        Its name carries the creating pid, so the leftovers of a killed compiler can be told from live work."""
         parent = self.func_dir(func_name)
         parent.mkdir(parents=True, exist_ok=True)
-        return Path(tempfile.mkdtemp(dir=parent, prefix=f".tmp-{key[:16]}-"))
+        self.sweep_orphans(func_name)
+        return Path(tempfile.mkdtemp(dir=parent, prefix=f".tmp-{key[:16]}-{os.getpid()}-"))
+
+    def sweep_orphans(self, func_name: str) -> int:
+        """Remove the staging and trash folders of processes that no longer exist (a compile worker killed by
+        a cancel, a timeout or SIGKILL dies without cleaning up). Returns how many were removed."""
+        removed = 0
+        with contextlib.suppress(OSError):
+            for d in self.func_dir(func_name).iterdir():
+                pid = _owner_pid(d.name)
+                if pid is not None and pid != os.getpid() and not _pid_alive(pid):
+                    shutil.rmtree(d, ignore_errors=True)
+                    removed += 1
+        return removed
 
     def commit(self, staging: Path, func_name: str, key: str, meta: dict[str, Any]) -> dict[str, Any]:
         """Seal `staging` (which holds kernel.vmfb, configs/, compile_command.sh) with its meta and move it into
@@ -263,7 +277,7 @@ class KernelCache:
         final = self.entry_dir(func_name, key)
         if not final.exists():
             return
-        trash = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".trash-{key[:16]}-"))
+        trash = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".trash-{key[:16]}-{os.getpid()}-"))
         with contextlib.suppress(OSError):
             os.rename(final, trash / "old")
         shutil.rmtree(trash, ignore_errors=True)
@@ -308,3 +322,21 @@ def default_cache() -> KernelCache:
         if _default is None:
             _default = KernelCache()
         return _default
+
+
+def _owner_pid(name: str) -> int | None:
+    """The pid in a `.tmp-KEY-PID-XXXX` / `.trash-KEY-PID-XXXX` folder name; None for anything else."""
+    parts = name.split("-")
+    if len(parts) < 4 or parts[0] not in (".tmp", ".trash") or not parts[2].isdigit():
+        return None
+    return int(parts[2])
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True

@@ -410,6 +410,7 @@ class CompilePool:
             job, w.job = w.job, None
             w.kill()
             if job is not None:
+                self._sweep(job)
                 _fail(job, CompileCancelled(f"{job.sig.func_name}: compile cancelled"))
         self._wake()
 
@@ -530,6 +531,7 @@ class CompilePool:
             code = w.proc.exitcode
             w.job = None
             self._replace(w)
+            self._sweep(job)
             _fail(job, CompileError(f"{job.sig.func_name}: compile worker died (exit {code})"))
             return
         w.job = None
@@ -546,7 +548,13 @@ class CompilePool:
             if w.job is not None and now - w.job.started > limit:
                 job, w.job = w.job, None
                 self._replace(w)
+                self._sweep(job)
                 _fail(job, CompileError(f"{job.sig.func_name}: compile job exceeded {limit:g} s and was killed"))
+
+    def _sweep(self, job: _Job) -> None:
+        """A worker killed mid-job leaves its staging folder behind: remove it (the worker is dead by now)."""
+        with contextlib.suppress(Exception):
+            self.cache.sweep_orphans(job.sig.func_name)
 
     def _replace(self, w: _Worker) -> None:
         with self._lock:
