@@ -744,7 +744,7 @@ def dump_dispatches(sig: "OpSignature", target: "Target | str", out_dir: str | o
     folder>/`: only edited files are substituted. Refuses to overwrite a folder holding edits. Returns the
     written .mlir files. Raises CompileError when the compile fails, VariantError for folder problems."""
     from .compile.export import export_mlir
-    from .compile.pool import compile_flags
+    from .compile.pool import compile_flags, run_flags
     from .targets import parse_target
 
     tgt = parse_target(target) if isinstance(target, str) else target
@@ -755,7 +755,7 @@ def dump_dispatches(sig: "OpSignature", target: "Target | str", out_dir: str | o
     with tempfile.TemporaryDirectory(prefix="boo-dump-") as tmp:
         t = Path(tmp)
         (t / "in.mlir").write_text(mlir)
-        cmd = [_tool("iree-compile"), str(t / "in.mlir"), "--iree-input-type=torch", *flags,
+        cmd = [_tool("iree-compile"), str(t / "in.mlir"), "--iree-input-type=torch", *flags, *run_flags(flags),
                f"--iree-hal-dump-executable-sources-to={t / 'd'}",
                f"--iree-hal-dump-executable-configurations-to={t / 'd'}", "-o", str(t / "out.vmfb")]
         try:

@@ -89,6 +89,16 @@ def test_a_changed_flag_misses(first, root):
     assert not other.cache_hit and other.key != first.key and other.dir != first.dir
 
 
+def test_compiler_runs_single_threaded_without_changing_the_key(first, root):
+    # --mlir-disable-threading: how the compiler runs (faster on these one-op modules), not what it builds
+    assert first.command.count("--mlir-disable-threading") == 1
+    assert "--mlir-disable-threading" not in first.flags
+    # a variant asking for threading back gets it, once (a flag given twice is an iree-compile error)
+    threaded = compile_signature(parse_command(GEMM), "cpu", cache=KernelCache(root),
+                                 extra_flags=["--mlir-disable-threading=false"])
+    assert not threaded.cache_hit and not any(f == "--mlir-disable-threading" for f in threaded.command)
+
+
 def test_compiler_version_is_in_the_key(first, root):
     fake = compile_signature(parse_command(GEMM), "cpu", cache=KernelCache(root, compiler_version="IREE 0.0 fake"))
     assert not fake.cache_hit and fake.key != first.key and fake.compiler_version == "IREE 0.0 fake"
