@@ -39,3 +39,67 @@ def test_compile_workers_run_at_lower_priority(tmp_path):
             time.sleep(0.1)
         assert pid is not None
         assert os.getpriority(os.PRIO_PROCESS, pid) == os.getpriority(os.PRIO_PROCESS, 0) + pool.COMPILE_NICENESS
+
+
+def _alive(pid: int) -> bool:
+    """Running (not gone, not a zombie waiting to be reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return False
+
+
+def test_cancel_kills_the_compiler_and_everything_it_started(tmp_path, monkeypatch):
+    """A real iree-compile whose preprocess step (a child of the compiler) hangs: cancelling the job must kill
+    the worker, the compiler and that child, not leave the compiler running on as an orphan."""
+    from boo_engine.commands import parse_command
+    from boo_engine.variants import Variant
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    tool = bin_dir / "boo-test-hanging-preprocess"
+    tool.write_text("#!/bin/sh\nsleep 300\ncat\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    variant = Variant(name="hang", preprocess="boo-test-hanging-preprocess")
+    with pool.CompilePool(workers=1, cache=KernelCache(tmp_path / "cache"), timeout_s=600) as p:
+        fut = p.submit(parse_command("gemm -k 8 -m 8 -n 8"), "cpu", variant)
+        deadline = time.monotonic() + 120
+        tree: list[int] = []
+        while not any(_cmd(c).startswith("sleep") for c in tree):
+            assert time.monotonic() < deadline and not fut.done(), "the preprocess step never started"
+            time.sleep(0.05)
+            tree = [c for w in p._workers for c in _descendants(w.proc.pid)]
+        compiler = [c for c in tree if _cmd(c).endswith("iree-compile")]
+        assert compiler, f"no iree-compile among {[_cmd(c) for c in tree]}"
+        p.cancel_all()
+        with pytest.raises(pool.CompileCancelled):
+            fut.result(timeout=30)
+        time.sleep(0.2)
+        assert [(c, _cmd(c)) for c in tree if _alive(c)] == []
+
+
+def _cmd(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().split(b"\0")[0].decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _descendants(pid: int) -> list[int]:
+    kids: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    kids.setdefault(int(f.read().rsplit(b")", 1)[1].split()[1]), []).append(int(name))
+            except (OSError, IndexError, ValueError):
+                pass
+    out, todo = [], [pid]
+    while todo:
+        for c in kids.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out

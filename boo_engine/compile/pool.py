@@ -5,7 +5,12 @@ iree-compile always runs as a child process: a compiler crash (it happens, e.g. 
 is then a CompileError, never the death of the caller, every compile gets its own flags, and a timeout or a
 cancel kills it. The pool's workers are spawned processes that each lead their own process group: they do the
 export (torch.export holds the GIL ~150 ms the first time, which must never happen on a UI thread) and run
-iree-compile; cancelling a running job kills the worker's whole group (worker + compiler) and starts a new one.
+iree-compile in a process group of its own (it starts a linker child), so a timeout kills compiler and linker;
+cancelling a running job kills the worker with every process under it and starts a new worker.
+
+Workers and compilers stay in the caller's SESSION (process groups, not setsid): with the kernel's autogroup
+scheduling (on by default in most distributions) every session is its own scheduling group with an equal share
+of the CPU, where the compilers' nice +5 would mean nothing next to the dashboard's UI thread.
 """
 from __future__ import annotations
 
@@ -225,8 +230,7 @@ def _run_compiler(cmd: list[str], shown: list[str], func: str, timeout_s: float,
 def _run_compiler_once(cmd: list[str], shown: list[str], func: str, timeout_s: float, stall_s: float) -> float:
     t0 = time.perf_counter()
     deadline = time.monotonic() + timeout_s
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, process_group=0)
     last_cpu, last_change = None, time.monotonic()
     try:
         while True:
@@ -287,6 +291,46 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
+def _descendants(pid: int) -> list[int]:
+    """Every live process under `pid` (from /proc on Linux; empty where there is none)."""
+    children: dict[int, list[int]] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(name))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def _kill_tree(pid: int) -> None:
+    """SIGKILL `pid`, everything under it and their process groups (a compiler's linker child included).
+    The caller's own group is never signalled: a worker killed before it left it is still in it."""
+    procs = [pid, *_descendants(pid)]
+    groups = set()
+    for p in procs:
+        with contextlib.suppress(OSError):
+            groups.add(os.getpgid(p))
+    groups.discard(os.getpgrp())
+    for g in groups:
+        _kill_group(g)
+    for p in procs:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(p, signal.SIGKILL)
+
+
 def _artifact(cache: KernelCache, meta: dict, target: Target, variant: Variant, *, cache_hit: bool,
               seconds: float) -> Artifact:
     func, key = meta["func_name"], meta["key"]
@@ -324,7 +368,7 @@ class _Worker:
 
     def kill(self) -> None:
         if self.proc.pid:
-            _kill_group(self.proc.pid)  # the worker and its iree-compile child
+            _kill_tree(self.proc.pid)  # the worker, its iree-compile and the compiler's linker
         self.proc.join(timeout=5)
         with contextlib.suppress(OSError):
             self.conn.close()
@@ -332,8 +376,10 @@ class _Worker:
 
 def _worker_main(conn: multiprocessing.connection.Connection, cache: KernelCache, timeout_s: float) -> None:
     redirect_output_if_asked()
-    os.setsid()  # own process group: a cancel kills us and our compiler together
+    os.setpgid(0, 0)  # own process group, same session (see the module docstring)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    # a background group writing to a terminal set to `stty tostop` would be stopped mid-compile
+    signal.signal(signal.SIGTTOU, signal.SIG_IGN)
     with contextlib.suppress(OSError):
         # Compiles are throughput work: the dashboard's UI thread (and, on GPU targets, the benchmark worker)
         # must win the CPU when they compete. The compiler children inherit this.
@@ -443,7 +489,7 @@ class CompilePool:
     def _kill_workers(self) -> None:
         for w in list(self._workers):
             if w.proc.pid and w.proc.is_alive():
-                _kill_group(w.proc.pid)
+                _kill_tree(w.proc.pid)
 
     def __enter__(self) -> "CompilePool":
         return self
