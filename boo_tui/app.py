@@ -33,6 +33,7 @@ from .bridge import Deferred, EngineEvent, EventBridge, SamplesReady
 from .detail import render_detail, reproducer_text
 from .model import COLUMNS, Filter, JobView, RunModel, ordered, row_cells
 from .plots import PlotView, Series
+from .table import ResultsTable
 
 TABLE_FLUSH_S = 0.1      # dirty table rows are redrawn at most this often
 RESORT_S = 1.0           # a live-updated sorted table is re-sorted at most this often
@@ -133,7 +134,7 @@ class BooApp(App[int]):
         yield Input(placeholder="filter: op:conv status:failed words...  (/ to focus, esc to leave)",
                     id="filter")
         with Vertical(id="body"):
-            yield DataTable(id="results", cursor_type="row", zebra_stripes=True)
+            yield ResultsTable(id="results", cursor_type="row", zebra_stripes=True)
             with TabbedContent(id="panes"):
                 with TabPane("Histogram", id="tab-hist"):
                     yield PlotView("histogram", id="hist", empty="select a job: its samples appear here")
@@ -328,17 +329,16 @@ class BooApp(App[int]):
         self._label_sorted_column()
 
     def _update_rows(self, ids: set[str]) -> None:
-        table = self.query_one("#results", DataTable)
+        table = self.query_one("#results", ResultsTable)
         present = self._row_keys()
         for job_id in ids & present:
             cells = row_cells(self.model, self.model.jobs[job_id])
-            for key, _ in COLUMNS:
-                table.update_cell(job_id, key, cells[key])
+            table.update_row(job_id, {key: cells[key] for key, _ in COLUMNS})
         # a finished baseline changes its siblings' speedup column
         commands = {self.model.jobs[j].result.command for j in ids if j in self.model.jobs}
         for view in self.model.jobs.values():
             if view.job_id in present and view.job_id not in ids and view.result.command in commands:
-                table.update_cell(view.job_id, "speedup", row_cells(self.model, view)["speedup"])
+                table.update_row(view.job_id, {"speedup": row_cells(self.model, view)["speedup"]})
 
     def _label_sorted_column(self) -> None:
         table = self.query_one("#results", DataTable)

@@ -121,6 +121,7 @@ async def _full_run_table_plots_detail_export_compare_history(tmp_path, cache_di
         # the table: one row per (command, variant, backend), all done, with numbers
         table = app.query_one("#results")
         assert table.row_count == 6
+        assert table.row_updates > 0     # live updates took the row-only path (boo_tui/table.py)
         for job_id, view in app.model.jobs.items():
             assert view.status == "done", view.result.error
             assert cell_text(table, job_id, "status") == "done"

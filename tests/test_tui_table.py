@@ -1,0 +1,73 @@
+"""ResultsTable.update_row: the new values are what the screen shows, and the other rows' renders are kept
+(Textual's update_cell re-renders every visible cell for any change: the dashboard's largest stall)."""
+from __future__ import annotations
+
+import asyncio
+
+from rich.text import Text
+from textual.app import App, ComposeResult
+
+from boo_tui.table import ResultsTable
+
+
+class TableApp(App):
+    def compose(self) -> ComposeResult:
+        yield ResultsTable(id="t")
+
+    def on_mount(self) -> None:
+        t = self.query_one(ResultsTable)
+        t.add_column("name", key="name")
+        t.add_column("median", key="median")
+        for i in range(5):
+            t.add_row(f"row{i}", Text(f"{i}.00 us"), key=f"r{i}")
+
+
+def _shown(t: ResultsTable) -> str:
+    """What the table draws, line by line (through its render caches, as the compositor does)."""
+    return "\n".join(t.render_line(y).text for y in range(t.size.height))
+
+
+def test_update_row_shows_the_new_values_and_keeps_other_rows_renders():
+    async def body() -> None:
+        app = TableApp()
+        async with app.run_test(size=(60, 10)) as pilot:
+            await pilot.pause()
+            t = app.query_one(ResultsTable)
+            assert "2.00 us" in _shown(t)
+            before = {k for k in t._cell_render_cache.keys() if str(k[0].value) != "r2"}
+            assert before, "nothing rendered yet"
+            count = t._update_count
+            t.update_row("r2", {"median": Text("9.50 us"), "name": "rowX"})
+            await pilot.pause()
+            shot = _shown(t)
+            assert "9.50 us" in shot and "rowX" in shot and "2.00 us" not in shot
+            assert t.get_cell("r2", "median").plain == "9.50 us"
+            assert t._update_count == count and t.row_updates == 1       # the row-only path was taken
+            after = set(t._cell_render_cache.keys())
+            assert before <= after                                         # nobody else was re-rendered
+            # an unchanged value is not even a refresh
+            t.update_row("r2", {"median": Text("9.50 us")})
+            assert t.row_updates == 1
+            # sorting (a table-wide change) still works on the updated data
+            t.sort("name", reverse=True)
+            await pilot.pause()
+            assert [str(t.get_row_at(i)[0]) for i in range(2)] == ["rowX", "row4"]
+
+    asyncio.run(body())
+
+
+def test_update_row_of_a_missing_row_or_column_is_an_error():
+    import pytest
+    from textual.widgets.data_table import CellDoesNotExist
+
+    async def body() -> None:
+        app = TableApp()
+        async with app.run_test(size=(60, 10)) as pilot:
+            await pilot.pause()
+            t = app.query_one(ResultsTable)
+            with pytest.raises(CellDoesNotExist):
+                t.update_row("nope", {"median": "1"})
+            with pytest.raises(CellDoesNotExist):
+                t.update_row("r1", {"no-such-column": "1"})
+
+    asyncio.run(body())
