@@ -199,7 +199,10 @@ class BooApp(App[int]):
         self.title = f"boo-tui  {target}" if target else "boo-tui"
         self._update_subtitle()
         if self.autostart and any(v.status == QUEUED for v in self.model.jobs.values()):
-            self._call_engine(session.start)
+            # Draw the queued table first: its first paint renders every visible cell (25-30 ms), and the
+            # run's start-up (three processes importing torch on the host's cores) would stretch it 2-3x.
+            self._flush_views()
+            self.call_after_refresh(self._call_engine, session.start)
 
     def _call_engine(self, fn: Callable[..., Any], *args: Any, then: Callable[[Any], None] | None = None,
                      what: str = "") -> None:
