@@ -545,7 +545,7 @@ class BooApp(App[int]):
         if not results:
             self.notify("no jobs yet", severity="warning")
             return
-        self.push_screen(CompareScreen(results))
+        self.push_screen(CompareScreen(results, source=lambda: [v.result for v in self.model.jobs.values()]))
 
     def action_copy_repro(self) -> None:
         repro = reproducer_text(self._selected_view())

@@ -5,6 +5,7 @@ runs in a thread worker; results come back with `Deferred` messages, so the even
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import math
 from typing import Any, Callable, Iterable
@@ -285,11 +286,20 @@ class CompareScreen(_WorkerScreen):
 
     BINDINGS = [Binding("escape,m", "app.pop_screen", "Back")]
 
-    def __init__(self, results: Iterable[JobResult]) -> None:
+    #: how often an open compare screen looks for newly finished results (it follows a running session)
+    POLL_S = 1.0
+
+    def __init__(self, results: Iterable[JobResult],
+                 source: Callable[[], Iterable[JobResult]] | None = None) -> None:
+        """`results` to show; `source` (optional) gives the current results again: the screen then keeps up
+        with a run that is still going."""
         super().__init__(id="compare")
         self.results = [r for r in results]
+        self.source = source
         self.commands: list[str] = []
         self.labels: list[str] = []
+        self._shown_state: tuple = ()
+        self._generation = 0
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -301,14 +311,37 @@ class CompareScreen(_WorkerScreen):
         yield Footer()
 
     def on_mount(self) -> None:
+        self.title = "boo-tui: variants compared"
+        self._fill()
+        if self.source is not None:
+            self.set_interval(self.POLL_S, self._poll)
+
+    @staticmethod
+    def _state(results: list[JobResult]) -> tuple:
+        return tuple((r.job_id, r.status, r.stats.median_us if r.stats else None) for r in results)
+
+    def _poll(self) -> None:
+        fresh = [r for r in self.source()] if self.source is not None else self.results
+        if self._state(fresh) != self._shown_state:
+            self.results = fresh
+            self._fill()
+
+    def _fill(self) -> None:
+        """(Re)build the table from self.results, keep the selected command, recompute statistics off-thread."""
         from boo_engine.compare import column_label
 
-        self.title = "boo-tui: variants compared"
+        self._shown_state = self._state(self.results)
+        self._generation += 1
+        table = self.query_one(DataTable)
+        selected = None
+        if table.row_count:
+            with contextlib.suppress(Exception):
+                selected = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
         finished = [r for r in self.results if r.status == "done" and r.samples_us]
         self.commands = list(dict.fromkeys(r.command for r in self.results))
         labels = list(dict.fromkeys(column_label(r) for r in self.results))
         self.labels = sorted(labels, key=lambda x: (x != "baseline", x == "torch", x))
-        table = self.query_one(DataTable)
+        table.clear(columns=True)
         table.add_column("command", key="command")
         for label in self.labels:
             table.add_column(label, key=label)
@@ -326,8 +359,13 @@ class CompareScreen(_WorkerScreen):
                 cells[(r.command, label)] = ratio_text(r.stats.median_us / b if b else None)
         for cmd in self.commands:
             table.add_row(cmd, *[cells.get((cmd, lab), Text("")) for lab in self.labels], key=cmd)
-        self._call_in_thread(self._compute, finished, then=self._show_stats)
-        if self.commands:
+        generation = self._generation
+        self._call_in_thread(self._compute, finished,
+                             then=lambda out: self._show_stats(out) if generation == self._generation else None)
+        if selected in self.commands:
+            table.move_cursor(row=self.commands.index(selected), animate=False)
+            self._plot(selected)
+        elif self.commands:
             self._plot(self.commands[0])
 
     @staticmethod

@@ -203,6 +203,31 @@ async def _full_run_table_plots_detail_export_compare_history(tmp_path, cache_di
     assert app.return_code == 0
 
 
+def test_compare_screen_opened_mid_run_follows_the_run(tmp_path, cache_dir):
+    async def body() -> None:
+        o3 = Variant(name="o3", flags=("--iree-opt-level=O3",))
+        app = BooApp(config(tmp_path, cache_dir, variants=[BASELINE, o3], backends=("iree",)), [GEMM_A])
+        async with app.run_test(size=(100, 32)) as pilot:
+            await wait_until(pilot, lambda: len(app.model.jobs) == 2, 60, "the jobs")
+            assert not all_finished(app)
+            await pilot.press("m")
+            await wait_until(pilot, lambda: rows_of(app, "#compare-table") == 1, 30, "the compare screen")
+            await wait_until(pilot, lambda: all_finished(app), 300, "the run to finish")
+            table = app.screen.query_one("#compare-table")
+
+            def o3_cell() -> str:
+                return str(app.screen.query_one("#compare-table").get_row_at(0)[2])
+
+            # the cell that showed a status when the screen opened now holds the finished ratio
+            await wait_until(pilot, lambda: o3_cell()[:1].isdigit(), 10, "the o3 ratio")
+            await wait_until(pilot, lambda: "geomean" in str(app.screen.query_one("#compare-summary").render()),
+                             30, "the comparison statistics")
+            assert [str(c.label) for c in table.columns.values()] == ["command", "baseline", "o3"]
+            await pilot.press("escape", "q")
+
+    asyncio.run(body())
+
+
 def test_add_command_inline_validation_and_queue(tmp_path, cache_dir):
     asyncio.run(_add_command_inline_validation_and_queue(tmp_path, cache_dir))
 
