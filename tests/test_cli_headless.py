@@ -176,6 +176,11 @@ def test_boo_driver_csv_and_exit_codes(env, tmp_path):
     p = boo_driver(["--backend", "inductor", *GEMM.split()], env, tmp_path)
     assert p.returncode == 2 and "inductor" in p.stderr and "Traceback" not in p.stderr
 
+    # the command quoted as one argument, as boo-tui takes it
+    p = boo_driver([GEMM, "--iter", "5", "--db", str(tmp_path / "r.db")], env, tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[0].startswith("gemm -k 16") and ">>> min=" in p.stdout
+
 
 def test_boo_driver_preload_cross_compiles_without_running(env, tmp_path):
     cmds = tmp_path / "p.txt"

@@ -76,6 +76,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         opts, command = split_args(argv)
     except BooError as e:
         return fail(PROG, str(e))
+    if command and len(command[0].split()) > 1:
+        # the command quoted as one argument (as boo-tui takes it): split it shell-style
+        import shlex
+
+        try:
+            command = shlex.split(command[0]) + command[1:]
+        except ValueError as e:
+            return fail(PROG, f"cannot split the command {command[0]!r}: {e}")
     if "-h" in opts or "--help" in opts:
         print(USAGE)
         return EXIT_OK
