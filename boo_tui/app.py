@@ -24,9 +24,13 @@ from textual.widgets import DataTable, Footer, Header, Input, RichLog, Static, T
 from boo_engine import events as ev
 from boo_engine.errors import BooError, one_line
 from boo_engine.results import FINAL_STATUSES, QUEUED
-# Imported here, not in the thread that opens the session: importing it imports torch (~3 s, mostly C
-# extension initialisation holding the GIL), which would freeze the running UI for seconds.
 from boo_engine.session import Session, warm_imports
+
+# The engine imports torch only when it must (the headless front end never does over cached kernels), but a
+# session with a UI may need it mid-run (the reproducer inputs of a newly compiled kernel), and importing torch
+# then, in an engine thread, would hold the GIL (C extension initialisation) and freeze the UI for ~1 s. So the
+# dashboard pays for it here, before its first frame.
+import torch  # noqa: E402,F401
 
 from . import dialogs
 from .bridge import Deferred, EngineEvent, EventBridge, SamplesReady

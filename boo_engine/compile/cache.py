@@ -86,6 +86,20 @@ def _run_version(exe: str) -> str:
 
 
 @functools.lru_cache(maxsize=None)
+def torch_version() -> str:
+    """The installed torch's version (the exported MLIR depends on it), read from its package metadata: a
+    cache lookup must not import torch (~1 s)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:  # a source checkout on sys.path
+        import torch
+
+        return str(torch.__version__)
+
+
+@functools.lru_cache(maxsize=None)
 def _class_source_digest(cls: type) -> str:
     """Digest of every Python file in the package folder defining a signature class (e.g. boo_engine/ops/):
     a change to how an op is expressed must miss the index, since the MLIR may change while the signature's
@@ -176,10 +190,8 @@ class KernelCache:
         return h.hexdigest()
 
     def index_key(self, sig: Any, flags: list[str], target_identity: str, variant_key: str) -> str:
-        import torch
-
         material = [f"schema{SCHEMA}", type(sig).__module__, type(sig).__qualname__, repr(sig),
-                    _class_source_digest(type(sig)), torch.__version__, list(flags), target_identity,
+                    _class_source_digest(type(sig)), torch_version(), list(flags), target_identity,
                     variant_key, self.compiler_version]
         return hashlib.sha256(json.dumps(material).encode()).hexdigest()
 

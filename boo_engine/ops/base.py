@@ -8,19 +8,45 @@ with eager PyTorch, and how much work one call does.
 from __future__ import annotations
 
 import abc
-from typing import Any, ClassVar, Sequence
+import functools
+from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Mapping, Sequence
 
-import torch
+from ._lazy import torch
 
-DTYPES: dict[str, torch.dtype] = {
-    "float32": torch.float32,
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-}
+if TYPE_CHECKING:
+    import torch  # noqa: F811
+
+#: bytes per element of each supported dtype (names as in kernel names: float32, float16, bfloat16)
+ELEMENT_BYTES: dict[str, int] = {"float32": 4, "float16": 2, "bfloat16": 2}
+
+
+class _TorchDtypes(Mapping):
+    """dtype name -> torch.dtype. Asking which names exist does not import torch; looking one up does."""
+
+    def __getitem__(self, name: str) -> "torch.dtype":
+        if name not in ELEMENT_BYTES:
+            raise KeyError(name)
+        return getattr(torch, name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in ELEMENT_BYTES
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(ELEMENT_BYTES)
+
+    def __len__(self) -> int:
+        return len(ELEMENT_BYTES)
+
+
+DTYPES: Mapping[str, "torch.dtype"] = _TorchDtypes()
 
 
 class OpSignature(abc.ABC):
-    """One kernel. Subclasses are `@dataclass(frozen=True)` with a `dtype_name` field (a key of DTYPES)."""
+    """One kernel. Subclasses are `@dataclass(frozen=True)` with a `dtype_name` field (a key of DTYPES).
+
+    Parsing, naming, shapes, dtype names, the cost model and describe() never import torch: a process that
+    only parses, looks kernels up and stores results (the headless front end, the dashboard) starts ~1 s
+    sooner without it. Tensors, torch dtypes and the reference import it on first use."""
 
     #: op family: "conv", "layernorm", "gemm", "bnorm"
     op: ClassVar[str]
@@ -46,16 +72,23 @@ class OpSignature(abc.ABC):
     def input_shapes(self) -> list[tuple[int, ...]]:
         """Shapes of the call arguments, in call order (all of dtype `self.dtype`)."""
 
+    def input_dtype_names(self) -> list[str]:
+        """Dtype names of the call arguments, in call order."""
+        return [self.dtype_name] * len(self.input_shapes())
+
     def input_dtypes(self) -> list[torch.dtype]:
-        return [self.dtype] * len(self.input_shapes())
+        return [DTYPES[n] for n in self.input_dtype_names()]
 
     @abc.abstractmethod
     def output_shapes(self) -> list[tuple[int, ...]]:
         """Shapes of the results, in order (one entry when the op returns a single tensor)."""
 
+    def output_dtype_names(self) -> list[str]:
+        """Dtype names of the results (batch norm keeps float32 statistics beside 16-bit activations)."""
+        return [self.dtype_name] * len(self.output_shapes())
+
     def output_dtypes(self) -> list[torch.dtype]:
-        """Dtypes of the results (batch norm keeps float32 statistics beside 16-bit activations)."""
-        return [self.dtype] * len(self.output_shapes())
+        return [DTYPES[n] for n in self.output_dtype_names()]
 
     @property
     def returns_tuple(self) -> bool:
@@ -89,7 +122,7 @@ class OpSignature(abc.ABC):
 
     def as_module(self) -> torch.nn.Module:
         """A module whose forward(*args) is `reference(*args)`, for torch.export."""
-        return _ReferenceModule(self)
+        return _reference_module_class()(self)
 
     # ---- cost model -----------------------------------------------------------------------------------
     @property
@@ -100,8 +133,9 @@ class OpSignature(abc.ABC):
     @property
     def bytes(self) -> int:
         """Minimum memory traffic of one call: every input read once and every output written once."""
-        pairs = list(zip(self.input_shapes(), self.input_dtypes())) + list(zip(self.output_shapes(), self.output_dtypes()))
-        return sum(_numel(s) * torch.empty((), dtype=dt).element_size() for s, dt in pairs)
+        pairs = (list(zip(self.input_shapes(), self.input_dtype_names()))
+                 + list(zip(self.output_shapes(), self.output_dtype_names())))
+        return sum(_numel(s) * ELEMENT_BYTES[dt] for s, dt in pairs)
 
     # ---- description ----------------------------------------------------------------------------------
     @abc.abstractmethod
@@ -123,13 +157,19 @@ class OpSignature(abc.ABC):
         return self.func_name
 
 
-class _ReferenceModule(torch.nn.Module):
-    def __init__(self, sig: OpSignature):
-        super().__init__()
-        self._sig = sig
+@functools.cache
+def _reference_module_class() -> type:
+    """The torch.nn.Module wrapping a signature's reference (defined on first use: it needs torch)."""
 
-    def forward(self, *args: torch.Tensor):
-        return self._sig.reference(*args)
+    class _ReferenceModule(torch.nn.Module):
+        def __init__(self, sig: OpSignature):
+            super().__init__()
+            self._sig = sig
+
+        def forward(self, *args: torch.Tensor):
+            return self._sig.reference(*args)
+
+    return _ReferenceModule
 
 
 def _numel(shape: Sequence[int]) -> int:

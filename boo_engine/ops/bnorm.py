@@ -18,9 +18,12 @@ through IREE's torch input without a decomposition pass. Momentum 0.1 and epsilo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import torch
+from boo_engine.ops._lazy import torch
+
+if TYPE_CHECKING:
+    import torch  # noqa: F811
 
 from boo_engine.ops._common import check_dtype, check_size, fail, numel, shape_str
 from boo_engine.ops.base import OpSignature
@@ -110,14 +113,14 @@ class BatchNormSignature(OpSignature):
     def input_shapes(self) -> list[tuple[int, ...]]:
         return [self.input_shape if self._is_data(r) else self.param_shape for r in self._roles()]
 
-    def input_dtypes(self) -> list[torch.dtype]:
-        return [self.dtype if self._is_data(r) else torch.float32 for r in self._roles()]
+    def input_dtype_names(self) -> list[str]:
+        return [self.dtype_name if self._is_data(r) else "float32" for r in self._roles()]
 
     def output_shapes(self) -> list[tuple[int, ...]]:
         return [self.input_shape if self._is_data(r) else self.param_shape for r in self.result_names()]
 
-    def output_dtypes(self) -> list[torch.dtype]:
-        return [self.dtype if self._is_data(r) else torch.float32 for r in self.result_names()]
+    def output_dtype_names(self) -> list[str]:
+        return [self.dtype_name if self._is_data(r) else "float32" for r in self.result_names()]
 
     # ---- identity -------------------------------------------------------------------------------------
     @property
@@ -222,16 +225,6 @@ class BatchNormSignature(OpSignature):
         scale and shift 2), inference 4, backward 10 (x-hat 2, two reductions 3, input grad 5)."""
         per = {"forward_training": 8, "forward_inference": 4, "backward": 10}[self.bnorm_mode]
         return per * numel(self.input_shape)
-
-    @property
-    def bytes(self) -> int:
-        """Every input read once and every output written once, each at its own dtype (params are float32)."""
-        def size(dt: torch.dtype) -> int:
-            return torch.tensor([], dtype=dt).element_size()
-
-        ins = sum(numel(s) * size(d) for s, d in zip(self.input_shapes(), self.input_dtypes()))
-        outs = sum(numel(s) * size(d) for s, d in zip(self.output_shapes(), self.output_dtypes()))
-        return ins + outs
 
     def describe(self) -> dict[str, Any]:
         return {

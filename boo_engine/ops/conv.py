@@ -8,9 +8,12 @@ results back, so an NHWC command takes NHWC tensors and returns NHWC tensors.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import torch
+from boo_engine.ops._lazy import torch
+
+if TYPE_CHECKING:
+    import torch  # noqa: F811
 
 from boo_engine.ops._common import BACKWARD_MODE_NAMES, check_dtype, check_size, fail, numel, shape_str
 from boo_engine.ops.base import OpSignature
@@ -236,10 +239,6 @@ class ConvSignature(OpSignature):
     def _conv_args(self) -> tuple[list[int], list[int], list[int], bool, list[int], int]:
         return (list(self.stride), list(self.padding), list(self.dilation), self.transposed,
                 list(self.output_padding), self.groups)
-
-    def output_dtypes(self) -> list[torch.dtype]:
-        """Every result has the op's dtype (bnorm, with float32 statistics, is the op where this differs)."""
-        return [self.dtype] * len(self.output_shapes())
 
     def reference(self, *args: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
         tl = self._torch_layout

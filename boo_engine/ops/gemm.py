@@ -4,9 +4,12 @@ stored layout of the matrix they belong to (transposed when that matrix is store
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import torch
+from boo_engine.ops._lazy import torch
+
+if TYPE_CHECKING:
+    import torch  # noqa: F811
 
 from boo_engine.ops._common import check_dtype, check_size, fail
 from boo_engine.ops.base import OpSignature
@@ -67,10 +70,6 @@ class GemmSignature(OpSignature):
 
     def output_shapes(self) -> list[tuple[int, ...]]:
         return [{1: (self.m, self.n), 2: self.a_shape, 3: self.b_shape}[self.forw]]
-
-    def output_dtypes(self) -> list[torch.dtype]:
-        """Every result has the op's dtype (bnorm, with float32 statistics, is the op where this differs)."""
-        return [self.dtype] * len(self.output_shapes())
 
     def reference(self, *args: torch.Tensor) -> torch.Tensor:
         if self.forw == 1:

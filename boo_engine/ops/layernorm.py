@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import torch
+from boo_engine.ops._lazy import torch
+
+if TYPE_CHECKING:
+    import torch  # noqa: F811
 
 from boo_engine.ops._common import BACKWARD_MODE_NAMES, check_dtype, check_size, fail, numel, shape_str
 from boo_engine.ops.base import OpSignature
@@ -151,10 +154,6 @@ class LayerNormSignature(OpSignature):
         return tuple(args)
 
     # ---- reference ------------------------------------------------------------------------------------
-    def output_dtypes(self) -> list[torch.dtype]:
-        """Every result has the op's dtype (bnorm, with float32 statistics, is the op where this differs)."""
-        return [self.dtype] * len(self.output_shapes())
-
     def reference(self, *args: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
         roles = self._arg_roles()
         a = dict(zip(roles, args))
