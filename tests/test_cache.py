@@ -235,20 +235,26 @@ def test_cancel_mid_compile_leaves_no_staging_folder(tmp_path):
 def test_sweep_removes_only_dead_processes_leftovers(tmp_path):
     import subprocess
 
+    from boo_engine.compile.cache import _host_tag
+
     cache = KernelCache(tmp_path)
     func = "gemm_dummy"
     dead = subprocess.Popen(["true"])
     dead.wait()
+    host = _host_tag()
     d = cache.func_dir(func)
     d.mkdir(parents=True)
-    (d / f".tmp-0123456789abcdef-{dead.pid}-x1").mkdir()
-    (d / f".trash-0123456789abcdef-{dead.pid}-x2").mkdir()
-    (d / f".tmp-0123456789abcdef-{os.getpid()}-x3").mkdir()  # ours: live work
-    (d / f".tmp-0123456789abcdef-{os.getppid()}-x4").mkdir()  # another live process
-    (d / "0123456789abcdef").mkdir()  # an entry
+    keep = [f".tmp-0123456789abcdef-{os.getpid()}-{host}-x3",    # ours: live work
+            f".tmp-0123456789abcdef-{os.getppid()}-{host}-x4",   # another live process
+            f".tmp-0123456789abcdef-{dead.pid}-0badc0de-x5",     # another host's (a shared cache): not ours to judge
+            "0123456789abcdef"]                                   # an entry
+    for name in keep + [f".tmp-0123456789abcdef-{dead.pid}-{host}-x1", f".trash-0123456789abcdef-{dead.pid}-{host}-x2"]:
+        (d / name).mkdir()
     assert cache.sweep_orphans(func) == 2
-    assert sorted(p.name for p in d.iterdir()) == sorted(
-        [f".tmp-0123456789abcdef-{os.getpid()}-x3", f".tmp-0123456789abcdef-{os.getppid()}-x4", "0123456789abcdef"])
+    assert sorted(p.name for p in d.iterdir()) == sorted(keep)
+    # and a staging folder made now is named so that it can be swept the same way
+    staging = cache.staging_dir(func, "f" * 64)
+    assert staging.name.startswith(f".tmp-ffffffffffffffff-{os.getpid()}-{host}-")
 
 
 def test_cache_on_zero_uses_a_private_temporary_cache(monkeypatch, tmp_path):

@@ -249,11 +249,12 @@ class KernelCache:
         parent = self.func_dir(func_name)
         parent.mkdir(parents=True, exist_ok=True)
         self.sweep_orphans(func_name)
-        return Path(tempfile.mkdtemp(dir=parent, prefix=f".tmp-{key[:16]}-{os.getpid()}-"))
+        return Path(tempfile.mkdtemp(dir=parent, prefix=f".tmp-{key[:16]}-{_owner_tag()}-"))
 
     def sweep_orphans(self, func_name: str) -> int:
-        """Remove the staging and trash folders of processes that no longer exist (a compile worker killed by
-        a cancel, a timeout or SIGKILL dies without cleaning up). Returns how many were removed."""
+        """Remove the staging and trash folders of processes of this host that no longer exist (a compile
+        worker killed by a cancel, a timeout or SIGKILL dies without cleaning up); a cache shared between hosts
+        keeps the others' folders. Returns how many were removed."""
         removed = 0
         with contextlib.suppress(OSError):
             for d in self.func_dir(func_name).iterdir():
@@ -289,7 +290,7 @@ class KernelCache:
         final = self.entry_dir(func_name, key)
         if not final.exists():
             return
-        trash = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".trash-{key[:16]}-{os.getpid()}-"))
+        trash = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".trash-{key[:16]}-{_owner_tag()}-"))
         with contextlib.suppress(OSError):
             os.rename(final, trash / "old")
         shutil.rmtree(trash, ignore_errors=True)
@@ -336,10 +337,22 @@ def default_cache() -> KernelCache:
         return _default
 
 
+def _host_tag() -> str:
+    import socket
+
+    return hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+
+
+def _owner_tag() -> str:
+    """`PID-HOST` for a staging or trash folder's name: who made it, so its leftovers can be swept safely."""
+    return f"{os.getpid()}-{_host_tag()}"
+
+
 def _owner_pid(name: str) -> int | None:
-    """The pid in a `.tmp-KEY-PID-XXXX` / `.trash-KEY-PID-XXXX` folder name; None for anything else."""
+    """The pid in a `.tmp-KEY-PID-HOST-XXXX` / `.trash-KEY-PID-HOST-XXXX` folder made on THIS host; None for
+    anything else (other hosts' folders, entries)."""
     parts = name.split("-")
-    if len(parts) < 4 or parts[0] not in (".tmp", ".trash") or not parts[2].isdigit():
+    if len(parts) < 5 or parts[0] not in (".tmp", ".trash") or not parts[2].isdigit() or parts[3] != _host_tag():
         return None
     return int(parts[2])
 

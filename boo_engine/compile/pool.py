@@ -367,7 +367,9 @@ class _Worker:
         self.job: _Job | None = None
 
     def kill(self) -> None:
-        if self.proc.pid:
+        # exitcode None: still running, or dead but not reaped, so the pid is still ours (a reaped pid may be
+        # reused by an unrelated process)
+        if self.proc.pid and self.proc.exitcode is None:
             _kill_tree(self.proc.pid)  # the worker, its iree-compile and the compiler's linker
         self.proc.join(timeout=5)
         with contextlib.suppress(OSError):
