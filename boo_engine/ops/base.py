@@ -45,8 +45,8 @@ class OpSignature(abc.ABC):
     """One kernel. Subclasses are `@dataclass(frozen=True)` with a `dtype_name` field (a key of DTYPES).
 
     Parsing, naming, shapes, dtype names, the cost model and describe() never import torch: a process that
-    only parses, looks kernels up and stores results (the headless front end, the dashboard) starts ~1 s
-    sooner without it. Tensors, torch dtypes and the reference import it on first use."""
+    only parses, looks kernels up and stores results (the headless front end over cached kernels) never pays
+    its ~1 s import. Tensors, torch dtypes and the reference import it on first use."""
 
     #: op family: "conv", "layernorm", "gemm", "bnorm"
     op: ClassVar[str]
