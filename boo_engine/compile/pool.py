@@ -378,7 +378,8 @@ class _Worker:
 
 def _worker_main(conn: multiprocessing.connection.Connection, cache: KernelCache, timeout_s: float) -> None:
     redirect_output_if_asked()
-    os.setpgid(0, 0)  # own process group, same session (see the module docstring)
+    with contextlib.suppress(OSError):  # (if refused, a cancel still kills us: _kill_tree signals pids too)
+        os.setpgid(0, 0)  # own process group, same session (see the module docstring)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     # a background group writing to a terminal set to `stty tostop` would be stopped mid-compile
     signal.signal(signal.SIGTTOU, signal.SIG_IGN)
