@@ -268,14 +268,22 @@ def _run_compiler_once(cmd: list[str], shown: list[str], func: str, timeout_s: f
     return time.perf_counter() - t0
 
 
-def _cpu_ticks(pid: int) -> int | None:
-    """user + system CPU ticks of a process (all its threads), or None where /proc cannot tell."""
+def _proc_stat(pid: int | str) -> list[bytes] | None:
+    """The fields of /proc/PID/stat after the command name (field 3, the state, first), or None where /proc
+    cannot tell (gone, not Linux). The name is cut at its LAST ')': it may itself contain spaces and ')'."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-        return int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of the whole line)
-    except (OSError, IndexError, ValueError):
+            return f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
         return None
+
+
+def _cpu_ticks(pid: int) -> int | None:
+    """user + system CPU ticks of a process (all its threads), or None where /proc cannot tell."""
+    fields = _proc_stat(pid)
+    if not fields or len(fields) < 13 or not (fields[11].isdigit() and fields[12].isdigit()):
+        return None
+    return int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of the whole line)
 
 
 def _first_error(text: str) -> str:
@@ -301,12 +309,9 @@ def _descendants(pid: int) -> list[int]:
     for name in names:
         if not name.isdigit():
             continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(name))
+        fields = _proc_stat(name)
+        if fields and len(fields) > 1 and fields[1].isdigit():  # ppid: field 4 of the whole line
+            children.setdefault(int(fields[1]), []).append(int(name))
     out, todo = [], [pid]
     while todo:
         for c in children.get(todo.pop(), []):
