@@ -337,6 +337,7 @@ def default_cache() -> KernelCache:
         return _default
 
 
+@functools.cache
 def _host_tag() -> str:
     import socket
 
