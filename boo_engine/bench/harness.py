@@ -104,9 +104,12 @@ def measure(
     load = _HostLoad()
     deadline = t_start + int(max_time_s * 1e9) if max_time_s is not None else None
     try:
+        warm_calls, est_ns, cancelled = _warm_up(call, sync, warmup_s, min_warmup_calls, deadline, cancel)
+        # Our own costs are calibrated after the warm-up, on a core the warm-up has brought up to speed: taken
+        # first (a few ms, often right after the process was idle) they came out up to 2x high now and then,
+        # which inflated k and the reported overhead.
         timer_ns = _timer_overhead_ns()
         loop_ns = _loop_overhead_ns()
-        warm_calls, est_ns, cancelled = _warm_up(call, sync, warmup_s, min_warmup_calls, deadline, cancel)
         k = block_k if block_k is not None else choose_block_k(est_ns, timer_ns, loop_ns)
         samples: list[float] = []
         truncated = False
