@@ -1,9 +1,14 @@
 """Is a variant really faster than the baseline? Median ratio, bootstrap CI, Mann-Whitney U, a verdict.
 
-A verdict needs BOTH statistical significance (two-sided Mann-Whitney U, p < alpha) AND an effect big enough to
-matter (|ratio - 1| >= min_effect): with thousands of samples a 0.5% difference is "significant" yet nobody
-should act on it, and with a handful of noisy samples a 30% difference may be luck (as asv and google-benchmark's
-compare.py decide). The ratio is median(variant) / median(baseline): below 1 the variant is faster.
+The ratio is median(variant) / median(baseline): below 1 the variant is faster. The verdict (`Verdict`):
+- faster / slower: statistically significant (two-sided Mann-Whitney U, p < alpha) AND an effect big enough to
+  matter (|ratio - 1| >= min_effect) AND a confidence interval that excludes 1.0. With thousands of samples a
+  0.5% difference is "significant" yet nobody should act on it; with a handful of noisy samples a 30% difference
+  may be luck (asv and google-benchmark's compare.py decide the same way). The CI condition keeps a verdict from
+  contradicting the interval printed beside it (seen before it existed: `1.091x [0.983, 1.169] slower`).
+- same: the whole CI lies inside [1 - min_effect, 1 + min_effect]: a change that matters is ruled out.
+- unclear: neither (NVBench's AMBIGUOUS): the data cannot tell; measure longer or on a quieter machine.
+- insufficient: fewer than MIN_SAMPLES samples on a side.
 
 Comparisons of a whole run are keyed by `comparison_key(result)` = (target, command, column label), where the
 column label is the variant name for the IREE backend and "torch" for eager PyTorch, so the torch reference is
@@ -14,16 +19,29 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from enum import StrEnum
 from typing import Any, TypeVar
 
 import numpy as np
 
 from .results import DONE, IREE, TORCH, JobResult
 
-FASTER = "faster"
-SLOWER = "slower"
-SAME = "same"
-INSUFFICIENT = "insufficient"
+
+
+class Verdict(StrEnum):
+    """What a comparison concludes (values as stored in the exports)."""
+
+    FASTER = "faster"
+    SLOWER = "slower"
+    SAME = "same"
+    UNCLEAR = "unclear"
+    INSUFFICIENT = "insufficient"
+
+
+FASTER, SLOWER, SAME = Verdict.FASTER, Verdict.SLOWER, Verdict.SAME
+UNCLEAR, INSUFFICIENT = Verdict.UNCLEAR, Verdict.INSUFFICIENT
+#: --min-effect's default: the smallest change of the median ratio called faster or slower
+DEFAULT_MIN_EFFECT = 0.03
 #: fewer samples than this on either side: no verdict (Mann-Whitney U cannot reach p < 0.05 with 3 vs 3)
 MIN_SAMPLES = 5
 BASELINE_LABEL = "baseline"
@@ -39,7 +57,7 @@ class Comparison:
     ci_low: float           # bootstrap confidence interval of the ratio (95% by default)
     ci_high: float
     p_value: float          # two-sided Mann-Whitney U; NaN when not computed
-    verdict: str            # FASTER | SLOWER | SAME | INSUFFICIENT
+    verdict: Verdict
     n_baseline: int
     n_variant: int
     baseline_median_us: float
@@ -71,7 +89,7 @@ def compare_samples(
     baseline_us: Sequence[float],
     variant_us: Sequence[float],
     *,
-    min_effect: float = 0.03,
+    min_effect: float = DEFAULT_MIN_EFFECT,
     alpha: float = 0.05,
     n_boot: int = 2000,
     seed: int = 0,
@@ -97,10 +115,22 @@ def compare_samples(
     if not math.isfinite(p_value):   # all samples identical on both sides
         p_value = 1.0
     ci_low, ci_high = _bootstrap_ratio_ci(b, v, n_boot=n_boot, seed=seed, confidence=confidence)
-    verdict = SAME
-    if p_value < alpha and math.isfinite(ratio) and abs(ratio - 1.0) >= min_effect:
-        verdict = FASTER if ratio < 1.0 else SLOWER
+    verdict = decide(ratio, ci_low, ci_high, p_value, min_effect=min_effect, alpha=alpha)
     return Comparison(ratio, ci_low, ci_high, p_value, verdict, nb, nv, mb, mv)
+
+
+def decide(ratio: float, ci_low: float, ci_high: float, p_value: float, *, min_effect: float = DEFAULT_MIN_EFFECT,
+           alpha: float = 0.05) -> Verdict:
+    """The verdict rule of the module docstring. It can never contradict its interval: faster / slower need a CI
+    that excludes 1.0, same needs a CI inside the +-min_effect band."""
+    if not all(math.isfinite(x) for x in (ratio, ci_low, ci_high, p_value)):
+        return UNCLEAR
+    excludes_one = ci_high < 1.0 or ci_low > 1.0
+    if p_value < alpha and abs(ratio - 1.0) >= min_effect and excludes_one:
+        return FASTER if ratio < 1.0 else SLOWER
+    if 1.0 - min_effect <= ci_low and ci_high <= 1.0 + min_effect:
+        return SAME
+    return UNCLEAR
 
 
 def _ratio(num: float, den: float) -> float:
@@ -170,6 +200,7 @@ class VariantSummary:
     faster: int
     slower: int
     same: int
+    unclear: int
     insufficient: int
 
     @property
@@ -187,13 +218,14 @@ def summarize(comparisons_by_variant: Mapping[str, Iterable[Comparison]]) -> dic
     out: dict[str, VariantSummary] = {}
     for name, comps in comparisons_by_variant.items():
         comps = list(comps)
-        counts = {k: sum(1 for c in comps if c.verdict == k) for k in (FASTER, SLOWER, SAME, INSUFFICIENT)}
+        counts = {k: sum(1 for c in comps if c.verdict == k) for k in Verdict}
         out[name] = VariantSummary(
             geomean_ratio=geomean(c.ratio for c in comps),
             n=len(comps),
             faster=counts[FASTER],
             slower=counts[SLOWER],
             same=counts[SAME],
+            unclear=counts[UNCLEAR],
             insufficient=counts[INSUFFICIENT],
         )
     return out
@@ -231,7 +263,7 @@ def compare_results(
     results: Iterable[JobResult],
     *,
     baseline: str = BASELINE_LABEL,
-    min_effect: float = 0.03,
+    min_effect: float = DEFAULT_MIN_EFFECT,
     alpha: float = 0.05,
     n_boot: int = 2000,
     seed: int = 0,
@@ -266,7 +298,7 @@ def compare_runs(
     before: Iterable[JobResult],
     after: Iterable[JobResult],
     *,
-    min_effect: float = 0.03,
+    min_effect: float = DEFAULT_MIN_EFFECT,
     alpha: float = 0.05,
     n_boot: int = 2000,
     seed: int = 0,

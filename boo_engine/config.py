@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .compare import DEFAULT_MIN_EFFECT
 from .results import IREE, TORCH
 from .variants import BASELINE, Variant
 
@@ -26,7 +27,7 @@ class SessionConfig:
     compile_timeout_s: float = 600.0
     bench_timeout_s: float | None = None      # None: derived from max_time_s
     rounds: int = 5                           # interleaving rounds when a command has several jobs
-    min_effect: float = 0.03                  # smallest time ratio change called faster / slower
+    min_effect: float = DEFAULT_MIN_EFFECT    # smallest time ratio change called faster / slower
     extra_args: tuple[str, ...] = ()          # appended to every command (a CLI --iter 5 overrides files)
     resume: int | str | None = None           # continue this run id (or "last") without redoing finished jobs
     command_line: str = ""                    # recorded with the run

@@ -24,9 +24,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .compare import (BASELINE_LABEL, FASTER, INSUFFICIENT, SAME, SLOWER, Comparison, by_variant,
-                      column_label, compare_results, comparison_key, summarize)
+from .compare import (BASELINE_LABEL, DEFAULT_MIN_EFFECT, FASTER, INSUFFICIENT, SAME, SLOWER, UNCLEAR, Comparison,
+                      by_variant, column_label, compare_results, comparison_key, summarize)
 from .errors import BooError
+from .fsutil import atomic_write
 from .results import DONE, FAILED, JobResult
 
 FORMATS = (".csv", ".json", ".md")
@@ -88,30 +89,10 @@ def check_export_path(path: str | os.PathLike[str], *, formats: Sequence[str] = 
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    tmp: str | None = None
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())   # mkstemp makes 0600; an export is an ordinary file
-        os.replace(tmp, path)
-        tmp = None
+        atomic_write(path, text, fsync=True)
     except OSError as e:
         raise ExportError(f"export {path}: {e.strerror or e}") from None
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 # --- entry points --------------------------------------------------------------------------------------------
@@ -123,23 +104,26 @@ def export_results(
     environment: dict[str, Any] | None = None,
     run: dict[str, Any] | None = None,
     comparisons: Comparisons | None = None,
+    min_effect: float = DEFAULT_MIN_EFFECT,
 ) -> None:
     """Write `results` to `path` in the format its extension names (.csv, .json, .md).
 
     `comparisons` maps `compare.comparison_key(result)` to its Comparison against the baseline; when None they
-    are computed here from the samples (`compare.compare_results`).
+    are computed here from the samples (`compare.compare_results`). `min_effect`: the run's --min-effect (the
+    Markdown legend states it).
     """
     p = check_export_path(path)
     fmt = export_format(p)
     results = list(results)
     if comparisons is None:
-        comparisons = compare_results(results)
+        comparisons = compare_results(results, min_effect=min_effect)
     if fmt == ".csv":
         text = render_csv(results, comparisons)
     elif fmt == ".json":
         text = render_json(results, environment=environment, run=run, comparisons=comparisons)
     else:
-        text = render_markdown(results, environment=environment, run=run, comparisons=comparisons)
+        text = render_markdown(results, environment=environment, run=run, comparisons=comparisons,
+                               min_effect=min_effect)
     _write_atomic(p, text)
 
 
@@ -243,7 +227,16 @@ def render_json(results: Sequence[JobResult], *, environment: dict[str, Any] | N
 
 # --- Markdown ------------------------------------------------------------------------------------------------
 
-_MARK = {FASTER: "✅ faster", SLOWER: "❌ slower", SAME: "≈ same", INSUFFICIENT: "❔ too few samples"}
+_MARK = {FASTER: "✅ faster", SLOWER: "❌ slower", SAME: "≈ same", UNCLEAR: "❓ unclear",
+         INSUFFICIENT: "❔ too few samples"}
+
+
+def verdict_legend(min_effect: float) -> str:
+    """What a verdict means, with the run's --min-effect (the Markdown export's legend; the dashboard shows it too)."""
+    pct = f"{min_effect * 100:g}%"
+    return ("Ratios: median(variant) / median(baseline) (< 1 is faster) with a 95% bootstrap CI. faster / slower: "
+            f"Mann-Whitney p < 0.05, a change of at least {pct} and a CI excluding 1; same: the CI lies within "
+            f"±{pct}; unclear: neither (measure longer or on a quieter machine).")
 
 
 def _md_escape(text: str) -> str:
@@ -344,10 +337,11 @@ def _short_iree_version(line: str) -> str:
 
 
 def render_markdown(results: Sequence[JobResult], *, environment: dict[str, Any] | None = None,
-                    run: dict[str, Any] | None = None, comparisons: Comparisons | None = None) -> str:
+                    run: dict[str, Any] | None = None, comparisons: Comparisons | None = None,
+                    min_effect: float = DEFAULT_MIN_EFFECT) -> str:
     """The Markdown document (also what the headless run prints). `comparisons` None: computed from samples."""
     results = list(results)
-    comparisons = comparisons if comparisons is not None else compare_results(results)
+    comparisons = comparisons if comparisons is not None else compare_results(results, min_effect=min_effect)
     lines = _header_lines(results, environment, run)
     labels: list[str] = []
     cells: dict[tuple[str, str], dict[str, JobResult]] = {}
@@ -375,14 +369,14 @@ def render_markdown(results: Sequence[JobResult], *, environment: dict[str, Any]
                 continue
             gm = f"{s.geomean_ratio:.3f}x" if math.isfinite(s.geomean_ratio) else "-"
             parts.append(f"**{_md_escape(label)}** {gm} ({s.faster} faster, {s.slower} slower, {s.same} same"
+                         + (f", {s.unclear} unclear" if s.unclear else "")
                          + (f", {s.insufficient} too few samples" if s.insufficient else "") + ")")
         lines += ["", "Geomean latency ratio vs baseline (< 1 is faster): " + " · ".join(parts)]
     n_failed = sum(1 for r in results if r.status == FAILED)
     n_noisy = sum(1 for r in results if r.noisy)
     notes = ["Times are median microseconds per call."]
     if comparisons:
-        notes.append("Ratios: median(variant) / median(baseline) with a 95% bootstrap CI; a verdict needs "
-                     "Mann-Whitney p < 0.05 and a change of at least 3%.")
+        notes.append(verdict_legend(min_effect))
     if n_noisy:
         notes.append(f"⚠ = noisy measurement ({n_noisy}).")
     if n_failed:

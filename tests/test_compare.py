@@ -5,8 +5,10 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from boo_engine.compare import (FASTER, INSUFFICIENT, SAME, SLOWER, Comparison, by_variant, column_label,
+from boo_engine.compare import (FASTER, INSUFFICIENT, SAME, SLOWER, UNCLEAR, decide, Comparison, by_variant, column_label,
                                 compare_results, compare_runs, compare_samples, geomean, regressions, summarize)
 from boo_engine.results import DONE, FAILED, JobResult
 
@@ -61,7 +63,7 @@ def test_big_noisy_shift_with_few_samples_is_not_significant():
     c = compare_samples(b, v)
     assert c.ratio > 1.2
     assert c.p_value > 0.05
-    assert c.verdict == SAME
+    assert c.verdict == UNCLEAR   # a +23% point estimate the data cannot confirm nor rule out
     assert c.ci_low < 1.0 < c.ci_high
 
 
@@ -147,3 +149,32 @@ def test_compare_runs_cell_by_cell():
     assert comps[("cpu", "c2", "baseline")].verdict == SAME
     assert [k[1] for k, _ in regressions(comps, 10)] == ["c1"]
     assert regressions(comps, 25) == []
+
+
+# --- verdicts never contradict their interval -------------------------------------------------------------------
+
+def test_significant_effect_whose_ci_contains_one_is_unclear_not_slower():
+    # seen in a real export before the CI condition existed: "1.091x [0.983, 1.169] slower"
+    assert decide(1.091, 0.983, 1.169, 0.01, min_effect=0.03) == UNCLEAR
+    assert decide(1.091, 1.02, 1.169, 0.01, min_effect=0.03) == SLOWER
+    assert decide(0.90, 0.85, 0.95, 0.01, min_effect=0.03) == FASTER
+
+
+def test_same_needs_the_whole_interval_inside_the_min_effect_band():
+    assert decide(1.005, 0.99, 1.02, 0.4, min_effect=0.03) == SAME
+    assert decide(1.005, 0.95, 1.06, 0.4, min_effect=0.03) == UNCLEAR   # a 5% change is not ruled out
+    assert decide(1.005, 0.95, 1.06, 0.4, min_effect=0.10) == SAME      # ... but a 10% one is
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(1.0, 1000.0), min_size=5, max_size=40),
+       st.lists(st.floats(1.0, 1000.0), min_size=5, max_size=40),
+       st.sampled_from([0.0, 0.03, 0.1]))
+def test_no_verdict_contradicts_its_confidence_interval(b, v, min_effect):
+    c = compare_samples(b, v, min_effect=min_effect, n_boot=200)
+    if c.verdict == FASTER:
+        assert c.ci_high < 1.0 and c.p_value < 0.05 and c.ratio <= 1.0 - min_effect
+    elif c.verdict == SLOWER:
+        assert c.ci_low > 1.0 and c.p_value < 0.05 and c.ratio >= 1.0 + min_effect
+    elif c.verdict == SAME:
+        assert 1.0 - min_effect <= c.ci_low and c.ci_high <= 1.0 + min_effect
