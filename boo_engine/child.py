@@ -3,15 +3,18 @@ from __future__ import annotations
 
 import os
 
-#: When set, children write their stdout and stderr to this file instead of the parent's terminal. The dashboard
-#: sets it: a stray line from a child (a library warning, a runtime message) would otherwise draw over the screen.
-CHILD_LOG_ENV = "BOO_CHILD_LOG"
+from .locations import CHILD_LOG_ENV, child_log
+
+#: CHILD_LOG_ENV: when set, children write their stdout and stderr to this file instead of the parent's terminal.
+#: The dashboard sets it: a stray line from a child (a library warning, a runtime message) would otherwise draw
+#: over the screen.
+__all__ = ["CHILD_LOG_ENV", "redirect_output_if_asked"]
 
 
 def redirect_output_if_asked() -> None:
     """Point file descriptors 1 and 2 at $BOO_CHILD_LOG (appending), so output written below Python (C++ runtime
     messages) is caught too. Without the variable, or if the file cannot be opened, nothing changes."""
-    path = os.environ.get(CHILD_LOG_ENV)
+    path = child_log()
     if not path:
         return
     try:

@@ -57,7 +57,7 @@ class JobFinished(Event):
 @dataclass
 class RunFinished(Event):
     run_id: int = 0
-    status: str = "done"                 # done | failed | cancelled | interrupted
+    status: str = "done"                 # a RunStatus: done | failed | interrupted
     ok: int = 0
     failed: int = 0
 

@@ -7,23 +7,49 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
-# Job status values, in the order a job moves through them.
-QUEUED = "queued"
-EXPORTING = "exporting"
-COMPILING = "compiling"
-CACHED = "cached"          # compiled artifact found in the cache, waiting to be measured
-MEASURING = "measuring"
-DONE = "done"
-FAILED = "failed"
-CANCELLED = "cancelled"
-INTERRUPTED = "interrupted"  # the run stopped (quit, kill) before this job finished
-FINAL_STATUSES = (DONE, FAILED, CANCELLED, INTERRUPTED)
+class Status(StrEnum):
+    """Where a job is, in the order a job moves through them. The values are what SQLite and the exports store."""
 
-# Backends: the IREE kernel, or the same signature in eager PyTorch on the same device.
-IREE = "iree"
-TORCH = "torch"
+    QUEUED = "queued"
+    EXPORTING = "exporting"
+    COMPILING = "compiling"
+    CACHED = "cached"            # compiled artifact found in the cache, waiting to be measured
+    MEASURING = "measuring"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"      # the user cancelled this job
+    INTERRUPTED = "interrupted"  # the run stopped (quit, kill) before this job finished
+
+    @property
+    def final(self) -> bool:
+        return self in FINAL_STATUSES
+
+
+class RunStatus(StrEnum):
+    """What a whole run ended as (a run is never "cancelled": cancelling stops jobs, not the run)."""
+
+    RUNNING = "running"
+    DONE = "done"                # every job succeeded
+    FAILED = "failed"            # some job failed
+    INTERRUPTED = "interrupted"  # the session closed (quit, Ctrl-C, kill) with work in flight
+
+
+class Backend(StrEnum):
+    """Who runs the kernel: the IREE-compiled kernel, or the same signature in eager PyTorch on the same device."""
+
+    IREE = "iree"
+    TORCH = "torch"
+
+
+# Short names, used across the engine.
+QUEUED, EXPORTING, COMPILING, CACHED = Status.QUEUED, Status.EXPORTING, Status.COMPILING, Status.CACHED
+MEASURING, DONE, FAILED = Status.MEASURING, Status.DONE, Status.FAILED
+CANCELLED, INTERRUPTED = Status.CANCELLED, Status.INTERRUPTED
+FINAL_STATUSES: frozenset[Status] = frozenset({DONE, FAILED, CANCELLED, INTERRUPTED})
+IREE, TORCH = Backend.IREE, Backend.TORCH
 
 
 @dataclass

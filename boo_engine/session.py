@@ -342,6 +342,7 @@ class Session:
             path, results, environment=self.environment(),
             run=self.store.run_info(self.run_id) if self.run_id is not None else None,
             comparisons=self.comparisons(results) if comparisons is None else comparisons,
+            min_effect=self.config.min_effect,
         )
 
     def comparisons(self, results: list[JobResult] | None = None) -> dict:

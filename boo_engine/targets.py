@@ -33,6 +33,23 @@ _CUDA_ARCH = re.compile(r"^sm_[0-9]{2,3}a?$")
 _CUDA_UNSUPPORTED = {"sm_90", "sm_90a", "sm_100", "sm_100a"}
 
 
+CPU_DRIVERS = ("local-sync", "local-task")
+
+
+def cpu_driver(threads: int) -> str:
+    """THE CPU driver rule: one thread runs on `local-sync` (inline, the most stable measurement, and what the
+    reproducer uses); more run on `local-task` with that many workers."""
+    return "local-sync" if threads <= 1 else "local-task"
+
+
+def runtime_driver(driver_or_kind: str, threads: int = 1) -> str:
+    """The IREE driver that runs a kernel: for the CPU (`cpu`, `local-sync`, `local-task`) the `cpu_driver` rule
+    for `threads`, otherwise the GPU driver as given (`hip`, `cuda`)."""
+    if driver_or_kind == "cpu" or driver_or_kind in CPU_DRIVERS:
+        return cpu_driver(threads)
+    return driver_or_kind
+
+
 @dataclass(frozen=True)
 class Target:
     """A compile target. `kind` is cpu / hip / cuda; `arch` is "host" for cpu, gfxNNN for hip, sm_NN for cuda.
@@ -75,9 +92,7 @@ class Target:
     @property
     def driver(self) -> str:
         """IREE runtime driver that loads this target's artifacts."""
-        if self.kind == "cpu":
-            return "local-sync" if self.threads <= 1 else "local-task"
-        return self.kind
+        return runtime_driver(self.kind, self.threads)
 
     def identity(self) -> str:
         """What the compiled code depends on, for the cache key: the host CPU (model + feature flags) for cpu,

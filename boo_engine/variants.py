@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
+from . import locations
 from .errors import CompileError, VariantError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -42,7 +43,7 @@ BASELINE_NAME = "baseline"
 #: the attribute our specs put on every op they configure, so "did it apply?" needs no guesswork
 SPEC_MARKER = "__tuning_spec_applied__"
 #: the env var iree-boo-driver reads a tuning spec from
-TUNING_SPEC_ENV = "BOO_TUNING_SPEC_PATH"
+TUNING_SPEC_ENV = locations.TUNING_SPEC_ENV
 #: written by dump_dispatches next to the dumped files: which kernel, and the digest of every original file
 DUMP_MANIFEST = "boo-dump.json"
 SPEC_SUFFIXES = (".mlir", ".mlirbc")
@@ -260,8 +261,7 @@ def _variant_from_table(name: str, t: dict, base: Path, where: str) -> Variant:
 
 def variant_from_env(environ: dict[str, str] | None = None) -> Variant | None:
     """The variant BOO_TUNING_SPEC_PATH asks for (named after the spec's stem), or None when unset/empty."""
-    env = os.environ if environ is None else environ
-    value = (env.get(TUNING_SPEC_ENV) or "").strip()
+    value = locations.tuning_spec_from_env(environ)
     if not value:
         return None
     path = _abs(value, Path.cwd())
@@ -514,11 +514,7 @@ def _preflight_preprocess(value: str) -> None:
 def spec_cache_dir() -> Path:
     """Where linked specs live ($BOO_SPEC_CACHE_DIR, else ~/.cache/boo-tui/linked-specs): a stable place,
     because the kernel cache's compile_command.sh refers to the linked file."""
-    env = os.environ.get("BOO_SPEC_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "boo-tui" / "linked-specs"
+    return locations.linked_spec_dir()
 
 
 def merged_spec_path(specs: Sequence[str]) -> str:

@@ -14,6 +14,7 @@ import tempfile
 from typing import Sequence
 
 from ..errors import BooError
+from ..targets import runtime_driver
 
 
 
@@ -68,9 +69,8 @@ def _find_vmfb(artifact_dir: str) -> str:
 
 
 def _device_flags(driver: str, threads: int) -> list[str]:
-    if driver in ("local-sync", "local-task"):
-        if threads <= 1:
-            return ["--device=local-sync"]
+    driver = runtime_driver(driver, threads)
+    if driver == "local-task":
         return ["--device=local-task", f"--task_topology_max_group_count={threads}"]
     return [f"--device={driver}"]
 

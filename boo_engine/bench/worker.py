@@ -32,7 +32,9 @@ from typing import Any, Callable
 
 from ..child import redirect_output_if_asked
 from ..errors import BooError, one_line
+from ..fsutil import atomic_write
 from ..results import IREE, TORCH, NumericsInfo
+from ..targets import runtime_driver
 
 # How long a started child may take to import torch + IREE and say it is ready.
 STARTUP_TIMEOUT_S = 120.0
@@ -102,9 +104,7 @@ def default_timeout_s(spec: BenchSpec) -> float:
 
 def resolve_driver(spec: BenchSpec) -> str:
     """CPU: local-sync for one thread (the most stable, and what the reproducer uses), local-task otherwise."""
-    if spec.driver in ("local-sync", "local-task"):
-        return "local-sync" if spec.threads <= 1 else "local-task"
-    return spec.driver
+    return runtime_driver(spec.driver, spec.threads)
 
 
 # =========================================================================================================
@@ -462,10 +462,7 @@ def _as_tensor_tuple(out) -> tuple:
 def _save_outputs(outs: tuple, path: str) -> str:
     import torch
 
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp{os.getpid()}"
-    torch.save(list(outs), tmp)
-    os.replace(tmp, path)
+    atomic_write(os.path.abspath(path), lambda f: torch.save(list(outs), f), make_parents=True, private=True)
     return path
 
 

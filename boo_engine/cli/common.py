@@ -6,6 +6,7 @@ import os
 import shlex
 import sys
 
+from .. import locations
 from ..errors import BooError
 from ..results import IREE, TORCH
 
@@ -108,7 +109,7 @@ def job_succeeded(r) -> bool:
 
 def internal_error(prog: str, e: BaseException) -> int:
     """An error that is a bug of ours, not the user's: one line, and the traceback with BOO_DEBUG=1."""
-    if os.environ.get("BOO_DEBUG"):
+    if locations.debug():
         import traceback
 
         traceback.print_exception(e)

@@ -42,7 +42,9 @@ import threading
 from pathlib import Path
 from typing import Any, Iterator
 
-DEFAULT_ROOT = Path("~/.cache/boo-tui/kernels")
+from .. import locations
+from ..fsutil import atomic_write
+
 VMFB = "kernel.vmfb"
 META = "meta.json"
 COMMAND = "compile_command.sh"
@@ -115,16 +117,7 @@ def _class_source_digest(cls: type) -> str:
 
 
 def _atomic_write(path: Path, data: str | bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode() if isinstance(data, str) else data)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    atomic_write(path, data, make_parents=True, private=True)
 
 
 def file_sha256(path: Path) -> str:
@@ -142,12 +135,12 @@ class KernelCache:
     def __init__(self, root: str | os.PathLike | None = None, *, compiler_version: str | None = None):
         self.temporary = False
         if root is None:
-            if os.environ.get("BOO_CACHE_ON", "1").strip().lower() in ("0", "false", "no", "off"):
+            if not locations.cache_enabled():
                 root = tempfile.mkdtemp(prefix="boo-kernels-")
                 self.temporary = True
                 atexit.register(shutil.rmtree, root, True)
             else:
-                root = os.environ.get("BOO_CACHE_DIR") or DEFAULT_ROOT
+                root = locations.cache_root()
         self.root = Path(root).expanduser().resolve()
         self.root.mkdir(parents=True, exist_ok=True)
         self._compiler_version = compiler_version

@@ -22,7 +22,7 @@ import torch
 
 from ..errors import LaunchError
 from ..ops.base import OpSignature
-from ..targets import Target, parse_target
+from ..targets import Target, parse_target, runtime_driver
 from ..variants import BASELINE, Variant
 
 _devices: dict[str, Any] = {}
@@ -69,8 +69,7 @@ def load_artifact(vmfb_path: str, driver: str, threads: int = 1, *, function: st
     """Map a .vmfb and bind its entry point on `driver` (~1 ms for a cached kernel)."""
     import iree.runtime as rt
 
-    if driver == "local-sync" and threads > 1:
-        driver = "local-task"
+    driver = runtime_driver(driver, threads)
     cfg = _runtime_config(driver, threads)
     try:
         ctx = rt.SystemContext(config=cfg)
@@ -180,5 +179,5 @@ def get_launchable(sig: OpSignature, target: Target | str = "cpu", variant: Vari
     art = compile_signature(sig, target, variant or BASELINE, cache=cache,
                             timeout_s=timeout_s or DEFAULT_TIMEOUT_S)
     n = threads if threads is not None else target.threads
-    driver = ("local-sync" if n <= 1 else "local-task") if target.kind == "cpu" else target.driver
+    driver = runtime_driver(target.kind, n)
     return Launchable(sig, load_artifact(art.vmfb_path, driver, n), art)

@@ -27,16 +27,17 @@ from typing import Any
 
 from sqlite_utils import Database
 
+from .. import locations
 from ..errors import BooError
-from ..results import FINAL_STATUSES, INTERRUPTED, JobResult
+from ..results import FINAL_STATUSES, INTERRUPTED, JobResult, RunStatus
 from . import queries, schema
 from .rows import dumps, environment_row, kernel_row, result_row, variant_row
 
 log = logging.getLogger("boo_engine.store")
 
-DEFAULT_DB_NAME = "boo-results.db"
-DB_ENV_VAR = "BOO_DB"
-RUN_STATUSES = ("running", "done", "failed", "interrupted", "cancelled")
+DEFAULT_DB_NAME = locations.DEFAULT_DB_NAME
+DB_ENV_VAR = locations.DB_ENV
+RUN_STATUSES = tuple(RunStatus)
 BUSY_TIMEOUT_S = 30.0
 
 
@@ -46,8 +47,7 @@ class StoreError(BooError):
 
 def default_db_path() -> Path:
     """`$BOO_DB` if set, else `boo-results.db` in the current directory (the --db option overrides both)."""
-    env = os.environ.get(DB_ENV_VAR)
-    return Path(env) if env else Path.cwd() / DEFAULT_DB_NAME
+    return locations.db_path()
 
 
 def _now_iso() -> str:

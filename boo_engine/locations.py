@@ -1,0 +1,84 @@
+"""Every path boo-tui uses by default and every environment variable it reads, in one place.
+
+Precedence everywhere: an explicit argument (a command-line option) > the environment variable > the default.
+Nothing else in the engine or the dashboard reads `os.environ` for these.
+
+| what | variable | default |
+|---|---|---|
+| results database | BOO_DB | ./boo-results.db |
+| kernel cache | BOO_CACHE_DIR | ~/.cache/boo-tui/kernels ($XDG_CACHE_HOME honoured) |
+| kernel cache off | BOO_CACHE_ON=0 | on (off: a private temporary cache, deleted at exit) |
+| linked tuning specs | BOO_SPEC_CACHE_DIR | ~/.cache/boo-tui/linked-specs |
+| a tuning spec as a variant | BOO_TUNING_SPEC_PATH | none (iree-boo-driver's variable) |
+| child processes' output | BOO_CHILD_LOG | the parent's terminal (the dashboard sets a log file) |
+| tracebacks for internal errors | BOO_DEBUG | off |
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+DB_ENV = "BOO_DB"
+DEFAULT_DB_NAME = "boo-results.db"
+CACHE_DIR_ENV = "BOO_CACHE_DIR"
+CACHE_ON_ENV = "BOO_CACHE_ON"
+SPEC_CACHE_ENV = "BOO_SPEC_CACHE_DIR"
+TUNING_SPEC_ENV = "BOO_TUNING_SPEC_PATH"
+CHILD_LOG_ENV = "BOO_CHILD_LOG"
+DEBUG_ENV = "BOO_DEBUG"
+
+_OFF = ("0", "false", "no", "off")
+
+
+def _env(environ: Mapping[str, str] | None) -> Mapping[str, str]:
+    return os.environ if environ is None else environ
+
+
+def user_cache_home(environ: Mapping[str, str] | None = None) -> Path:
+    """$XDG_CACHE_HOME, else ~/.cache."""
+    return Path(_env(environ).get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser()
+
+
+def db_path(explicit: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None) -> Path:
+    """The results database: `explicit` (--db), else $BOO_DB, else boo-results.db in the current directory."""
+    if explicit:
+        return Path(explicit)
+    value = _env(environ).get(DB_ENV)
+    return Path(value) if value else Path.cwd() / DEFAULT_DB_NAME
+
+
+def cache_enabled(environ: Mapping[str, str] | None = None) -> bool:
+    """False when BOO_CACHE_ON asks for no persistent cache (0, false, no, off)."""
+    return _env(environ).get(CACHE_ON_ENV, "1").strip().lower() not in _OFF
+
+
+def cache_root(explicit: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None) -> Path:
+    """The kernel cache's root: `explicit` (--cache-dir), else $BOO_CACHE_DIR, else ~/.cache/boo-tui/kernels.
+    (Whether a persistent cache is wanted at all is `cache_enabled()`'s answer.)"""
+    if explicit:
+        return Path(explicit).expanduser()
+    value = _env(environ).get(CACHE_DIR_ENV)
+    return Path(value).expanduser() if value else user_cache_home(environ) / "boo-tui" / "kernels"
+
+
+def linked_spec_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """Where tuning specs linked into one live: a stable place, because a cache entry's compile_command.sh
+    refers to the linked file."""
+    value = _env(environ).get(SPEC_CACHE_ENV)
+    return Path(value).expanduser() if value else user_cache_home(environ) / "boo-tui" / "linked-specs"
+
+
+def tuning_spec_from_env(environ: Mapping[str, str] | None = None) -> str | None:
+    """$BOO_TUNING_SPEC_PATH, stripped; None when unset or empty."""
+    return (_env(environ).get(TUNING_SPEC_ENV) or "").strip() or None
+
+
+def child_log(environ: Mapping[str, str] | None = None) -> str | None:
+    """The file child processes write their output to, if a front end asked for one."""
+    return _env(environ).get(CHILD_LOG_ENV) or None
+
+
+def debug(environ: Mapping[str, str] | None = None) -> bool:
+    """BOO_DEBUG set: internal errors print their traceback."""
+    return bool(_env(environ).get(DEBUG_ENV))
