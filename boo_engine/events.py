@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .compare import Comparison
 from .results import JobResult
 
 
@@ -52,6 +53,16 @@ class SamplesAdded(Event):
 class JobFinished(Event):
     """A job reached a final status; `result` is complete (stats, numerics, compile info, reproducer)."""
     result: JobResult | None = None
+
+
+@dataclass
+class ComparisonsUpdated(Event):
+    """The engine's verdicts for one command, emitted once its jobs (a measured group) are final: every column
+    (variant name, or "torch") against the baseline, with the run's --min-effect and seed: exactly what the
+    exports will say. Front ends show these; they never re-decide."""
+    target: str = ""
+    command: str = ""
+    comparisons: dict[str, Comparison] = field(default_factory=dict)   # column label -> Comparison
 
 
 @dataclass

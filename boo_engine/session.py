@@ -665,6 +665,17 @@ class Session:
             result = self.jobs[job_id]
             if result.status == MEASURING:
                 self._complete(job_id)
+        if len(group) > 1:
+            self._emit_comparisons(self.jobs[group[0]].command)
+
+    def _emit_comparisons(self, command: str) -> None:
+        """The verdicts of one command's columns, as the exports will give them (same function, same settings)."""
+        with self._lock:
+            results = [r for r in self.jobs.values() if r.command == command]
+        comparisons = self.comparisons(results)
+        self._emit(ev.ComparisonsUpdated(
+            target=self.target.name, command=command,
+            comparisons={label: c for (_, _, label), c in comparisons.items()}))
 
     def _end_stopped(self, result: JobResult) -> None:
         """A measurement stopped on request: cancelled by the user, or interrupted by the session closing."""
