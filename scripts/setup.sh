@@ -3,7 +3,8 @@
 #   bash scripts/setup.sh          the tool
 #   bash scripts/setup.sh --test   the tool and what the tests need
 # A torch that is already installed is reused. With none, the CPU build is installed: from pip's local
-# wheels when the machine has them, else from PyTorch's CPU index (~200 MB), never a multi-GB CUDA build.
+# wheels when the machine has them, else from $TORCH_INDEX_URL (PyTorch's CPU wheel index, ~200 MB); never a
+# multi-GB CUDA build: with neither, it stops and says what to do.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -15,10 +16,16 @@ if ! "$PY" -c "import torch" >/dev/null 2>&1; then
     if "$PY" -m pip download -q --no-deps --no-index --only-binary=:all: -d "$wheels" torch >/dev/null 2>&1; then
         echo "setup: no torch installed; installing the local build $(basename "$wheels"/torch-*.whl)" >&2
         "$PY" -m pip install -q "$wheels"/torch-*.whl
+    elif [ -n "${TORCH_INDEX_URL:-}" ]; then
+        echo "setup: no torch installed; installing it from \$TORCH_INDEX_URL" >&2
+        # torch alone from that index, then its dependencies from the usual one (torch is then already satisfied)
+        "$PY" -m pip install -q --no-deps torch --index-url "$TORCH_INDEX_URL"
+        "$PY" -m pip install -q torch
     else
-        echo "setup: no torch installed; installing the CPU build from download.pytorch.org (~200 MB)" >&2
-        "$PY" -m pip install -q torch --index-url https://download.pytorch.org/whl/cpu \
-            --extra-index-url https://pypi.org/simple
+        rm -rf "$wheels"
+        echo "setup: no torch installed, and the default one from the package index pulls multi-GB GPU libraries." >&2
+        echo "setup: install torch's CPU build first (the CPU wheel index PyTorch's install page names), or set TORCH_INDEX_URL to that index, then run this again." >&2
+        exit 1
     fi
     rm -rf "$wheels"
 fi
