@@ -13,7 +13,7 @@ import torch
 
 from boo_engine.bench.worker import BenchCancelled, BenchFailed, BenchSpec, BenchWorker, default_timeout_s
 from boo_engine.errors import BooError
-from test_worker_support import CrashSig, HangSig, MatmulSig, RaiseSig, compile_sig
+from worker_kernels import CrashSig, HangSig, MatmulSig, RaiseSig, compile_sig
 
 pytestmark = pytest.mark.timeout(300)
 

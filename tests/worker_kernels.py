@@ -1,4 +1,5 @@
-"""Signatures and a compile helper shared by the harness / worker / reproducer tests (no tests here).
+"""Kernels for the harness / worker / reproducer tests: a helper module, not a test module (pytest does not collect
+it), imported by those tests and by the worker's spawned child.
 
 The signatures are real OpSignatures (a square matmul) compiled by real iree-compile. The misbehaving ones
 (raise, crash, hang) misbehave inside their eager `reference`, which the worker runs as the torch backend: that
@@ -101,3 +102,4 @@ def compile_sig(sig: OpSignature, out_dir: str) -> str:
         f.write(str(importer.module))
     subprocess.run(["iree-compile", mlir, *CPU_FLAGS, "-o", vmfb], check=True, capture_output=True, timeout=300)
     return vmfb
+
