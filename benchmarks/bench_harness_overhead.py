@@ -82,7 +82,7 @@ def main() -> int:
     sig = parse_command(SMALL)
     art = compile_signature(sig, "cpu")
     kernel = IreeCall(RuntimeCache(), sig, art.vmfb_path, "local-sync", 1, "main", sig.get_sample_args(0))
-    with BenchWorker("cpu") as w:
+    with BenchWorker() as w:
         batches: list[int] = []
         streamed, plain = [], []
         for _ in range(3):   # interleaved

@@ -74,7 +74,7 @@ def main() -> int:
     opts = ap.parse_args()
 
     rows = []
-    with BenchWorker("cpu") as worker:
+    with BenchWorker() as worker:
         for text in KERNELS:
             if opts.only and opts.only not in text:
                 continue

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from boo_engine.bench.harness import MAX_BLOCK_K, choose_block_k, measure
 from boo_engine.bench.worker import IreeCall, RuntimeCache
-from test_worker_support import MatmulSig, compile_sig
+from worker_kernels import MatmulSig, compile_sig
 
 
 @pytest.fixture(scope="module")

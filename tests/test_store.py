@@ -17,6 +17,7 @@ import pytest
 from boo_engine.results import (COMPILING, DONE, FAILED, INTERRUPTED, MEASURING, QUEUED, CompileInfo, JobResult,
                                 NumericsInfo, Stats)
 from boo_engine.store import Store, StoreError, default_db_path
+from boo_engine.store.writer import Flush, RegisterCommand, Stop, WriteResult, coalesce
 
 ENV = {"host": "testhost", "cpu": "Test CPU", "cores_logical": 2, "iree_compile_version": "IREE compiler version 9",
        "torch_version": "2.x", "gpu": None}
@@ -141,6 +142,16 @@ def test_many_updates_of_one_job_collapse_and_keep_the_last(store):
     store.flush()
     [back] = store.load_results(run)
     assert back.samples_us == [199.0] * 200
+
+
+def test_writer_collapses_updates_of_a_job_but_never_across_another_item():
+    """Only the last update of a job is written (at its position), and what was queued before a flush or a
+    command is written before it."""
+    a1, a2, a3 = (WriteResult(1, full_result("a", n=i)) for i in (1, 2, 3))
+    b, other_run_a = WriteResult(1, full_result("b")), WriteResult(2, full_result("a"))
+    flush, command = Flush(threading.Event()), RegisterCommand("conv", None, None, None)
+    assert coalesce([a1, b, other_run_a, a2, flush, a3, command, Stop()]) == [b, other_run_a, a2, flush, a3,
+                                                                               command, Stop()]
 
 
 def test_same_job_id_in_two_runs_are_two_results(store):

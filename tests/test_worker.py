@@ -11,9 +11,10 @@ import time
 import pytest
 import torch
 
+from boo_engine.bench import worker as worker_module
 from boo_engine.bench.worker import BenchCancelled, BenchFailed, BenchSpec, BenchWorker, default_timeout_s
 from boo_engine.errors import BooError
-from test_worker_support import CrashSig, HangSig, MatmulSig, RaiseSig, compile_sig
+from worker_kernels import CrashSig, HangSig, MatmulSig, RaiseSig, compile_sig, stale_answers_child
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -26,7 +27,7 @@ def vmfb(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def worker():
-    w = BenchWorker("cpu")
+    w = BenchWorker()
     yield w
     w.close()
 
@@ -156,11 +157,20 @@ def test_threads_use_local_task_and_calls_are_synchronous(worker, vmfb):
     2-thread sample cannot be much shorter than half the 1-thread one (an asynchronous return would be ~10 us)."""
     spec = _spec(vmfb_path=vmfb[128], sig=MatmulSig(n=128), iters=30)
     one = statistics.median(worker.run(spec).samples_us)
-    with BenchWorker("cpu", threads=2) as w:
+    with BenchWorker(threads=2) as w:
         out = w.run(dataclasses.replace(spec, threads=2))
         assert out.driver == "local-task" and out.threads == 2
         assert len(out.samples_us) == 30
         assert statistics.median(out.samples_us) > 0.35 * one, (statistics.median(out.samples_us), one)
+
+
+def test_messages_of_an_earlier_job_are_ignored(monkeypatch):
+    """Samples, failure, cancel and outcome of the previous seq (late answers) must not reach this job."""
+    monkeypatch.setattr(worker_module, "_child_main", stale_answers_child)
+    got: list[list[float]] = []
+    with BenchWorker() as w:
+        out = w.run(_spec(backend="torch"), on_samples=got.append)
+    assert out.samples_us == [1.0, 2.0] and got == [[1.0, 2.0]]
 
 
 def test_default_timeout_is_generous():

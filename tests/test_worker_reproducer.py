@@ -15,7 +15,7 @@ import torch
 
 from boo_engine.bench.reproducer import ReproducerError, write_reproducer
 from boo_engine.bench.worker import BenchSpec, BenchWorker
-from test_worker_support import MatmulSig, compile_sig
+from worker_kernels import MatmulSig, compile_sig
 
 pytestmark = pytest.mark.skipif(shutil.which("iree-benchmark-module") is None,
                                 reason="iree-benchmark-module is not on PATH")

@@ -1,6 +1,7 @@
 """The timing loop. It runs inside a benchmark worker process, where it owns the CPU.
 
-What makes the numbers honest (see /work/shared/notes/craft.md):
+What makes the numbers honest (the rules torch.utils.benchmark and timeit follow: the number is the kernel's, not
+the harness's, the loader's or another process's):
 
 - Warm-up calls are timed but discarded: at least `min_warmup_calls` calls AND `warmup_s` seconds, so the first
   call's loading, page faults and cold caches never reach the samples.

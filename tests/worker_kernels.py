@@ -1,9 +1,11 @@
-"""Signatures and a compile helper shared by the harness / worker / reproducer tests (no tests here).
+"""Kernels for the harness / worker / reproducer tests: a helper module, not a test module (pytest does not collect
+it), imported by those tests and by the worker's spawned child.
 
 The signatures are real OpSignatures (a square matmul) compiled by real iree-compile. The misbehaving ones
 (raise, crash, hang) misbehave inside their eager `reference`, which the worker runs as the torch backend: that
 exercises the worker's real failure paths without any test hook in the worker itself. They live in a module
-of their own so the worker's spawned child can unpickle them.
+of their own so the worker's spawned child can unpickle them. `stale_answers_child` stands in for the worker's
+child where a test needs the child to misbehave in the protocol itself.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from typing import ClassVar
 
 import torch
 
+from boo_engine.bench.messages import BenchOutcome, Close, JobCancelled, JobDone, JobFailed, Ready, RunJob, Samples
 from boo_engine.ops.base import OpSignature
 
 CPU_FLAGS = [
@@ -101,3 +104,22 @@ def compile_sig(sig: OpSignature, out_dir: str) -> str:
         f.write(str(importer.module))
     subprocess.run(["iree-compile", mlir, *CPU_FLAGS, "-o", vmfb], check=True, capture_output=True, timeout=300)
     return vmfb
+
+
+def stale_answers_child(inbox, outbox, threads: int) -> None:
+    """A stand-in for the worker's child process that answers every job first with every kind of message of the
+    PREVIOUS job (what late answers look like), then properly with two samples: the parent must see only those."""
+    outbox.send(Ready(os.getpid()))
+    while True:
+        msg = inbox.recv()
+        if isinstance(msg, Close):
+            return
+        if isinstance(msg, RunJob):
+            old = msg.seq - 1
+            outbox.send(Samples(old, (999.0,)))
+            outbox.send(JobFailed(old, "a late failure of an earlier job"))
+            outbox.send(JobCancelled(old))
+            outbox.send(JobDone(old, BenchOutcome([999.0], block_k=1, warmup_calls=0, wall_s=0.0, host_load=None)))
+            outbox.send(Samples(msg.seq, (1.0, 2.0)))
+            outbox.send(JobDone(msg.seq, BenchOutcome([1.0, 2.0], block_k=1, warmup_calls=3, wall_s=0.1,
+                                                      host_load=None)))

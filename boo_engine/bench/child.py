@@ -1,0 +1,251 @@
+"""The benchmark worker's child process: it receives jobs (`RunJob`), measures them and streams the samples back.
+
+It imports torch and IREE once, sets the process-global thread settings before either creates a thread pool, and
+keeps loaded modules warm between jobs (`RuntimeCache`). A job that fails here (the kernel raises, an artifact
+does not load) is answered with `JobFailed` and the process stays up; a crash or a hang is the parent's to
+notice (see `worker.py`).
+
+The spawned process imports this module first, so its top level imports nothing heavy: torch, IREE and the
+launchable are imported inside the functions that need them.
+"""
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from typing import Any
+
+from ..child import redirect_output_if_asked
+from ..errors import BooError, one_line
+from ..fsutil import atomic_write
+from ..results import IREE, NumericsInfo
+from ..targets import runtime_driver
+from .messages import (BenchOutcome, BenchSpec, CancelJob, Close, JobCancelled, JobDone, JobFailed, Ready, RunJob,
+                       Samples)
+
+
+class _JobError(BooError):
+    """A job failed in a way the user should read as-is (sent as JobFailed)."""
+
+
+class _Cancelled(Exception):
+    """The job saw its CancelJob between two samples."""
+
+
+class _SeqCancel:
+    """The harness's cancel flag for ONE job: set once a CancelJob with this job's seq arrived."""
+
+    def __init__(self, seq: int, cancelled: set[int]) -> None:
+        self._seq, self._cancelled = seq, cancelled
+
+    def is_set(self) -> bool:
+        return self._seq in self._cancelled
+
+
+def _child_main(inbox: Connection, outbox: Connection, threads: int) -> None:
+    """Entry point of the worker process: answer every RunJob in order until Close or the parent's end closes.
+
+    A reader thread takes CancelJob while a job is measuring (the main thread is busy in the timing loop), so a
+    cancel reaches the harness at its next sample boundary.
+    """
+    redirect_output_if_asked()
+    _set_process_threads(threads)
+    import iree.runtime  # noqa: F401  (imported once, here, so jobs do not pay for it)
+    import torch  # noqa: F401
+
+    jobs: queue.Queue[RunJob | None] = queue.Queue()   # None: stop
+    cancelled: set[int] = set()
+
+    def read() -> None:
+        while True:
+            try:
+                msg = inbox.recv()
+            except (EOFError, OSError):
+                jobs.put(None)
+                return
+            match msg:
+                case RunJob():
+                    jobs.put(msg)
+                case CancelJob(seq=seq):
+                    cancelled.add(seq)
+                case Close():
+                    jobs.put(None)
+                    return
+
+    threading.Thread(target=read, name="boo-bench-inbox", daemon=True).start()
+    cache = RuntimeCache()
+    outbox.send(Ready(os.getpid()))
+    while (job := jobs.get()) is not None:
+        seq = job.seq
+
+        def send(batch: list[float], seq: int = seq) -> None:
+            outbox.send(Samples(seq, tuple(batch)))
+
+        try:
+            outcome = run_spec(job.spec, cache, send, _SeqCancel(seq, cancelled))
+        except _Cancelled:
+            outbox.send(JobCancelled(seq))
+        except Exception as e:  # noqa: BLE001 - any failure of the job is a failed result, one line
+            outbox.send(JobFailed(seq, one_line(e)))
+        else:
+            outbox.send(JobDone(seq, outcome))
+        cancelled.discard(seq)
+
+
+def _set_process_threads(threads: int) -> None:
+    """Process-global thread settings, before the first local-task device or torch op exists."""
+    import iree.runtime as rt
+    import torch
+
+    if threads > 1:
+        rt.flags.parse_flags(f"--task_topology_max_group_count={threads}")
+    torch.set_num_threads(threads)
+
+
+class RuntimeCache:
+    """Loaded modules the worker keeps warm between jobs, reused while the .vmfb file is unchanged.
+    (Devices are cached per process by `boo_engine.runtime.launchable`.)"""
+
+    def __init__(self) -> None:
+        self._modules: dict[tuple[Any, ...], Any] = {}
+
+    def module(self, path: str, driver: str, threads: int, function: str) -> Any:
+        from ..runtime.launchable import load_artifact
+
+        st = os.stat(path)
+        key = (os.path.realpath(path), st.st_mtime_ns, st.st_size, driver, threads, function)
+        module = self._modules.get(key)
+        if module is None:
+            module = self._modules[key] = load_artifact(path, driver, threads, function=function)
+        return module
+
+
+def run_spec(spec: BenchSpec, cache: RuntimeCache, send: Callable[[list[float]], None],
+             cancel: _SeqCancel) -> BenchOutcome:
+    """Measure `spec` in this process: samples go to `send` in batches; the outputs are saved and checked after
+    the timing, so neither costs the measurement anything."""
+    import torch
+
+    from .harness import measure
+
+    torch.set_num_threads(spec.threads)
+    device = _torch_device(spec.target_name)
+    args = spec.sig.get_sample_args(spec.seed, splat_value=spec.splat_value)
+    driver = None
+    call: Callable[[], object]
+    sync: Callable[[], None] | None = None
+    outputs: Callable[[], tuple[Any, ...]]
+    if spec.backend == IREE:
+        if spec.vmfb_path is None:
+            raise _JobError("iree backend needs vmfb_path")
+        kernel = IreeCall(cache, spec.sig, spec.vmfb_path, runtime_driver(spec.driver, spec.threads), spec.threads,
+                          spec.function, args)
+        call, outputs, driver = kernel.call, kernel.outputs, kernel.driver
+    else:
+        targs = tuple(a.to(device) for a in args)
+        ref = spec.sig.reference
+
+        def call() -> object:
+            return ref(*targs)
+
+        def outputs() -> tuple[Any, ...]:
+            return _as_tensor_tuple(call())
+
+        if device != "cpu":
+            sync = torch.cuda.synchronize
+
+    try:
+        m = measure(call, iters=spec.iters, min_time_s=spec.min_time_s, max_time_s=spec.max_time_s,
+                    warmup_s=spec.warmup_s, on_batch=send, cancel=cancel, sync=sync)
+    except Exception as e:  # noqa: BLE001 - the kernel (or the torch op) failed while being timed
+        raise _JobError(f"kernel raised {one_line(e)}") from None
+    if m.cancelled:
+        raise _Cancelled()
+    numerics, outputs_path = None, None
+    if spec.verify_numerics or spec.save_outputs_to:
+        outs = tuple(o.detach().cpu() for o in outputs())
+        if spec.save_outputs_to:
+            outputs_path = _save_outputs(outs, spec.save_outputs_to)
+        if spec.verify_numerics:
+            numerics = _numerics(spec, args, outs)
+    return BenchOutcome(
+        samples_us=m.samples_us, block_k=m.block_k, warmup_calls=m.warmup_calls, wall_s=m.wall_s,
+        host_load=m.host_load, numerics=numerics, outputs_path=outputs_path, driver=driver,
+        threads=spec.threads, truncated=m.truncated, overhead_fraction=m.overhead_fraction,
+    )
+
+
+def _torch_device(target_name: str) -> str:
+    # ROCm builds of torch also call their device "cuda".
+    return "cpu" if target_name == "cpu" else "cuda"
+
+
+def _as_tensor_tuple(out: Any) -> tuple[Any, ...]:
+    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+
+def _save_outputs(outs: tuple[Any, ...], path: str) -> str:
+    import torch
+
+    atomic_write(os.path.abspath(path), lambda f: torch.save(list(outs), f), make_parents=True, private=True)
+    return path
+
+
+def _numerics(spec: BenchSpec, args: tuple[Any, ...], outs: tuple[Any, ...]) -> NumericsInfo:
+    import torch
+
+    from ..numerics import numerics_verdict
+
+    reference = None
+    if spec.compare_outputs_with:
+        reference = tuple(torch.load(spec.compare_outputs_with))
+    return numerics_verdict(spec.sig, args, outs, reference_outputs=reference)
+
+
+class IreeCall:
+    """A prepared kernel whose `call()` is ONE VM invoke and nothing else.
+
+    Loading and uploading are the launchable's (`load_artifact`, `Launchable.prepare`: zero-copy DLPack on the
+    CPU, one upload on a GPU). Its `Prepared.invoke()` goes through IREE's FunctionInvoker, which packs the
+    arguments and wraps the results on every call (~2 us per call on this CPU, as much as a small kernel). Here
+    the argument list is packed once and each call only allocates the results list and invokes, as
+    iree-benchmark-module does. Results (for numerics) still come back through the launchable's conversion.
+    """
+
+    def __init__(self, modules: RuntimeCache, sig: Any, path: str, driver: str, threads: int, function: str,
+                 args: tuple[Any, ...]) -> None:
+        from ..runtime.launchable import Launchable
+
+        module = modules.module(path, driver, threads, function)
+        self.driver: str = module.driver
+        self.prepared = Launchable(sig, module).prepare(*args)
+        self.call: Callable[[], object] = _raw_invoke(module, self.prepared) or self.prepared.invoke
+
+    def outputs(self) -> tuple[Any, ...]:
+        return _as_tensor_tuple(self.prepared.to_torch(self.prepared.invoke()))
+
+
+def _raw_invoke(module: Any, prepared: Any) -> Callable[[], object] | None:
+    """invoke(fn, packed args, fresh results list), or None when this IREE's invoker lacks what it needs."""
+    import iree.runtime as rt
+
+    fn = module.fn
+    try:
+        from iree.runtime.function import InvokeContext
+
+        packed = fn._arg_packer.pack(InvokeContext(module.device), tuple(prepared.device_args), {})
+        nret = max(1, len(fn._ret_descs or [None]))
+        vm_fn = fn.vm_function
+        invoke = module.context.vm_context.invoke
+    except (AttributeError, ImportError, TypeError):
+        return None
+    new_list = rt.VmVariantList
+
+    def call() -> object:
+        ret = new_list(nret)
+        invoke(vm_fn, packed, ret)
+        return ret
+
+    return call

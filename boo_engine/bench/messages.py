@@ -1,0 +1,127 @@
+"""What crosses the pipes between a `BenchWorker` and its child process: the job (`BenchSpec`), its outcome
+(`BenchOutcome`) and the messages that carry them.
+
+Every message is a small frozen dataclass, dispatched by type on the receiving side, so a misspelt kind or a
+missing field is an error where the message is built, not a silently ignored tuple. Every message about a job
+carries the job's sequence number: a message of an earlier job (a late sample batch, the answer to a job whose
+cancel already ran out) is recognised by its `seq` and dropped.
+
+  parent -> child: RunJob | CancelJob | Close
+  child -> parent: Ready | Samples | JobDone | JobFailed | JobCancelled
+
+This module is imported by the spawned child before anything else: it imports nothing heavy (no torch, no IREE).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..results import Backend, NumericsInfo
+
+
+@dataclass(frozen=True)
+class BenchSpec:
+    """One measurement to run in the worker. Picklable: it crosses the process boundary."""
+
+    job_id: str
+    backend: Backend
+    sig: Any                            # an OpSignature (picklable)
+    target_name: str = "cpu"            # the device: "cpu", "hip:gfx942", "cuda:sm_80"
+    vmfb_path: str | None = None        # iree backend: the compiled artifact
+    driver: str = "local-sync"          # IREE runtime driver; on CPU replaced by local-sync/local-task per threads
+    threads: int = 1                    # CPU threads (IREE local-task workers and torch threads)
+    iters: int = 100
+    min_time_s: float | None = None
+    max_time_s: float | None = 60.0
+    seed: int = 0
+    splat_value: float | None = None
+    verify_numerics: bool = False
+    save_outputs_to: str | None = None  # torch.save the outputs of one call here (baselines, for variants)
+    compare_outputs_with: str | None = None  # numerics vs these saved outputs instead of the float64 reference
+    timeout_s: float | None = None      # None: default_timeout_s(self)
+    function: str = "main"              # exported function of the vmfb
+    warmup_s: float = 0.1
+
+
+@dataclass
+class BenchOutcome:
+    """What a finished measurement sends back (the samples were already streamed; they come again, complete)."""
+
+    samples_us: list[float]
+    block_k: int
+    warmup_calls: int
+    wall_s: float
+    host_load: float | None
+    numerics: NumericsInfo | None = None
+    outputs_path: str | None = None
+    driver: str | None = None           # the IREE driver actually used (None for torch)
+    threads: int = 1
+    truncated: bool = False             # max_time_s stopped sampling early
+    overhead_fraction: float | None = None  # estimated harness cost per call / call time
+
+
+# ---- parent -> child ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RunJob:
+    """Measure `spec`; every answer about it carries `seq`."""
+
+    seq: int
+    spec: BenchSpec
+
+
+@dataclass(frozen=True)
+class CancelJob:
+    """Stop job `seq` at the next sample boundary (ignored if that job already ended)."""
+
+    seq: int
+
+
+@dataclass(frozen=True)
+class Close:
+    """Finish the job in hand, if any, and exit."""
+
+
+ToChild = RunJob | CancelJob | Close
+
+
+# ---- child -> parent ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Ready:
+    """The child imported torch and IREE and set its thread count: it takes jobs now."""
+
+    pid: int
+
+
+@dataclass(frozen=True)
+class Samples:
+    """Samples (microseconds per call) of job `seq` taken since the previous batch."""
+
+    seq: int
+    samples_us: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class JobDone:
+    seq: int
+    outcome: BenchOutcome
+
+
+@dataclass(frozen=True)
+class JobFailed:
+    """Job `seq` failed inside a child that stays up (the kernel raised, an artifact would not load)."""
+
+    seq: int
+    reason: str                         # one line, for the user
+
+
+@dataclass(frozen=True)
+class JobCancelled:
+    """Job `seq` stopped after a CancelJob, between two samples."""
+
+    seq: int
+
+
+JobMessage = Samples | JobDone | JobFailed | JobCancelled
+FromChild = Ready | JobMessage
