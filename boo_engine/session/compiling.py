@@ -1,0 +1,156 @@
+"""The compile stage: from a planned IREE job to a compiled artifact, or to a FAILED job with the compiler's
+error.
+
+Owns the compile pool (child processes, started on first need: a run over cached kernels never starts it).
+A kernel already in the cache is taken from there at submit time (a few file reads, no export, no waiting for a
+worker). The runner submits every IREE job of a batch at once, then awaits each before it is measured.
+
+Also here: the check that a variant's tuning spec really changed the kernel (`check_spec_applied`), decided
+from the executable configurations the compile dumped.
+
+The pool and worker modules are imported lazily: the headless front end must start without their imports.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .. import events as ev
+from ..config import SessionConfig
+from ..errors import CompileError, first_line
+from ..results import (
+    CACHED,
+    COMPILING,
+    EXPORTING,
+    FAILED,
+    FINAL_STATUSES,
+    IREE,
+    CompileInfo,
+    JobResult,
+)
+from ..targets import Target
+from .recording import RunRecorder
+from .state import SessionState
+
+if TYPE_CHECKING:
+    from ..compile.cache import KernelCache
+    from ..compile.pool import Artifact, CompilePool
+
+#: how often a wait for a compile looks whether the job was cancelled or the session is closing
+POLL_S = 0.2
+
+
+class CompileStage:
+    def __init__(self, state: SessionState, recorder: RunRecorder, config: SessionConfig, target: Target,
+                 cache: KernelCache) -> None:
+        self._state = state
+        self._recorder = recorder
+        self._config = config
+        self._target = target
+        self._cache = cache
+        self._pool: CompilePool | None = None
+
+    def _ensure_pool(self) -> CompilePool:
+        if self._pool is None:
+            from ..compile.pool import CompilePool
+
+            self._pool = CompilePool(
+                workers=self._config.compile_workers, timeout_s=self._config.compile_timeout_s, cache=self._cache
+            )
+        return self._pool
+
+    def submit(self, job_id: str) -> None:
+        """Take the job's kernel from the cache, or queue its compile (returns at once)."""
+        job, result = self._state.job(job_id), self._state.jobs[job_id]
+        if job.artifact is not None or job.cancelled or job.command is None:
+            return
+        from ..compile.pool import lookup_cached
+
+        pool = self._ensure_pool()
+        # A cache hit costs a few file reads and no export: cached kernels never wait for a worker.
+        hit = lookup_cached(job.command.signature, self._target, job.variant, cache=self._cache)
+        if hit is not None:
+            job.artifact = hit
+            self._compiled(result, hit)
+            return
+        self._state.set_status(result, EXPORTING, "waiting for a compile worker")
+        job.future = pool.submit(job.command.signature, self._target, job.variant,
+                                 on_start=lambda: self._state.set_status(result, COMPILING))
+
+    def await_(self, job_id: str) -> None:
+        """Wait for the job's compile; a failed compile finishes the job FAILED. Returns early when the job is
+        cancelled or the session closes (the compile is then cancelled too)."""
+        job, result = self._state.job(job_id), self._state.jobs[job_id]
+        future = job.future
+        if job.artifact is not None or future is None or result.status in FINAL_STATUSES:
+            return
+        while True:
+            if job.cancelled or self._state.stop.is_set():
+                future.cancel()
+                return
+            try:
+                artifact = future.result(timeout=POLL_S)
+                break
+            except TimeoutError:
+                continue
+            except CompileError as e:
+                result.compile = CompileInfo(error=e.stderr or str(e), command=list(e.command))
+                self._state.emit(ev.CompileFinished(job_id=job_id, ok=False, error=str(e)))
+                self._recorder.finish(result, FAILED, error=f"compile failed: {first_line(str(e))}")
+                return
+            except Exception as e:  # noqa: BLE001 - a cancelled future, a broken pool: a failed job, not a dead session
+                if future.cancelled():
+                    return
+                self._state.emit(ev.CompileFinished(job_id=job_id, ok=False, error=repr(e)))
+                self._recorder.finish(result, FAILED, error=f"compile failed: {first_line(str(e) or repr(e))}")
+                return
+        job.artifact = artifact
+        self._compiled(result, artifact)
+
+    def _compiled(self, result: JobResult, artifact: Artifact) -> None:
+        info = result.compile = artifact.to_compile_info()
+        self._state.emit(ev.CompileFinished(job_id=result.job_id, ok=True, seconds=info.seconds,
+                                            cache_hit=info.cache_hit))
+        self._state.set_status(result, CACHED)
+
+    def cancel_all(self) -> None:
+        """Cancel every queued and running compile (closing). Best effort: the pool may already be broken."""
+        if self._pool is None:
+            return
+        try:
+            self._pool.cancel_all()
+        except Exception:  # noqa: BLE001, S110 - closing: nothing left to tell anyone
+            pass
+
+    def shutdown(self) -> None:
+        """Stop the pool's processes without waiting for them. Best effort, like cancel_all."""
+        if self._pool is None:
+            return
+        try:
+            self._pool.shutdown(wait=False, cancel=True)
+        except Exception:  # noqa: BLE001, S110 - closing: nothing left to tell anyone
+            pass
+
+
+def check_spec_applied(state: SessionState, job_id: str) -> bool | None:
+    """Did the job's tuning spec change its kernel? Compared with the same command's IREE baseline when that was
+    compiled; a spec that did nothing is logged as a warning (the caller also marks the result). None: cannot
+    tell."""
+    from ..variants import spec_applied
+
+    result, job = state.jobs[job_id], state.job(job_id)
+    with state.lock:
+        baseline = next(
+            (state.job(j).artifact for j, r in state.jobs.items()
+             if r.command == result.command and r.backend == IREE and state.job(j).variant.is_baseline
+             and state.job(j).artifact is not None),
+            None,
+        )
+    check = spec_applied(
+        job.artifact.configs_dir if job.artifact is not None else None,
+        baseline.configs_dir if baseline is not None else None,
+        job.variant.tuning_specs,
+    )
+    if not check.applied:
+        state.emit(ev.Log(job_id=job_id, level="warning",
+                          message=f"{result.func_name} [{result.variant}]: {check.detail}"))
+    return check.applied

@@ -1,0 +1,297 @@
+"""The `Session` facade: the one object both front ends drive.
+
+It builds the parts (plan, shared state, recorder, the compile / measure / finalise stages, the runner) and
+forwards the public API to them; the work itself happens in those modules. What stays here is what the
+caller's thread does: taking inputs, queueing, cancelling and closing (all quick, under the state lock), plus
+the read-side helpers (export, comparisons, environment). No export, compile or measurement ever runs on the
+caller's (e.g. the UI's) thread.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import tempfile
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
+
+from .. import events as ev
+from ..commands import looks_like_commands_file, parse_invocation, read_commands_file
+from ..config import SessionConfig
+from ..errors import BooError, CommandError
+from ..results import (
+    CANCELLED,
+    FAILED,
+    FINAL_STATUSES,
+    INTERRUPTED,
+    MEASURING,
+    QUEUED,
+    JobResult,
+)
+from ..targets import Target, default_target, parse_target
+from ..variants import BASELINE, Variant
+from .compiling import CompileStage
+from .finalize import Finalizer, compare_columns
+from .measuring import MeasureStage
+from .plan import InputEntry, Plan
+from .recording import RunRecorder
+from .runner import Runner
+from .state import Listener, SessionState
+
+if TYPE_CHECKING:
+    from ..bench.worker import BenchWorker
+    from ..compare import Comparison
+
+#: how often wait() looks whether the session went idle
+WAIT_POLL_S = 0.05
+#: how long close() gives the runner to notice it must stop
+RUNNER_JOIN_S = 10.0
+
+
+class Session:
+    """Inputs (commands files, command strings) x variants x backends on one target, as jobs: compiled in a
+    process pool through the cache, measured in a benchmark worker process, numerics-checked, stored with
+    every raw sample, and reported as events (see events.py) to `listener`."""
+
+    def __init__(self, config: SessionConfig | None = None, listener: Listener | None = None, *,
+                 worker: BenchWorker | None = None) -> None:
+        """`worker`: a BenchWorker the caller started early (so its torch import overlapped the caller's); the
+        session owns and closes it."""
+        from ..compile.cache import KernelCache
+        from ..store import Store, default_db_path
+
+        self.config = config or SessionConfig()
+        self.target: Target = parse_target(self.config.target) if self.config.target else default_target()
+        self.variants: list[Variant] = list(self.config.variants) or [BASELINE]
+        self._plan = Plan(self.target.name, self.config.backends, self.config.iters)
+        self._state = SessionState(self._plan, listener)
+        self.jobs: dict[str, JobResult] = self._plan.jobs
+        self._cache = KernelCache(self.config.cache_dir)
+        self._closed = False
+        self._environment: dict[str, Any] = {}
+        self._tmp = tempfile.TemporaryDirectory(prefix="boo-session-")
+        self.store = Store(self.config.db_path or default_db_path())
+        # `iree-compile --version` and friends take ~0.3 s: done while the inputs are parsed.
+        self._environment_thread = threading.Thread(target=self._collect_environment, name="boo-env", daemon=True)
+        self._environment_thread.start()
+        self._recorder = RunRecorder(self.store, self._state, self.config, self.target.name)
+        self._compiling = CompileStage(self._state, self._recorder, self.config, self.target, self._cache)
+        self._measuring = MeasureStage(self._state, self._recorder, self.config, self.target, self._tmp.name, worker)
+        self._finalizer = Finalizer(self._state, self._recorder, self.config, self.target)
+        self._runner = Runner(self._state, self._recorder, self.target, self._compiling, self._measuring,
+                              self._finalizer)
+        if self.config.resume is not None:
+            self._plan.resumed = self._recorder.resume(self.config.resume)
+
+    @property
+    def run_id(self) -> int | None:
+        """The run in the store: set by the first start() (or by a resume), None before."""
+        return self._recorder.run_id
+
+    # ------------------------------------------------------------------ inputs
+    def add_inputs(self, inputs: Sequence[str]) -> list[JobResult]:
+        """Commands files (a path to an existing file, or any *.txt / *.tsv) and command strings. A bad line of a
+        file becomes a FAILED job naming file:line; a bad command string or a missing file raises CommandError."""
+        added: list[JobResult] = []
+        for item in inputs:
+            if looks_like_commands_file(item):
+                for _, jobs in self.add_file(item):
+                    added += jobs
+            else:
+                added += self.add_command(item)
+        return added
+
+    def add_file(self, path: str, extra_args: Sequence[str] = ()) -> list[tuple[str, list[JobResult]]]:
+        """Every line of a commands file, as (line text, its jobs); a bad line gets one FAILED job naming
+        file:line. A missing or unreadable file raises CommandError."""
+        extra = list(extra_args) + list(self.config.extra_args)
+        return [
+            (line.text, self._add_entry(InputEntry.from_line(line)))
+            for line in read_commands_file(path, extra, errors="collect")
+        ]
+
+    def add_command(self, text: str | Sequence[str], *, source: str | None = None) -> list[JobResult]:
+        """One command string; raises CommandError (one line) when it does not parse."""
+        if isinstance(text, str):
+            try:
+                tokens = shlex.split(text)
+            except ValueError as e:  # an unbalanced quote
+                raise CommandError(f"cannot split command {text!r}: {e}") from None
+        else:
+            tokens = list(text)
+        command = parse_invocation(tokens + list(self.config.extra_args))
+        return self._add_entry(InputEntry.from_command(command, source))
+
+    def add_variant(self, variant: Variant) -> list[JobResult]:
+        """Add a variant mid-session: it gets a (queued, not started) job for every command so far it applies to."""
+        with self._state.lock:
+            if any(v.name == variant.name for v in self.variants):
+                raise BooError(f"variant {variant.name!r} already exists")
+            self.variants.append(variant)
+            self._recorder.register_variant(variant)
+            return self._announce(self._plan.add_variant(variant))
+
+    def _add_entry(self, entry: InputEntry) -> list[JobResult]:
+        with self._state.lock:
+            return self._announce(self._plan.add_entry(entry, self.variants))
+
+    def _announce(self, added: list[JobResult]) -> list[JobResult]:
+        for result in added:
+            self._state.emit(ev.JobQueued(job_id=result.job_id, result=result))
+        return added
+
+    # ------------------------------------------------------------------ control
+    def start(self, job_ids: Iterable[str] | None = None) -> None:
+        """Run the queued jobs (all, or the given ones) in engine threads; returns at once."""
+        if self._closed:
+            raise BooError("session is closed")
+        state = self._state
+        with state.lock:
+            # The worker process starts first: importing torch there (~1 s) overlaps everything below.
+            if any(r.status == QUEUED for r in self.jobs.values()):
+                self._measuring.ensure_worker()
+            if self.run_id is None:
+                self._recorder.start_run(self.environment(), self.variants)
+            ids = list(job_ids) if job_ids is not None else list(self.jobs)
+            for job_id in ids:
+                result = self.jobs.get(job_id)
+                if result is not None and result.status == QUEUED:
+                    state.job(job_id).cancelled = False
+                    state.queued.append(job_id)
+                    self._recorder.record(result)
+                elif result is not None and result.status == FAILED and state.job(job_id).command is None:
+                    self._recorder.record(result)  # bad input lines are stored as failed rows too
+            self._runner.ensure_running()
+
+    def rerun(self, job_ids: Iterable[str]) -> None:
+        """Measure finished jobs again (their compiled kernels are reused)."""
+        with self._state.lock:
+            ids = []
+            for job_id in job_ids:
+                result = self.jobs.get(job_id)
+                if result is None or self._state.job(job_id).command is None:
+                    continue
+                if result.status not in FINAL_STATUSES:
+                    continue
+                self._plan.requeue(job_id)
+                ids.append(job_id)
+                self._state.emit(ev.JobStatus(job_id=job_id, status=QUEUED))
+        self.start(ids)
+
+    def cancel(self, job_ids: Iterable[str] | None = None) -> None:
+        """Cancel jobs (all when None): queued ones end CANCELLED at once; the one being measured is stopped
+        within moments (the runner then marks it)."""
+        state = self._state
+        with state.lock:
+            ids = list(job_ids) if job_ids is not None else list(self.jobs)
+            for job_id in ids:
+                job = self._plan.planned.get(job_id)
+                result = self.jobs.get(job_id)
+                if job is None or result is None or result.status in FINAL_STATUSES:
+                    continue
+                job.cancelled = True
+                if job.future is not None:
+                    job.future.cancel()
+                if result.status != MEASURING:
+                    self._recorder.finish(result, CANCELLED, error="cancelled")
+            if job_ids is None:
+                state.queued.clear()
+            if state.current is not None and state.job(state.current).cancelled:
+                state.measure_cancel.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until no job is queued or running. True when idle."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            if not self._state.busy():
+                return True
+            if deadline is not None and time.monotonic() > deadline:
+                return False
+            time.sleep(WAIT_POLL_S)
+
+    def close(self) -> None:
+        """Stop everything; unfinished jobs are marked interrupted, the run is closed, the DB is flushed.
+        Safe to call at any moment and more than once."""
+        if self._closed:
+            return
+        self._closed = True
+        state = self._state
+        was_busy = state.busy()  # work in flight now means the run is interrupted, however the jobs end
+        state.stop.set()
+        state.measure_cancel.set()
+        with state.lock:
+            for job in self._plan.planned.values():
+                job.cancelled = True
+                if job.future is not None:
+                    job.future.cancel()
+        state.wake.set()
+        self._compiling.cancel_all()
+        self._runner.join(timeout=RUNNER_JOIN_S)
+        with state.lock:
+            for result in self.jobs.values():
+                if result.status not in FINAL_STATUSES:
+                    self._recorder.finish(result, INTERRUPTED,
+                                          error="interrupted: the session closed before this job finished")
+        if self.run_id is not None and (was_busy or not state.idle_reported):
+            self._recorder.end_run(self._recorder.run_status(was_busy))
+        self._measuring.close()
+        self._compiling.shutdown()
+        self.store.close()
+        self._tmp.cleanup()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ reading
+    def export(self, path: str | os.PathLike[str], *,
+               comparisons: dict[tuple[str, str, str], Comparison] | None = None) -> None:
+        """Write every job to `path` (.csv, .json, .md). `comparisons`: from comparisons(), when the caller
+        already has them (a bootstrap per variant and command: worth computing once for several exports)."""
+        from ..exporters import export_results
+
+        with self._state.lock:
+            results = list(self.jobs.values())
+        export_results(
+            path, results, environment=self.environment(),
+            run=self.store.run_info(self.run_id) if self.run_id is not None else None,
+            comparisons=self.comparisons(results) if comparisons is None else comparisons,
+            min_effect=self.config.min_effect,
+        )
+
+    def comparisons(self, results: list[JobResult] | None = None) -> dict[tuple[str, str, str], Comparison]:
+        """Every finished variant (and the torch reference) against the baseline of the same command:
+        {(target, command, column): compare.Comparison}."""
+        with self._state.lock:
+            results = list(self.jobs.values()) if results is None else results
+        return compare_columns(results, self.config)
+
+    def environment(self) -> dict[str, Any]:
+        """Host, CPU, GPU, compiler and torch versions (collected in the background since construction)."""
+        self._environment_thread.join()
+        return self._environment
+
+    def _collect_environment(self) -> None:
+        from ..environment import collect_environment
+
+        try:
+            version = self._cache.compiler_version  # remembered in the cache per compiler build
+        except Exception:  # noqa: BLE001 - the environment is best effort
+            version = None
+        self._environment = collect_environment(self.target.name, compiler_version=version)
+
+
+def warm_imports() -> None:
+    """Import now what a run would import lazily (compile pool, benchmark worker client, statistics, comparison,
+    exports). Headless runs skip this to start fast; a front end with a UI calls it while it opens, so that no
+    import holds the GIL (and freezes the UI) in the middle of a run."""
+    import scipy.stats  # noqa: F401  (compare's Mann-Whitney U)
+
+    from .. import compare, environment, exporters, variants  # noqa: F401
+    from ..bench import reproducer, stats, worker  # noqa: F401
+    from ..compile import cache, pool  # noqa: F401

@@ -1,0 +1,87 @@
+"""The last stage: from a measured job to its final result, then the verdicts of its command.
+
+Owns what is decided once a job has all its samples: statistics, the noise check (with the other processes'
+load over the whole job), the reproducer script, whether a tuning spec really applied, whether the numerics
+check failed, and then DONE (with an error that says why the result must not be trusted, when it must not).
+Once a command's group is final, `publish_comparisons` emits the engine's verdicts for it (`compare_columns()`:
+the same function and settings the exports use).
+
+Statistics, reproducer and comparison modules are imported lazily (scipy and friends cost startup time).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from .. import events as ev
+from ..config import SessionConfig
+from ..results import DONE, FAILED, IREE, JobResult
+from ..targets import Target
+from .compiling import check_spec_applied
+from .recording import RunRecorder
+from .state import SessionState
+
+if TYPE_CHECKING:
+    from ..compare import Comparison
+
+#: /proc/stat counts CPU time in 10 ms ticks: other processes' load only flags a result as noisy once it
+#: amounts to two ticks over the job's measuring time (below that it cannot be told from the quantisation).
+HOST_LOAD_RESOLUTION_S = 0.02
+
+
+def compare_columns(results: Iterable[JobResult],
+                    config: SessionConfig) -> dict[tuple[str, str, str], Comparison]:
+    """Every finished variant (and the torch reference) against the baseline of the same command, with the
+    session's --min-effect and seed: {(target, command, column): Comparison}."""
+    from ..compare import compare_results
+
+    return compare_results(results, min_effect=config.min_effect, seed=config.seed)
+
+
+class Finalizer:
+    def __init__(self, state: SessionState, recorder: RunRecorder, config: SessionConfig, target: Target) -> None:
+        self._state = state
+        self._recorder = recorder
+        self._config = config
+        self._target = target
+
+    def complete(self, job_id: str) -> None:
+        """Turn a job's samples into its final result (DONE, or FAILED when nothing was measured)."""
+        from ..bench.stats import compute_stats, noise_check
+
+        job, result = self._state.job(job_id), self._state.jobs[job_id]
+        assert job.command is not None, job_id   # bad input lines are never measured
+        sig = job.command.signature
+        if not result.samples_us:
+            self._recorder.finish(result, FAILED, error="no samples were measured")
+            return
+        result.stats = compute_stats(result.samples_us, flops=sig.flops, bytes_=sig.bytes)
+        load = result.host_load if job.load_cpu_s >= HOST_LOAD_RESOLUTION_S else None
+        result.noisy, result.noise_reason = noise_check(result.stats, load)
+        if job.backend == IREE and job.artifact is not None:
+            try:
+                from ..bench.reproducer import write_reproducer
+
+                result.reproducer = write_reproducer(
+                    job.artifact.dir, sig, self._config.seed, self._target.driver, self._config.threads,
+                    splat_value=self._config.splat_value,
+                )
+            except Exception as e:  # noqa: BLE001 - a missing reproducer must not lose a measurement
+                self._state.emit(ev.Log(job_id=job_id, level="warning", message=f"reproducer not written: {e}"))
+        error = None
+        if job.variant.tuning_specs and result.compile is not None:
+            result.compile.spec_applied = check_spec_applied(self._state, job_id)
+            if result.compile.spec_applied is False:
+                error = "spec not applied: the tuning spec matched no dispatch, this is NOT a tuned result"
+        if result.numerics is not None and result.numerics.verdict == "fail":
+            error = "numerics check failed" + (f"; {error}" if error else "")
+        self._recorder.finish(result, DONE, error=error)
+
+    def publish_comparisons(self, command: str) -> None:
+        """The verdicts of one command's columns, as the exports will give them (same function, same settings)."""
+        with self._state.lock:
+            results = [r for r in self._state.jobs.values() if r.command == command]
+        comparisons = compare_columns(results, self._config)
+        self._state.emit(ev.ComparisonsUpdated(
+            target=self._target.name, command=command,
+            comparisons={label: c for (_, _, label), c in comparisons.items()}))

@@ -1,0 +1,221 @@
+"""The measure stage: one group of jobs (a command's variants and backends) measured in the benchmark worker.
+
+Owns the benchmark worker process (started on first need unless the caller handed one in) and how a group is
+measured:
+- interleaved: with several jobs, each job's iterations are split over `rounds` rounds and every round measures
+  each job in turn (A B A B ...), so a drift of the machine (clock, heat, other load) hits all columns alike;
+- baseline first in every round, so that its saved outputs exist when the variants' numerics are checked;
+- one measurement at a time, cancellable: the measurement in flight watches `state.measure_cancel`, which
+  cancel() and close() set.
+
+Samples stream to the front ends as the worker sends them (`SamplesAdded`). What a measurement leaves (samples,
+block size, host load, numerics, saved outputs) is absorbed into the job here; turning it into a final result
+is finalize.py's job.
+
+The worker module is imported lazily: it is the one that talks to the torch-importing child process.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from .. import events as ev
+from ..config import SessionConfig
+from ..errors import BooError, first_line
+from ..results import (
+    CANCELLED,
+    FAILED,
+    FINAL_STATUSES,
+    INTERRUPTED,
+    IREE,
+    MEASURING,
+    TORCH,
+    JobResult,
+)
+from ..targets import Target
+from .recording import RunRecorder
+from .state import SessionState
+
+if TYPE_CHECKING:
+    from ..bench.worker import BenchOutcome, BenchSpec, BenchWorker
+
+#: Warm-up (discarded) before the first samples of a job, and before each later interleaving round of it.
+FIRST_WARMUP_S = 0.1
+LATER_WARMUP_S = 0.02
+
+
+class MeasureStage:
+    def __init__(self, state: SessionState, recorder: RunRecorder, config: SessionConfig, target: Target,
+                 scratch_dir: str, worker: BenchWorker | None = None) -> None:
+        """`scratch_dir`: where baselines save their outputs for the variants' numerics checks. `worker`: one the
+        caller started early; this stage owns it from now on."""
+        self._state = state
+        self._recorder = recorder
+        self._config = config
+        self._target = target
+        self._scratch_dir = scratch_dir
+        self._worker = worker
+
+    def ensure_worker(self) -> BenchWorker:
+        """Start the worker now (its torch import, ~1 s, then overlaps the compiles)."""
+        if self._worker is None:
+            from ..bench.worker import BenchWorker
+
+            self._worker = BenchWorker(threads=self._config.threads)
+        return self._worker
+
+    def close(self) -> None:
+        if self._worker is not None:
+            try:
+                self._worker.close()
+            except Exception:  # noqa: BLE001, S110 - closing: a dead worker is as good as a closed one
+                pass
+
+    def measurable(self, job_id: str) -> bool:
+        job, result = self._state.job(job_id), self._state.jobs[job_id]
+        if job.cancelled or result.status in FINAL_STATUSES:
+            return False
+        return job.backend == TORCH or job.artifact is not None
+
+    def measure_group(self, group: list[str]) -> list[str]:
+        """Measure the group's measurable jobs; returns them in the order they were measured (baseline first),
+        empty when none could be measured. Jobs still MEASURING afterwards have all their samples."""
+        from ..bench.worker import BenchCancelled
+
+        state = self._state
+        live = [j for j in group if self.measurable(j)]
+        if not live:
+            return []
+        worker = self.ensure_worker()
+        rounds = 1 if len(live) == 1 else max(1, self._config.rounds)
+        baseline_id = next((j for j in live if state.job(j).is_iree_baseline), None)
+        # The baseline goes first so the variants' numerics can be checked against its outputs.
+        order = ([baseline_id] if baseline_id else []) + [j for j in live if j != baseline_id]
+        for r in range(rounds):
+            last = r == rounds - 1
+            for job_id in order:
+                if not self.measurable(job_id) or state.stop.is_set():
+                    continue
+                job, result = state.job(job_id), state.jobs[job_id]
+                chunk = chunk_of(job.iters, rounds, r)
+                if chunk <= 0 and not last:
+                    continue
+                if result.status != MEASURING:
+                    result.started_at = result.started_at or time.time()
+                    state.set_status(result, MEASURING)
+                spec = self._bench_spec(job_id, max(chunk, 1), rounds, last, baseline_id, first=r == 0)
+                chunk_start = len(result.samples_us)
+                with state.lock:  # cancel() and close() set the event of the measurement in flight
+                    state.current = job_id
+                    state.measure_cancel = threading.Event()
+                    if job.cancelled or state.stop.is_set():
+                        state.measure_cancel.set()
+                    cancel = state.measure_cancel
+                try:
+                    outcome = worker.run(spec, on_samples=self._sample_sink(job_id), cancel=cancel)
+                except BenchCancelled:
+                    self._end_stopped(result)
+                    continue
+                except BooError as e:  # BenchFailed (the kernel raised, crashed or hung) and the like
+                    self._recorder.finish(result, FAILED, error=first_line(str(e)))
+                    continue
+                finally:
+                    with state.lock:
+                        state.current = None
+                if job.cancelled or state.stop.is_set():
+                    self._end_stopped(result)
+                    continue
+                self._absorb(result, outcome, last, chunk_start)
+        return order
+
+    def _end_stopped(self, result: JobResult) -> None:
+        """A measurement stopped on request: cancelled by the user, or interrupted by the session closing."""
+        if result.status not in FINAL_STATUSES:
+            stopping = self._state.stop.is_set()
+            self._recorder.finish(result, INTERRUPTED if stopping else CANCELLED,
+                                  error="interrupted" if stopping else "cancelled")
+
+    def _bench_spec(self, job_id: str, iters: int, rounds: int, last: bool, baseline_id: str | None, *,
+                    first: bool = True) -> BenchSpec:
+        from ..bench.worker import BenchSpec
+
+        job = self._state.job(job_id)
+        assert job.command is not None and job.backend is not None, job_id   # bad input lines are never measured
+        cfg = self._config
+        is_baseline = job_id == baseline_id
+        verify = cfg.verify_numerics and last and job.backend == IREE
+        outputs = None
+        compare_with = None
+        if verify and is_baseline:
+            outputs = os.path.join(self._scratch_dir, f"{job_id}.outputs.pt")
+        elif verify and baseline_id is not None:
+            compare_with = self._state.job(baseline_id).outputs_path
+        return BenchSpec(
+            job_id=job_id,
+            backend=job.backend,
+            sig=job.command.signature,
+            target_name=self._target.name,
+            vmfb_path=str(job.artifact.vmfb_path) if job.artifact is not None else None,
+            driver=self._target.driver,
+            threads=cfg.threads,
+            iters=iters,
+            min_time_s=(cfg.min_time_s / rounds) if cfg.min_time_s else None,
+            max_time_s=cfg.max_time_s / rounds,
+            seed=cfg.seed,
+            splat_value=cfg.splat_value,
+            verify_numerics=verify,
+            save_outputs_to=outputs,
+            compare_outputs_with=compare_with,
+            timeout_s=cfg.bench_timeout_s,
+            # the first round warms the kernel up (loading, page faults); a later round only needs to bring
+            # it back into the caches after the other jobs of the group ran
+            warmup_s=FIRST_WARMUP_S if first else LATER_WARMUP_S,
+        )
+
+    def _sample_sink(self, job_id: str) -> Callable[[list[float]], None]:
+        """Where the worker's sample batches go, in the runner thread, as they arrive."""
+        result = self._state.jobs[job_id]
+        goal = self._state.job(job_id).iters
+        emit = self._state.emit
+
+        def sink(samples: list[float]) -> None:
+            result.samples_us.extend(samples)
+            emit(ev.SamplesAdded(job_id=job_id, samples_us=list(samples), total=len(result.samples_us),
+                                 target_count=goal))
+
+        return sink
+
+    def _absorb(self, result: JobResult, outcome: BenchOutcome, last: bool, chunk_start: int) -> None:
+        job = self._state.job(result.job_id)
+        # Samples streamed through the sink as they came; the harness' own list is authoritative for the chunk.
+        streamed = len(result.samples_us) - chunk_start
+        result.samples_us[chunk_start:] = list(outcome.samples_us)
+        if len(outcome.samples_us) > streamed:
+            self._state.emit(ev.SamplesAdded(job_id=result.job_id, samples_us=list(outcome.samples_us[streamed:]),
+                                             total=len(result.samples_us), target_count=job.iters))
+        result.block_k = max(result.block_k or 0, int(outcome.block_k or 1))
+        result.warmup_calls = (result.warmup_calls or 0) + int(outcome.warmup_calls or 0)
+        if outcome.host_load is not None and outcome.wall_s:
+            # Over the whole job, not the worst round: a round lasts tens of ms and /proc/stat counts 10 ms
+            # ticks, so one round's figure is mostly tick noise; the total over all rounds is not.
+            job.load_cpu_s += float(outcome.host_load) * float(outcome.wall_s)
+            job.load_wall_s += float(outcome.wall_s)
+            result.host_load = job.load_cpu_s / job.load_wall_s
+        if last and outcome.numerics is not None:
+            result.numerics = outcome.numerics
+        if last and outcome.outputs_path:
+            job.outputs_path = outcome.outputs_path
+        if outcome.truncated:
+            self._state.emit(ev.Log(
+                job_id=result.job_id, level="warning",
+                message=f"{result.func_name} [{result.variant}/{result.backend}]: --max-time stopped "
+                        f"sampling early ({len(result.samples_us)} samples so far)"))
+
+
+def chunk_of(iters: int, rounds: int, r: int) -> int:
+    """Round r's share of a job's `iters` iterations over `rounds` rounds (the first rounds take the rest)."""
+    base = iters // rounds
+    return base + (1 if r < iters % rounds else 0)

@@ -1,0 +1,179 @@
+"""What a session will run: input entries expanded into jobs.
+
+Owns the vocabulary of *what* is asked, with no threads, no store and no events, so it can be read (and tested)
+alone:
+- `InputEntry`: one input as the user gave it (a command string, or one line of a commands file, good or bad);
+- `PlannedJob`: what the runner needs about a job beyond its public `JobResult` record;
+- `job_id()`: the stable id of a job. `--resume` finds a run's finished jobs by these ids, so the formula must
+  never change (sha1 of text, variant, backend and target);
+- `Plan`: entries x variants x backends -> jobs, keyed by id.
+
+`Plan` is not thread-safe: the session calls it under its state lock (see state.py).
+"""
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Collection, Container, Iterable, Mapping
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..commands import Command, CommandLine
+from ..results import FAILED, IREE, QUEUED, TORCH, Backend, JobResult
+from ..variants import BASELINE, Variant
+
+if TYPE_CHECKING:  # the pool module starts processes; the plan only names its type
+    from ..compile.pool import Artifact
+
+#: the variant and backend columns of a bad input line, which has neither
+NO_VARIANT = "-"
+NO_BACKEND = "-"
+#: the measurement goal of a command that gives no --iter and runs under no session-wide --iter
+DEFAULT_ITERS = 100
+
+
+@dataclass(frozen=True)
+class InputEntry:
+    """One input as the user gave it. `command` is None when it did not parse; `error` then says why (naming
+    file:line for a commands file). `text` is what its jobs are named and identified by."""
+
+    source: str | None                # "path:LINE" for a line of a commands file, else None
+    text: str
+    command: Command | None
+    error: str | None = None
+
+    @classmethod
+    def from_line(cls, line: CommandLine) -> InputEntry:
+        """A line of a commands file (read with errors="collect"), parsed or not."""
+        return cls(source=line.source, text=line.text, command=line.command, error=line.message)
+
+    @classmethod
+    def from_command(cls, command: Command, source: str | None = None) -> InputEntry:
+        return cls(source=source, text=command.text, command=command)
+
+
+@dataclass
+class PlannedJob:
+    """What the runner needs about a job beyond its public JobResult record. The stages fill in the mutable
+    fields as the job moves on (the session's state lock guards them)."""
+
+    command: Command | None           # None for a bad input line: a FAILED job that never runs
+    variant: Variant
+    backend: Backend | None           # None for a bad input line
+    iters: int                        # the measurement goal
+    artifact: Artifact | None = None  # once compiled (or found in the cache)
+    future: Future[Artifact] | None = None   # the compile in flight
+    outputs_path: str | None = None   # a baseline's saved outputs, to check its variants' numerics against
+    cancelled: bool = False
+    # other processes' CPU over this job's measuring rounds: sum of host_load * wall_s, and sum of wall_s
+    load_cpu_s: float = 0.0
+    load_wall_s: float = 0.0
+
+    @property
+    def is_iree_baseline(self) -> bool:
+        """The job a command's variants are compared (and numerics-checked) against."""
+        return self.backend == IREE and self.variant.is_baseline
+
+    def reset(self) -> None:
+        """Forget what a previous measurement left (a rerun); the artifact stays, it is still valid."""
+        self.cancelled = False
+        self.load_cpu_s = self.load_wall_s = 0.0
+
+
+def job_id(text: str, variant: str, backend: str, target: str, taken: Container[str] = ()) -> str:
+    """The id of the job measuring `text` as `variant` on `backend` for `target`: stable across processes and
+    runs (`--resume` relies on it). A second job with the same four (the same command given twice) gets a
+    `-2`, `-3`... suffix, in the order they were added."""
+    base = hashlib.sha1(f"{text}\0{variant}\0{backend}\0{target}".encode()).hexdigest()[:12]
+    candidate, n = base, 1
+    while candidate in taken:
+        n += 1
+        candidate = f"{base}-{n}"
+    return candidate
+
+
+def applies(variant: Variant, command: Command) -> bool:
+    """Edited-dispatch variants are made for one kernel (every kernel's dispatches share names, so an edited
+    dispatch would be substituted into unrelated kernels): they get no job for other commands."""
+    return variant.applies_to(command.signature.func_name)
+
+
+def expand(command: Command, variants: Iterable[Variant], backends: Collection[str]) -> list[tuple[Variant, Backend]]:
+    """The (variant, backend) pairs one command is measured as, in queue order: every variant that applies to
+    it on IREE, then the torch reference (which has no variants: it is the same eager code whatever the
+    compiler flags)."""
+    pairs: list[tuple[Variant, Backend]] = []
+    if IREE in backends:
+        pairs += [(variant, IREE) for variant in variants if applies(variant, command)]
+    if TORCH in backends:
+        pairs.append((BASELINE, TORCH))
+    return pairs
+
+
+class Plan:
+    """Every entry given to the session and the jobs made of them: `jobs` (the public records, in queue order)
+    and `planned` (the runner's side of each), both keyed by job id."""
+
+    def __init__(self, target: str, backends: Collection[str], iters: int | None = None) -> None:
+        """`target`: the target's name (part of every job id). `iters`: a session-wide goal overriding each
+        command's own --iter."""
+        self.target = target
+        self.backends = backends
+        self.iters = iters
+        self.entries: list[InputEntry] = []
+        self.jobs: dict[str, JobResult] = {}
+        self.planned: dict[str, PlannedJob] = {}
+        #: finished results of the run being resumed, by job id: a job with such an id is not measured again
+        self.resumed: Mapping[str, JobResult] = {}
+
+    def add_entry(self, entry: InputEntry, variants: Iterable[Variant]) -> list[JobResult]:
+        """The jobs of one entry: its (variant, backend) pairs, or one FAILED job for a bad entry."""
+        self.entries.append(entry)
+        if entry.command is None:
+            return [self._add_failed(entry)]
+        return [self._add(entry, entry.command, variant, backend)
+                for variant, backend in expand(entry.command, variants, self.backends)]
+
+    def add_variant(self, variant: Variant) -> list[JobResult]:
+        """The jobs a variant added mid-session gets: one per good entry so far it applies to (IREE only)."""
+        if IREE not in self.backends:
+            return []
+        return [self._add(entry, entry.command, variant, IREE) for entry in self.entries
+                if entry.command is not None and applies(variant, entry.command)]
+
+    def requeue(self, job_id: str) -> JobResult:
+        """Reset a finished job to QUEUED for a rerun (its compile info and artifact stay)."""
+        result = self.jobs[job_id]
+        for name in ("error", "stats", "block_k", "warmup_calls", "noise_reason", "host_load", "numerics",
+                     "reproducer", "started_at", "finished_at"):
+            setattr(result, name, None)
+        result.samples_us = []
+        result.noisy = False
+        result.status = QUEUED
+        self.planned[job_id].reset()
+        return result
+
+    def _add(self, entry: InputEntry, command: Command, variant: Variant, backend: Backend) -> JobResult:
+        new_id = job_id(entry.text, variant.name, backend, self.target, self.jobs)
+        result = self.resumed.get(new_id)
+        if result is None:
+            sig = command.signature
+            result = JobResult(
+                job_id=new_id, command=entry.text, func_name=sig.func_name, op=sig.op, variant=variant.name,
+                target=self.target, backend=backend, status=QUEUED, source=entry.source,
+            )
+        self.jobs[new_id] = result
+        self.planned[new_id] = PlannedJob(
+            command=command, variant=variant, backend=backend, iters=self.iters or command.iters or DEFAULT_ITERS)
+        return result
+
+    def _add_failed(self, entry: InputEntry) -> JobResult:
+        new_id = job_id(entry.text, NO_VARIANT, NO_BACKEND, self.target, self.jobs)
+        result = JobResult(
+            job_id=new_id, command=entry.text, func_name="", op=(entry.text.split() or ["?"])[0],
+            variant=NO_VARIANT, target=self.target, backend=NO_BACKEND, status=FAILED,
+            error=entry.error or "invalid command", source=entry.source,
+        )
+        self.jobs[new_id] = result
+        self.planned[new_id] = PlannedJob(command=None, variant=BASELINE, backend=None, iters=0)
+        return result

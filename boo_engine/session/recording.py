@@ -1,0 +1,145 @@
+"""The session's run in the store: what is written to SQLite, and when.
+
+Owns the run id and every store write of a session: starting a run (or resuming one: `--resume` repairs a
+killed run and hands back its finished results so they are not measured again), registering variants and
+commands, recording each job as it is queued and when it reaches a final status (`finish`), and closing the
+run with its status. Nothing here measures or compiles.
+"""
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .. import __version__
+from .. import events as ev
+from ..config import SessionConfig
+from ..errors import BooError
+from ..results import JobResult, RunStatus, Status
+from ..variants import Variant
+from .state import SessionState
+
+if TYPE_CHECKING:  # the store package is imported when a Session is made, not when this module is
+    from ..store import Store
+
+
+class RunRecorder:
+    def __init__(self, store: Store, state: SessionState, config: SessionConfig, target: str) -> None:
+        self.store = store
+        self.run_id: int | None = None       # None until the first start() (or a resume) opens the run
+        self._state = state
+        self._config = config
+        self._target = target
+        self._registered_commands: set[str] = set()
+
+    # ---- the run -------------------------------------------------------------------------------------------
+    def resume(self, run_id: int | str) -> dict[str, JobResult]:
+        """Continue run `run_id` ("last": the newest). Returns its finished results by job id: the jobs that
+        get these ids again are not measured again. Raises BooError / StoreError (one line) when there is no
+        such run."""
+        if run_id == "last":
+            last = self.store.last_run_id()
+            if last is None:
+                raise BooError(f"--resume: no run to resume in {self.store.path}")
+            run_id = last
+        elif isinstance(run_id, str):  # the CLI already made it an int; a library caller may not have
+            try:
+                run_id = int(run_id)
+            except ValueError:
+                raise BooError(f"--resume expects a run id, got {run_id!r}") from None
+        self.store.run_info(run_id)  # StoreError (one line) when there is no such run
+        self.store.mark_interrupted(run_id)  # repair a run whose process was killed
+        done = self.store.finished_job_ids(run_id)
+        resumed = {r.job_id: r for r in self.store.load_results(run_id) if r.job_id in done}
+        self.store.resume_run(run_id)
+        self.run_id = run_id
+        return resumed
+
+    def start_run(self, environment: dict[str, Any], variants: list[Variant]) -> None:
+        """Open the run in the store (once: a later start() adds to the same run)."""
+        if self.run_id is not None:
+            return
+        self.run_id = self.store.start_run(
+            command_line=self._config.command_line or " ".join(shlex.quote(a) for a in sys.argv),
+            target=self._target,
+            config=config_dict(self._config, variants),
+            environment=environment,
+        )
+        for variant in variants:
+            self.register_variant(variant)
+        self._state.emit(ev.RunStarted(run_id=self.run_id, total_jobs=len(self._state.jobs)))
+
+    def run_status(self, interrupted: bool) -> RunStatus:
+        if interrupted:
+            return RunStatus.INTERRUPTED
+        _, failed = self._state.counts()
+        return RunStatus.FAILED if failed else RunStatus.DONE
+
+    def end_run(self, status: RunStatus, *, counts: tuple[int, int] | None = None, flush: bool = False) -> None:
+        """Mark the run `status` in the store and tell the front ends. It may be reopened by a later start().
+        `counts`: (done, failed) as they were when `status` was decided (default: now)."""
+        if self.run_id is None:
+            return
+        ok, failed = self._state.counts() if counts is None else counts
+        self.store.finish_run(self.run_id, status)
+        if flush:
+            self.store.flush()
+        self._state.emit(ev.RunFinished(run_id=self.run_id, status=status, ok=ok, failed=failed))
+
+    # ---- what the results refer to ---------------------------------------------------------------------------
+    def register_variant(self, variant: Variant) -> None:
+        """Store a variant's flags and spec text with the run (nothing before the run is open: start_run
+        registers the variants known then)."""
+        if self.run_id is None:
+            return
+        spec_text = "\n".join(Path(s).read_text(errors="replace") for s in variant.tuning_specs) or None
+        self.store.register_variant(self.run_id, variant.name, flags=variant.compile_flags(), spec_text=spec_text,
+                                    details=variant.describe())
+
+    # ---- jobs ----------------------------------------------------------------------------------------------
+    def record(self, result: JobResult) -> None:
+        """Write the job's row (queued or final); its command is registered on first sight."""
+        if self.run_id is None:
+            return
+        job = self._state.plan.planned.get(result.job_id)
+        if job is not None and job.command is not None and result.command not in self._registered_commands:
+            self._registered_commands.add(result.command)
+            sig = job.command.signature
+            self.store.register_command(result.command, op=sig.op, func_name=sig.func_name, signature=sig.describe())
+        self.store.record_result(self.run_id, result)
+
+    def record_all(self, results: Iterable[JobResult]) -> None:
+        for result in results:
+            self.record(result)
+
+    def finish(self, result: JobResult, status: Status, *, error: str | None = None) -> None:
+        """A job reached a final status: stamp it, tell the front ends, store it."""
+        result.status = status
+        if error is not None:
+            result.error = error
+        result.finished_at = time.time()
+        self._state.emit(ev.JobFinished(job_id=result.job_id, result=result))
+        self.record(result)
+
+
+def config_dict(cfg: SessionConfig, variants: list[Variant]) -> dict[str, Any]:
+    """The settings stored with the run (what `boo-tui runs` shows, and what makes two runs comparable)."""
+    return {
+        "target": cfg.target,
+        "variants": [v.describe() for v in variants],
+        "backends": list(cfg.backends),
+        "iters": cfg.iters,
+        "min_time_s": cfg.min_time_s,
+        "max_time_s": cfg.max_time_s,
+        "threads": cfg.threads,
+        "seed": cfg.seed,
+        "splat_value": cfg.splat_value,
+        "verify_numerics": cfg.verify_numerics,
+        "rounds": cfg.rounds,
+        "min_effect": cfg.min_effect,
+        "extra_args": list(cfg.extra_args),
+        "tool_version": __version__,
+    }

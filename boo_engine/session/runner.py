@@ -1,0 +1,139 @@
+"""The runner thread: takes the queued jobs as a batch, and drives them through the stages.
+
+For each batch: submit every IREE compile, then measure the batch group by group (a group is one command's
+jobs: its variants and backends, measured interleaved), each group's compiles awaited just before it, and
+finalise each measured job. When the queue runs dry the run is marked finished in the store (a later start()
+reopens it).
+
+CPU discipline: on the `cpu` target nothing else runs while a measurement runs: all compiles of a batch finish
+before its first measurement, our own pending DB writes are flushed before each group, and measurements run
+one at a time.
+
+The runner never dies silently: a crash fails what it was running and is reported as an error Log.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+
+from .. import events as ev
+from ..results import FAILED, FINAL_STATUSES, IREE, MEASURING, QUEUED
+from ..targets import Target
+from .compiling import CompileStage
+from .finalize import Finalizer
+from .measuring import MeasureStage
+from .recording import RunRecorder
+from .state import SessionState
+
+#: how often an idle runner looks whether the session is closing
+IDLE_POLL_S = 0.2
+
+
+class Runner:
+    def __init__(self, state: SessionState, recorder: RunRecorder, target: Target, compiling: CompileStage,
+                 measuring: MeasureStage, finalizer: Finalizer) -> None:
+        self._state = state
+        self._recorder = recorder
+        self._target = target
+        self._compiling = compiling
+        self._measuring = measuring
+        self._finalizer = finalizer
+        self._thread: threading.Thread | None = None
+
+    def ensure_running(self) -> None:
+        """Start the runner thread unless it runs (call with the state lock held, after queueing)."""
+        if self._thread is None or not self._thread.is_alive():
+            self._state.stop.clear()
+            self._thread = threading.Thread(target=self._loop, name="boo-session", daemon=True)
+            self._thread.start()
+        self._state.wake.set()
+
+    def join(self, timeout: float) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout=timeout)
+
+    def _loop(self) -> None:
+        state = self._state
+        try:
+            while not state.stop.is_set():
+                with state.lock:
+                    batch = [j for j in state.queued
+                             if state.jobs[j].status == QUEUED and not state.job(j).cancelled]
+                    state.queued = []
+                    state.active = set(batch)
+                if not batch:
+                    with state.lock:
+                        state.active = set()
+                        if not state.queued:
+                            state.wake.clear()
+                    self._finish_run_if_idle()
+                    if not state.wake.wait(timeout=IDLE_POLL_S) and state.stop.is_set():
+                        return
+                    continue
+                self._run_batch(batch)
+        except Exception as e:  # noqa: BLE001 - never die silently: fail what was running and tell the front end
+            import traceback
+
+            traceback.print_exc(file=sys.stderr)
+            state.emit(ev.Log(level="error", message=f"session runner crashed: {e!r}"))
+            with state.lock:
+                for job_id in list(state.active) + list(state.queued):
+                    r = state.jobs[job_id]
+                    if r.status not in FINAL_STATUSES:
+                        self._recorder.finish(r, FAILED, error=f"internal error: {e!r}")
+                state.active = set()
+                state.queued = []
+
+    def _finish_run_if_idle(self) -> None:
+        """Mark the run done/failed in the DB whenever the session goes idle (a later start reopens it)."""
+        state = self._state
+        if self._recorder.run_id is None or state.stop.is_set():
+            return
+        with state.lock:
+            if state.queued or state.active or state.idle_reported:
+                return
+            state.idle_reported = True
+            status = self._recorder.run_status(False)
+            counts = state.counts()
+        self._recorder.end_run(status, counts=counts, flush=True)
+
+    def _run_batch(self, batch: list[str]) -> None:
+        state = self._state
+        with state.lock:
+            state.idle_reported = False
+        iree_jobs = [j for j in batch if state.job(j).backend == IREE]
+        for job_id in iree_jobs:
+            self._compiling.submit(job_id)
+        groups = self._groups(batch)
+        if self._target.kind == "cpu":
+            # CPU discipline: no compile may run beside a measurement.
+            for job_id in iree_jobs:
+                self._compiling.await_(job_id)
+        for group in groups:
+            if state.stop.is_set():
+                return
+            for job_id in group:
+                if state.job(job_id).backend == IREE:
+                    self._compiling.await_(job_id)
+            if self._target.kind == "cpu":
+                self._recorder.store.flush()  # our own DB writes of the last group must not run beside this measurement
+            self._measure(group)
+
+    def _measure(self, group: list[str]) -> None:
+        """Measure one group, finalise its jobs, then publish the command's verdicts (when it has columns to
+        compare)."""
+        order = self._measuring.measure_group(group)
+        if not order:
+            return
+        for job_id in order:
+            if self._state.jobs[job_id].status == MEASURING:
+                self._finalizer.complete(job_id)
+        if len(group) > 1:
+            self._finalizer.publish_comparisons(self._state.jobs[group[0]].command)
+
+    def _groups(self, batch: list[str]) -> list[list[str]]:
+        """Jobs of the same command (its variants and backends) form a group measured interleaved."""
+        groups: dict[str, list[str]] = {}
+        for job_id in batch:
+            groups.setdefault(self._state.jobs[job_id].command, []).append(job_id)
+        return list(groups.values())

@@ -1,0 +1,69 @@
+"""What the session's threads share, and the one lock that guards it.
+
+The caller's thread (add, start, cancel, close) and the runner thread (compile, measure, finalise) both read and
+change jobs, the queue and the measurement in flight. All of that lives in one `SessionState`, and `lock` is
+the only lock over it: whoever changes a job's status, the queue, or which measurement is in flight holds
+`lock` (an RLock: a stage may call back into a helper that takes it again). The stages and the facade are
+handed this object; none keeps a copy of what is in it.
+
+It also owns the way out to the front ends: `emit` (the listener) and `set_status`.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+
+from .. import events as ev
+from ..results import DONE, FAILED, FINAL_STATUSES, JobResult, Status
+from .plan import Plan, PlannedJob
+
+Listener = Callable[[ev.Event], None]
+
+
+class SessionState:
+    def __init__(self, plan: Plan, listener: Listener | None) -> None:
+        self.lock = threading.RLock()
+        self.plan = plan
+        self.queued: list[str] = []          # job ids waiting for the runner
+        self.active: set[str] = set()        # job ids of the batch the runner works on
+        self.wake = threading.Event()        # set when there is new work for the runner
+        self.stop = threading.Event()        # set once, when the session closes
+        # The event the measurement in flight watches: cancel() and close() set it, and the measure stage
+        # replaces it (under `lock`) before each measurement so that a stale cancel never stops the next one.
+        self.measure_cancel = threading.Event()
+        self.current: str | None = None      # the job being measured
+        self.idle_reported = False           # the run was marked finished since the last batch
+        self._listener = listener
+
+    @property
+    def jobs(self) -> dict[str, JobResult]:
+        return self.plan.jobs
+
+    def job(self, job_id: str) -> PlannedJob:
+        return self.plan.planned[job_id]
+
+    def busy(self) -> bool:
+        """True while a job is queued or the runner's batch has an unfinished job."""
+        with self.lock:
+            return bool(self.queued) or any(self.jobs[j].status not in FINAL_STATUSES for j in self.active)
+
+    def counts(self) -> tuple[int, int]:
+        """(done, failed) jobs so far."""
+        with self.lock:
+            ok = sum(1 for r in self.jobs.values() if r.status == DONE)
+            failed = sum(1 for r in self.jobs.values() if r.status == FAILED)
+        return ok, failed
+
+    def emit(self, event: ev.Event) -> None:
+        if self._listener is None:
+            return
+        try:
+            self._listener(event)
+        except Exception as e:  # noqa: BLE001 - a front end's bug must not stop a measurement
+            print(f"boo-tui: event listener failed: {e!r}", file=sys.stderr)
+
+    def set_status(self, result: JobResult, status: Status, detail: str | None = None) -> None:
+        """Move a job to a non-final status (final ones go through RunRecorder.finish, which stores them)."""
+        result.status = status
+        self.emit(ev.JobStatus(job_id=result.job_id, status=status, detail=detail))
