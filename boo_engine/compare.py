@@ -6,8 +6,10 @@ The ratio is median(variant) / median(baseline): below 1 the variant is faster. 
   0.5% difference is "significant" yet nobody should act on it; with a handful of noisy samples a 30% difference
   may be luck (asv and google-benchmark's compare.py decide the same way). The CI condition keeps a verdict from
   contradicting the interval printed beside it (seen before it existed: `1.091x [0.983, 1.169] slower`).
-- same: the whole CI lies inside [1 - min_effect, 1 + min_effect]: a change that matters is ruled out.
-- unclear: neither (NVBench's AMBIGUOUS): the data cannot tell; measure longer or on a quieter machine.
+- same: the point estimate lies within min_effect of 1 (and the CI reaches that band): no change that matters
+  was found. A run compared with itself is "same", however noisy.
+- unclear: a change of at least min_effect that the data cannot confirm (not significant, or a CI that includes
+  1.0): NVBench's AMBIGUOUS. Measure longer or on a quieter machine.
 - insufficient: fewer than MIN_SAMPLES samples on a side.
 
 Comparisons of a whole run are keyed by `comparison_key(result)` = (target, command, column label), where the
@@ -121,15 +123,15 @@ def compare_samples(
 
 def decide(ratio: float, ci_low: float, ci_high: float, p_value: float, *, min_effect: float = DEFAULT_MIN_EFFECT,
            alpha: float = 0.05) -> Verdict:
-    """The verdict rule of the module docstring. It can never contradict its interval: faster / slower need a CI
-    that excludes 1.0, same needs a CI inside the +-min_effect band."""
+    """The verdict rule of the module docstring. It never contradicts its interval: faster / slower need a CI that
+    excludes 1.0 (on the side of the effect), same a CI that reaches the +-min_effect band."""
     if not all(math.isfinite(x) for x in (ratio, ci_low, ci_high, p_value)):
         return UNCLEAR
-    excludes_one = ci_high < 1.0 or ci_low > 1.0
-    if p_value < alpha and abs(ratio - 1.0) >= min_effect and excludes_one:
+    if abs(ratio - 1.0) < min_effect:
+        reaches_band = ci_low <= 1.0 + min_effect and ci_high >= 1.0 - min_effect
+        return SAME if reaches_band else UNCLEAR
+    if p_value < alpha and (ci_high < 1.0 if ratio < 1.0 else ci_low > 1.0):
         return FASTER if ratio < 1.0 else SLOWER
-    if 1.0 - min_effect <= ci_low and ci_high <= 1.0 + min_effect:
-        return SAME
     return UNCLEAR
 
 

@@ -160,10 +160,12 @@ def test_significant_effect_whose_ci_contains_one_is_unclear_not_slower():
     assert decide(0.90, 0.85, 0.95, 0.01, min_effect=0.03) == FASTER
 
 
-def test_same_needs_the_whole_interval_inside_the_min_effect_band():
-    assert decide(1.005, 0.99, 1.02, 0.4, min_effect=0.03) == SAME
-    assert decide(1.005, 0.95, 1.06, 0.4, min_effect=0.03) == UNCLEAR   # a 5% change is not ruled out
-    assert decide(1.005, 0.95, 1.06, 0.4, min_effect=0.10) == SAME      # ... but a 10% one is
+def test_same_is_a_change_smaller_than_min_effect_and_unclear_a_bigger_one_the_data_cannot_confirm():
+    assert decide(1.005, 0.95, 1.06, 0.4, min_effect=0.03) == SAME       # a noisy run against itself
+    assert decide(0.98, 0.97, 0.99, 0.001, min_effect=0.03) == SAME      # significant, too small to act on
+    assert decide(1.05, 0.96, 1.12, 0.2, min_effect=0.03) == UNCLEAR     # +5%, not significant
+    assert decide(1.05, 0.96, 1.12, 0.2, min_effect=0.10) == SAME
+    assert decide(1.02, 1.06, 1.08, 0.01, min_effect=0.03) == UNCLEAR    # a CI that misses the point estimate
 
 
 @settings(max_examples=60, deadline=None)
@@ -177,4 +179,5 @@ def test_no_verdict_contradicts_its_confidence_interval(b, v, min_effect):
     elif c.verdict == SLOWER:
         assert c.ci_low > 1.0 and c.p_value < 0.05 and c.ratio >= 1.0 + min_effect
     elif c.verdict == SAME:
-        assert 1.0 - min_effect <= c.ci_low and c.ci_high <= 1.0 + min_effect
+        assert abs(c.ratio - 1.0) < min_effect
+        assert c.ci_low <= 1.0 + min_effect and c.ci_high >= 1.0 - min_effect
