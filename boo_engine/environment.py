@@ -17,6 +17,8 @@ import subprocess
 import sys
 from typing import Any
 
+from . import iree_tools
+
 PROBE_TIMEOUT_S = 2.0
 
 
@@ -137,9 +139,10 @@ def _run(cmd: list[str]) -> str | None:
 
 @functools.cache
 def _iree_compile_version() -> str | None:
-    """The line of `iree-compile --version` that names the version (its literal first line is a banner)."""
-    out = _run(["iree-compile", "--version"])
-    return _version_line(out) if out else None
+    """The version of the iree-compile that compiles the kernels: the installed iree-base-compiler wheel's (an
+    iree-compile on PATH may be another build), as the kernel cache keys on it (iree_tools.compiler_version)."""
+    exe = iree_tools.find_tool("iree-compile")
+    return _version_line(iree_tools.compiler_version(exe, timeout_s=PROBE_TIMEOUT_S)) if exe else None
 
 
 def _version_line(out: str) -> str | None:

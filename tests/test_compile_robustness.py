@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -50,10 +51,8 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_cancel_kills_the_compiler_and_everything_it_started(tmp_path, monkeypatch):
-    """A real iree-compile whose preprocess step (a child of the compiler) hangs: cancelling the job must kill
-    the worker, the compiler and that child, not leave the compiler running on as an orphan."""
-    from boo_engine.commands import parse_command
+def _hanging_variant(tmp_path, monkeypatch):
+    """A variant whose preprocess step (a real executable on PATH, run by iree-compile as its child) hangs."""
     from boo_engine.variants import Variant
 
     bin_dir = tmp_path / "bin"
@@ -62,15 +61,29 @@ def test_cancel_kills_the_compiler_and_everything_it_started(tmp_path, monkeypat
     tool.write_text("#!/bin/sh\nsleep 300\ncat\n")
     tool.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    variant = Variant(name="hang", preprocess="boo-test-hanging-preprocess")
+    return Variant(name="hang", preprocess="boo-test-hanging-preprocess")
+
+
+def _wait_for_the_hang(p, fut) -> list[int]:
+    """The processes under the pool's workers once the hanging preprocess step runs."""
+    deadline = time.monotonic() + 120
+    tree: list[int] = []
+    while not any(_cmd(c).startswith("sleep") for c in tree):
+        assert time.monotonic() < deadline and not fut.done(), "the preprocess step never started"
+        time.sleep(0.05)
+        tree = [c for w in p._workers for c in _descendants(w.proc.pid)]
+    return tree
+
+
+def test_cancel_kills_the_compiler_and_everything_it_started(tmp_path, monkeypatch):
+    """A real iree-compile whose preprocess step (a child of the compiler) hangs: cancelling the job must kill
+    the worker, the compiler and that child, not leave the compiler running on as an orphan."""
+    from boo_engine.commands import parse_command
+
+    variant = _hanging_variant(tmp_path, monkeypatch)
     with pool.CompilePool(workers=1, cache=KernelCache(tmp_path / "cache"), timeout_s=600) as p:
         fut = p.submit(parse_command("gemm -k 8 -m 8 -n 8"), "cpu", variant)
-        deadline = time.monotonic() + 120
-        tree: list[int] = []
-        while not any(_cmd(c).startswith("sleep") for c in tree):
-            assert time.monotonic() < deadline and not fut.done(), "the preprocess step never started"
-            time.sleep(0.05)
-            tree = [c for w in p._workers for c in _descendants(w.proc.pid)]
+        tree = _wait_for_the_hang(p, fut)
         compiler = [c for c in tree if _cmd(c).endswith("iree-compile")]
         assert compiler, f"no iree-compile among {[_cmd(c) for c in tree]}"
         p.cancel_all()
@@ -78,6 +91,35 @@ def test_cancel_kills_the_compiler_and_everything_it_started(tmp_path, monkeypat
             fut.result(timeout=30)
         time.sleep(0.2)
         assert [(c, _cmd(c)) for c in tree if _alive(c)] == []
+
+
+def test_a_dump_job_is_killed_on_timeout_like_a_compile(tmp_path, monkeypatch):
+    """--dump-dispatches runs as a job of the pool: a dump whose compiler hangs (in its preprocess step, a child
+    of iree-compile) fails after the pool's timeout with the compiler AND that child killed and its temporary
+    folder removed; the worker lives on, and its next dump writes the dispatch files."""
+    import tempfile
+
+    from boo_engine.commands import parse_command
+    from boo_engine.variants import DUMP_MANIFEST
+
+    sig = parse_command("gemm -k 8 -m 8 -n 8")
+    variant = _hanging_variant(tmp_path, monkeypatch)
+    with pool.CompilePool(workers=1, cache=KernelCache(tmp_path / "cache"), timeout_s=6) as p:
+        fut = p.submit_dump(sig, "cpu", tmp_path / "dump", variant)
+        tree = _wait_for_the_hang(p, fut)
+        assert [c for c in tree if _cmd(c).endswith("iree-compile")], [_cmd(c) for c in tree]
+        worker = p._workers[0].proc.pid
+        with pytest.raises(CompileError, match=f"{sig.func_name}: iree-compile timed out after 6 s"):
+            fut.result(timeout=60)
+        time.sleep(0.2)
+        assert [(c, _cmd(c)) for c in tree if _alive(c)] == []
+        assert not list(Path(tempfile.gettempdir()).glob(f"boo-dump-{worker}-*"))
+        assert not (tmp_path / "dump" / sig.func_name).exists()
+
+        files = p.submit_dump(sig, "cpu", tmp_path / "dump").result(timeout=300)
+        assert p._workers[0].proc.pid == worker  # a timeout fails the job, not the worker
+    assert files and all(f.parent == tmp_path / "dump" / sig.func_name for f in files)
+    assert (tmp_path / "dump" / sig.func_name / DUMP_MANIFEST).is_file()
 
 
 def _cmd(pid: int) -> str:

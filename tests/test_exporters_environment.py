@@ -56,7 +56,21 @@ def _tool(dir_, name: str, body: str) -> None:
 def test_no_tools_on_path_never_raises(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
     env = collect_environment("hip:gfx942")
-    assert env["iree_compile_version"] is None and env["gpu"] is None and env["host"]
+    assert env["gpu"] is None and env["host"]
+    # the compiler is the installed wheel's, which is not looked up on PATH
+    assert "3.13" in env["iree_compile_version"]
+
+
+def test_compiler_version_is_the_wheels_not_an_iree_compile_on_path(monkeypatch, tmp_path):
+    """The version recorded next to a run is the one of the compiler that built the kernels (the wheel's, which
+    the kernel cache keys on), not of whatever iree-compile comes first on PATH."""
+    _tool(tmp_path, "iree-compile", 'echo "IREE compiler version 0.0.1-some-other-build"')
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    from boo_engine.compile.cache import KernelCache
+
+    env = collect_environment("cpu")
+    assert "0.0.1" not in env["iree_compile_version"] and "3.13" in env["iree_compile_version"]
+    assert env["iree_compile_version"] == KernelCache(tmp_path / "cache").compiler_version
 
 
 def test_nvidia_gpu(monkeypatch, tmp_path):

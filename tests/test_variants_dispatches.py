@@ -107,6 +107,20 @@ def test_dump_refuses_to_overwrite_edits(sig, dumped):
     assert src.read_text().endswith("// my edit\n")
 
 
+def test_a_dump_job_of_the_pool_refuses_to_overwrite_edits_as_a_variant_error(sig, dumped, tmp_path):
+    """The pool's dump job reports a folder holding edits as the user's problem (VariantError), like the plain
+    function, and leaves the edit alone."""
+    from boo_engine.compile.pool import CompilePool
+
+    src = dumped / f"module_{EXE}.mlir"
+    src.write_text(src.read_text() + "// my edit\n")
+    with CompilePool(workers=1, cache=KernelCache(tmp_path / "cache")) as pool:
+        with pytest.raises(VariantError) as e:
+            pool.submit_dump(sig, "cpu", dumped.parent).result(timeout=300)
+    assert "was edited" in str(e.value) and src.name in str(e.value)
+    assert src.read_text().endswith("// my edit\n")
+
+
 def test_both_source_and_configuration_edited_is_refused(dumped):
     for name in (f"module_{EXE}.mlir", f"configured_module_{EXE}.mlir"):
         p = dumped / name

@@ -39,7 +39,7 @@ USAGE = """usage: boo-driver [COMMAND ...] [--commands-file FILE] [--csv FILE] [
                   [--jobs N] [--threads N] [--seed N] [--min-time S] [--gpu-id N]
 
 A drop-in for iree-boo-driver: COMMAND is an MIOpenDriver command (conv*, layernorm*, gemm*), with its own
--t/--time and --iter. --backend: iree (also iree_boo, iree_boo_experimental, iree_boo_legacy) and/or torch;
+--iter (and -t/--time, accepted and ignored: every kernel is timed). --backend: iree (also iree_boo, iree_boo_experimental, iree_boo_legacy) and/or torch;
 default iree. --preload compiles every command into the cache (in parallel) without running anything.
 Exit codes: 0 all commands succeeded, 1 some failed (CSV cells N.A.), 2 usage error."""
 

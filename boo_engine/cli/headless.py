@@ -136,9 +136,12 @@ def _regressions(comparisons: dict, pct: float | None) -> list[str]:
 
 
 def _dump_dispatches(args, config) -> int:
+    """Dump every command's dispatches: compile jobs of a CompilePool (its timeout, stall detection and process
+    group kill; Ctrl-C cancels them), each distinct kernel once, reported in the commands' order."""
     from ..commands import looks_like_commands_file, parse_invocation, read_commands_file
+    from ..compile.cache import KernelCache
+    from ..compile.pool import CompilePool
     from ..targets import parse_target
-    from ..variants import dump_dispatches
 
     target = parse_target(config.target)  # config_from_args resolved it (a detected GPU, else cpu)
     code = EXIT_OK
@@ -151,13 +154,21 @@ def _dump_dispatches(args, config) -> int:
                 commands.append(parse_invocation(item))
     except BooError as e:
         return fail(PROG, str(e))
-    for command in commands:
-        try:
-            files = dump_dispatches(command.signature, target, args.dump_dispatches)
-            print(f"{command.signature.func_name}: {len(files)} files in {args.dump_dispatches}", file=sys.stderr)
-        except BooError as e:
-            print(f"{PROG}: {command.signature.func_name}: {e}", file=sys.stderr)
-            code = EXIT_FAILED
+    cache = KernelCache(config.cache_dir) if config.cache_dir else None
+    with CompilePool(workers=config.compile_workers, timeout_s=config.compile_timeout_s, cache=cache) as pool:
+        futures = {}
+        for command in commands:  # a kernel listed twice is dumped once (two jobs would share its folder)
+            func = command.signature.func_name
+            if func not in futures:
+                futures[func] = pool.submit_dump(command.signature, target, args.dump_dispatches)
+        for command in commands:
+            func = command.signature.func_name
+            try:
+                files = futures[func].result()
+                print(f"{func}: {len(files)} files in {args.dump_dispatches}", file=sys.stderr)
+            except BooError as e:
+                print(f"{PROG}: {func}: {e}", file=sys.stderr)
+                code = EXIT_FAILED
     return code
 
 

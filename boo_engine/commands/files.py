@@ -10,12 +10,10 @@ import os
 import shlex
 from pathlib import Path
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Sequence, overload
+from typing import Literal, Sequence, overload
 
+from boo_engine.commands.command import Command, parse_invocation
 from boo_engine.errors import CommandError
-
-if TYPE_CHECKING:
-    from boo_engine.commands import Command
 
 
 @dataclass(frozen=True)
@@ -24,7 +22,7 @@ class CommandLine:
 
     source: str  # "path:LINE"
     text: str  # the line as written (stripped)
-    command: "Command | None"
+    command: Command | None
     error: str | None
 
     @property
@@ -72,7 +70,7 @@ def _read_lines(path: str | os.PathLike[str]) -> list[str]:
 
 @overload
 def read_commands_file(path: str | os.PathLike[str], extra_args: Sequence[str] = (),
-                       errors: Literal["raise"] = "raise") -> "list[Command]": ...
+                       errors: Literal["raise"] = "raise") -> list[Command]: ...
 @overload
 def read_commands_file(path: str | os.PathLike[str], extra_args: Sequence[str] = (), *,
                        errors: Literal["collect"]) -> list[CommandLine]: ...
@@ -89,8 +87,6 @@ def read_commands_file(path, extra_args=(), errors="raise"):
     show the bad lines next to the good ones.
     A missing or unreadable file raises CommandError naming the path in both modes.
     """
-    from boo_engine.commands import parse_invocation  # late: the package imports this module
-
     if errors not in ("raise", "collect"):
         raise ValueError(f"errors must be 'raise' or 'collect', got {errors!r}")
     tsv = os.fspath(path).lower().endswith(".tsv")

@@ -116,7 +116,14 @@ def _family(word: str) -> str:
 
 def split_timing_args(tokens: Sequence[str]) -> tuple[list[str], int, int]:
     """Remove the timing args (`-t/--time`, `--iter`/`-i`) wherever they appear, as BOO does before the op's
-    parser sees the command. Returns (remaining tokens, iters, time); the last occurrence wins."""
+    parser sees the command. Returns (remaining tokens, iters, time); the last occurrence wins.
+
+    | flag | value | meaning in boo-tui |
+    |---|---|---|
+    | `--iter N`, `-i N` | N >= 1 (default 100) | iterations to measure (the goal unless --min-time is given) |
+    | `--time 0/1`, `-t 0/1` | 0 or 1 (default 1) | IGNORED: validated and kept in `Command.time` for compatibility |
+    |  |  | with MIOpenDriver (whose `-t 1` prints kernel times); boo-tui always times every kernel |
+    """
     iters, time = 100, 1
     op = _family(tokens[0]) if tokens and not tokens[0].startswith("-") else "command"
     rest: list[str] = []

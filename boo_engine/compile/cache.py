@@ -31,18 +31,17 @@ import contextlib
 import fcntl
 import functools
 import hashlib
-import importlib.util
 import inspect
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 import threading
 from pathlib import Path
 from typing import Any, Iterator
 
-from .. import locations
+from .. import iree_tools, locations
+from ..errors import CompileError
 from ..fsutil import atomic_write
 
 VMFB = "kernel.vmfb"
@@ -53,22 +52,6 @@ CONFIGS = "configs"
 SCHEMA = 1
 
 
-def iree_compile_path() -> str:
-    """Absolute path of the iree-compile binary of the installed iree-base-compiler wheel (found without
-    importing iree.compiler, which costs ~70 ms), else the one on PATH."""
-    spec = importlib.util.find_spec("iree.compiler")
-    for loc in (spec.submodule_search_locations or []) if spec else []:
-        exe = Path(loc) / "_mlir_libs" / "iree-compile"
-        if exe.is_file():
-            return str(exe)
-    exe = shutil.which("iree-compile")
-    if not exe:
-        from ..errors import CompileError
-
-        raise CompileError("iree-compile not found: install iree-base-compiler")
-    return exe
-
-
 def _compiler_stamp(exe: str) -> str:
     """Identifies a compiler build cheaply: path, size and mtime of the binary and of its library."""
     parts = []
@@ -77,14 +60,6 @@ def _compiler_stamp(exe: str) -> str:
             st = p.stat()
             parts.append(f"{p}:{st.st_size}:{st.st_mtime_ns}")
     return "|".join(parts)
-
-
-@functools.lru_cache(maxsize=None)
-def _run_version(exe: str) -> str:
-    out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=60)
-    lines = [ln.strip() for ln in (out.stdout + out.stderr).splitlines() if ln.strip()]
-    version = " ".join(ln for ln in lines if "version" in ln.lower())
-    return version or " ".join(lines) or "unknown"
 
 
 @functools.lru_cache(maxsize=None)
@@ -161,14 +136,14 @@ class KernelCache:
         return self._compiler_version
 
     def _read_compiler_version(self) -> str:
-        exe = iree_compile_path()
+        exe = iree_tools.tool_path("iree-compile", CompileError)
         stamp = _compiler_stamp(exe)
         memo = self.root / ".compiler-version.json"
         with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
             known = json.loads(memo.read_text())
             if known["stamp"] == stamp:
                 return str(known["version"])
-        version = _run_version(exe)
+        version = iree_tools.compiler_version(exe, error=CompileError)
         with contextlib.suppress(OSError):
             _atomic_write(memo, json.dumps({"stamp": stamp, "version": version}))
         return version

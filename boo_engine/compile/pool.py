@@ -1,16 +1,9 @@
-"""Compiling signatures into cached artifacts: `compile_signature()` (synchronous) and `CompilePool` (worker
-processes).
+"""`CompilePool`: many compiles at once in worker processes (compile.worker), through a shared cache; also the
+import point of the compile layer's public names (they live in compile.build, .flags, .artifact, .runner).
 
-iree-compile always runs as a child process: a compiler crash (it happens, e.g. with some substitution flags)
-is then a CompileError, never the death of the caller, every compile gets its own flags, and a timeout or a
-cancel kills it. The pool's workers are spawned processes that each lead their own process group: they do the
-export (torch.export holds the GIL ~150 ms the first time, which must never happen on a UI thread) and run
-iree-compile in a process group of its own (it starts a linker child), so a timeout kills compiler and linker;
-cancelling a running job kills the worker with every process under it and starts a new worker.
-
-Workers and compilers stay in the caller's SESSION (process groups, not setsid): with the kernel's autogroup
-scheduling (on by default in most distributions) every session is its own scheduling group with an equal share
-of the CPU, where the compilers' nice +5 would mean nothing next to the dashboard's UI thread.
+The pool's workers are spawned processes that each lead their own process group; cancelling a running job kills
+the worker with every process under it (procs.kill_tree) and starts a new worker. A dispatch dump
+(`submit_dump`) is a job like a compile: same workers, same timeout, same stall detection, same cancel.
 """
 from __future__ import annotations
 
@@ -20,28 +13,43 @@ import contextlib
 import multiprocessing
 import multiprocessing.connection
 import os
-import shlex
-import signal
-import subprocess
 import threading
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from ..child import redirect_output_if_asked
 from ..errors import CompileError
 from ..ops.base import OpSignature
-from ..results import CompileInfo
-from ..targets import Target, parse_target, per_op_default_flags
+from ..targets import Target
 from ..variants import BASELINE, Variant
 from . import cache as cache_mod
-from .cache import CONFIGS, COMMAND, VMFB, KernelCache
+from .artifact import Artifact, artifact_from_meta
+from .build import DEFAULT_TIMEOUT_S, compile_signature, lookup_cached
+from .cache import KernelCache
+from .dump import dump_dispatches, sweep_dump_leftovers
+from .flags import RUN_FLAGS, as_target, compile_flags, run_flags
+from .messages import Compiled, CompileRequest, Dumped, DumpRequest, Failed, Request
+from .procs import kill_tree
+from .runner import STALL_S
+from .runner import run_compiler as _run_compiler  # noqa: F401 - the name tests call the runner by
+from .worker import COMPILE_NICENESS, Worker
 
-DEFAULT_TIMEOUT_S = 600.0
-
-
-COMPILE_NICENESS = 5
+__all__ = [
+    "COMPILE_NICENESS",
+    "DEFAULT_TIMEOUT_S",
+    "RUN_FLAGS",
+    "STALL_S",
+    "Artifact",
+    "CompileCancelled",
+    "CompilePool",
+    "artifact_from_meta",
+    "as_target",
+    "compile_flags",
+    "compile_signature",
+    "dump_dispatches",
+    "lookup_cached",
+    "run_flags",
+]
 
 
 class CompileCancelled(CompileError):
@@ -49,381 +57,26 @@ class CompileCancelled(CompileError):
 
 
 @dataclass
-class Artifact:
-    """A compiled kernel in the cache and how it came to be."""
-
-    func_name: str
-    target: Target
-    variant: Variant
-    vmfb_path: str
-    dir: str
-    key: str
-    command: list[str]              # exact iree-compile command line (as in compile_command.sh)
-    compile_seconds: float          # export + compile wall time of THIS call; 0.0 on a cache hit
-    cache_hit: bool
-    compiler_version: str
-    num_dispatches: int
-    configs_dir: str                # dumped executable configurations (one .mlir per dispatch)
-    mlir_path: str
-    flags: list[str] = field(default_factory=list)
-    meta: dict[str, Any] = field(default_factory=dict)  # the entry's meta.json
-
-    def to_compile_info(self) -> CompileInfo:
-        return CompileInfo(seconds=self.compile_seconds, cache_hit=self.cache_hit, command=list(self.command),
-                           artifact=self.vmfb_path, key=self.key, compiler_version=self.compiler_version,
-                           num_dispatches=self.num_dispatches)
-
-
-# ---- synchronous compile ---------------------------------------------------------------------------------
-
-def as_target(target: Target | str) -> Target:
-    return target if isinstance(target, Target) else parse_target(target)
-
-
-def compile_flags(sig: OpSignature, target: Target, variant: Variant = BASELINE,
-                  extra_flags: Sequence[str] = ()) -> list[str]:
-    """Every iree-compile flag that shapes the artifact, in order: target, per-op-class defaults, variant,
-    extra. Later flags win, so a variant can override a default (e.g. `--iree-opt-data-tiling=false`)."""
-    return (["--iree-input-type=torch"] + target.compile_flags() + per_op_default_flags(sig, target)
-            + variant.compile_flags() + list(extra_flags))
-
-
-def lookup_cached(sig: OpSignature, target: Target | str, variant: Variant = BASELINE, *,
-                  cache: KernelCache | None = None, extra_flags: Sequence[str] = ()) -> Artifact | None:
-    """The cached artifact for this kernel, found without exporting (a few file reads), or None."""
-    target = as_target(target)
-    cache = cache or cache_mod.default_cache()
-    flags = compile_flags(sig, target, variant, extra_flags)
-    ikey = cache.index_key(sig, flags, target.identity(), variant.key_material())
-    found = cache.index_lookup(ikey)
-    if found is None:
-        return None
-    meta = cache.load(*found)
-    return None if meta is None else _artifact(cache, meta, target, variant, cache_hit=True, seconds=0.0)
-
-
-def compile_signature(sig: OpSignature, target: Target | str = "cpu", variant: Variant = BASELINE, *,
-                      cache: KernelCache | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
-                      extra_flags: Sequence[str] = ()) -> Artifact:
-    """Export and compile `sig` for `target` with `variant`, through the cache. Raises CompileError when export
-    or iree-compile fails, crashes or exceeds `timeout_s` (stderr and the command line are kept)."""
-    target = as_target(target)
-    variant = variant or BASELINE
-    cache = cache or cache_mod.default_cache()
-    flags = compile_flags(sig, target, variant, extra_flags)
-    identity, vkey = target.identity(), variant.key_material()
-    ikey = cache.index_key(sig, flags, identity, vkey)
-    found = cache.index_lookup(ikey)
-    if found is not None:
-        meta = cache.load(*found)
-        if meta is not None:
-            return _artifact(cache, meta, target, variant, cache_hit=True, seconds=0.0)
-
-    from .export import export_mlir  # imports iree.compiler (~70 ms): only when a compile may be needed
-
-    t0 = time.perf_counter()
-    mlir = export_mlir(sig)
-    export_s = time.perf_counter() - t0
-    func = sig.func_name
-    key = cache.key_for(mlir, flags, identity, vkey)
-    hit = True
-    meta = cache.load(func, key)
-    if meta is None:
-        with cache.lock(func, key):
-            meta = cache.load(func, key)  # another process may have built it while we waited
-            if meta is None:
-                hit = False
-                mlir_path = cache.write_mlir(func, mlir)
-                meta = _build(cache, sig, target, variant, flags, key, mlir_path, timeout_s,
-                              export_s=export_s, identity=identity, variant_key=vkey)
-    cache.index_record(ikey, func, key)
-    seconds = 0.0 if hit else time.perf_counter() - t0
-    return _artifact(cache, meta, target, variant, cache_hit=hit, seconds=seconds)
-
-
-#: How iree-compile runs, not what it builds (measured byte-identical vmfbs for cpu, gfx942 and sm_80): MLIR's
-#: thread pool costs more than it gives on these one-op modules. 15 sample kernels one at a time: 5.9 s instead of
-#: 6.8 s wall (and 5.9 s of CPU instead of 7.5 s); two at a time: 3.2 s instead of 3.5 s. Kept out of the cache key.
-RUN_FLAGS = ("--mlir-disable-threading",)
-
-
-def run_flags(flags: Sequence[str]) -> list[str]:
-    """RUN_FLAGS not already among `flags` (a flag given twice is an error for iree-compile)."""
-    given = {f.split("=", 1)[0] for f in flags}
-    return [f for f in RUN_FLAGS if f.split("=", 1)[0] not in given]
-
-
-def _build(cache: KernelCache, sig: OpSignature, target: Target, variant: Variant, flags: list[str], key: str,
-           mlir_path: Path, timeout_s: float, *, export_s: float, identity: str, variant_key: str) -> dict:
-    func = sig.func_name
-    exe = cache_mod.iree_compile_path()
-    final = cache.entry_dir(func, key)
-    staging = cache.staging_dir(func, key)
-
-    # The configurations are dumped straight to the entry's final configs/ folder: IREE records the dump path in
-    # the vmfb, so only then does compile_command.sh (final paths) rebuild a byte-identical kernel. The vmfb is
-    # written to the staging folder, and the folder becomes visible as a valid entry only at the final rename
-    # (readers check meta.json; writers hold the per-key lock).
-    cache.discard(func, key)
-    cmd = [exe, str(mlir_path), *flags, *run_flags(flags),
-           f"--iree-hal-dump-executable-configurations-to={final / CONFIGS}", "-o"]
-    shown = cmd + [str(final / VMFB)]
-    try:
-        seconds = _run_compiler(cmd + [str(staging / VMFB)], shown, func, timeout_s)
-        if not (staging / VMFB).is_file() or (staging / VMFB).stat().st_size == 0:
-            raise CompileError(f"{func}: iree-compile exited 0 but wrote no kernel", command=shown)
-        if (final / CONFIGS).is_dir():
-            os.rename(final / CONFIGS, staging / CONFIGS)
-        else:
-            (staging / CONFIGS).mkdir()
-        cache.discard(func, key)
-        script = "#!/bin/sh\n# rebuilds kernel.vmfb of this cache entry\nexec " + shlex.join(shown) + "\n"
-        (staging / COMMAND).write_text(script)
-        (staging / COMMAND).chmod(0o755)
-        configs = sorted(p.name for p in (staging / CONFIGS).iterdir())
-        meta = {
-            "signature": repr(sig), "op": sig.op, "mode": sig.mode, "dtype": sig.dtype_name,
-            "target": target.name, "target_identity": identity, "variant": variant.describe(),
-            "variant_key": variant_key, "flags": flags, "command": shown,
-            "compiler_version": cache.compiler_version, "compile_seconds": round(seconds, 4),
-            "export_seconds": round(export_s, 4), "num_dispatches": len(configs), "configs": configs,
-            "mlir_sha256": cache_mod.file_sha256(mlir_path), "created_at": time.time(),
-        }
-        return cache.commit(staging, func, key, meta)
-    except BaseException:
-        cache.discard(func, key)  # the half-dumped configs of a failed compile
-        raise
-    finally:
-        if staging.exists():
-            import shutil
-
-            shutil.rmtree(staging, ignore_errors=True)
-
-
-#: A compile whose CPU time does not move for this long is deadlocked, not slow (a real compile burns CPU all
-#: the time). Seen once with iree-compile 3.13: threads parked on a futex at 0% CPU until the 600 s timeout; the
-#: same command then compiled in 0.6 s. Such a compile is killed and retried once.
-STALL_S = 60.0
-
-
-class _Stalled(Exception):
-    def __init__(self, stderr: str):
-        super().__init__("stalled")
-        self.stderr = stderr
-
-
-def _run_compiler(cmd: list[str], shown: list[str], func: str, timeout_s: float, *,
-                  stall_s: float = STALL_S, retries: int = 1) -> float:
-    """Run iree-compile in its own process group; kill the whole group on timeout. A run that makes no CPU
-    progress for `stall_s` is killed and retried (`retries` times). Returns wall seconds of the successful run."""
-    for attempt in range(retries + 1):
-        try:
-            return _run_compiler_once(cmd, shown, func, timeout_s, stall_s)
-        except _Stalled as e:
-            if attempt == retries:
-                raise CompileError(
-                    f"{func}: iree-compile made no progress for {stall_s:g} s (deadlocked) and was killed "
-                    f"{retries + 1} times", stderr=e.stderr, command=shown) from None
-    raise AssertionError("unreachable")
-
-
-def _run_compiler_once(cmd: list[str], shown: list[str], func: str, timeout_s: float, stall_s: float) -> float:
-    t0 = time.perf_counter()
-    deadline = time.monotonic() + timeout_s
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, process_group=0)
-    last_cpu, last_change = None, time.monotonic()
-    try:
-        while True:
-            now = time.monotonic()
-            try:
-                # communicate() may be retried after a timeout without losing output
-                out, err = proc.communicate(timeout=max(0.01, min(2.0, deadline - now)))
-                break
-            except subprocess.TimeoutExpired:
-                now = time.monotonic()
-                if now >= deadline:
-                    _kill_group(proc.pid)
-                    out, err = proc.communicate()
-                    raise CompileError(f"{func}: iree-compile timed out after {timeout_s:g} s", stderr=err or "",
-                                       command=shown) from None
-                cpu = _cpu_ticks(proc.pid)
-                if cpu is None or cpu != last_cpu:
-                    last_cpu, last_change = cpu, now
-                elif now - last_change >= stall_s:
-                    _kill_group(proc.pid)
-                    out, err = proc.communicate()
-                    raise _Stalled(err or "") from None
-    except (CompileError, _Stalled):
-        raise
-    except BaseException:
-        _kill_group(proc.pid)
-        proc.wait()
-        raise
-    if proc.returncode < 0:
-        sig = signal.Signals(-proc.returncode).name if -proc.returncode in signal.valid_signals() else proc.returncode
-        raise CompileError(f"{func}: iree-compile crashed ({sig})", stderr=(err or "") + (out or ""), command=shown)
-    if proc.returncode != 0:
-        raise CompileError(f"{func}: iree-compile failed: {_first_error(err or out)}", stderr=err or out or "",
-                           command=shown)
-    return time.perf_counter() - t0
-
-
-def _proc_stat(pid: int | str) -> list[bytes] | None:
-    """The fields of /proc/PID/stat after the command name (field 3, the state, first), or None where /proc
-    cannot tell (gone, not Linux). The name is cut at its LAST ')': it may itself contain spaces and ')'."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-
-
-def _cpu_ticks(pid: int) -> int | None:
-    """user + system CPU ticks of a process (all its threads), or None where /proc cannot tell."""
-    fields = _proc_stat(pid)
-    if not fields or len(fields) < 13 or not (fields[11].isdigit() and fields[12].isdigit()):
-        return None
-    return int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of the whole line)
-
-
-def _first_error(text: str) -> str:
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    for ln in lines:
-        if "error:" in ln:
-            return ln[ln.index("error:") + 6:].strip()[:300]
-    return (lines[0] if lines else "no output")[:300]
-
-
-def _kill_group(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
-
-
-def _descendants(pid: int) -> list[int]:
-    """Every live process under `pid` (from /proc on Linux; empty where there is none)."""
-    children: dict[int, list[int]] = {}
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return []
-    for name in names:
-        if not name.isdigit():
-            continue
-        fields = _proc_stat(name)
-        if fields and len(fields) > 1 and fields[1].isdigit():  # ppid: field 4 of the whole line
-            children.setdefault(int(fields[1]), []).append(int(name))
-    out, todo = [], [pid]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
-
-
-def _kill_tree(pid: int) -> None:
-    """SIGKILL `pid`, everything under it and their process groups (a compiler's linker child included).
-    The caller's own group is never signalled: a worker killed before it left it is still in it."""
-    procs = [pid, *_descendants(pid)]
-    groups = set()
-    for p in procs:
-        with contextlib.suppress(OSError):
-            groups.add(os.getpgid(p))
-    groups.discard(os.getpgrp())
-    for g in groups:
-        _kill_group(g)
-    for p in procs:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(p, signal.SIGKILL)
-
-
-def _artifact(cache: KernelCache, meta: dict, target: Target, variant: Variant, *, cache_hit: bool,
-              seconds: float) -> Artifact:
-    func, key = meta["func_name"], meta["key"]
-    d = cache.entry_dir(func, key)
-    return Artifact(func_name=func, target=target, variant=variant, vmfb_path=str(d / VMFB), dir=str(d), key=key,
-                    command=list(meta["command"]), compile_seconds=seconds, cache_hit=cache_hit,
-                    compiler_version=meta["compiler_version"], num_dispatches=int(meta["num_dispatches"]),
-                    configs_dir=str(d / CONFIGS), mlir_path=str(cache.mlir_path(func)), flags=list(meta["flags"]),
-                    meta=meta)
-
-
-# ---- the pool ------------------------------------------------------------------------------------------------
-
-@dataclass
 class _Job:
-    sig: OpSignature
-    target: Target
-    variant: Variant
-    extra_flags: tuple[str, ...]
-    future: concurrent.futures.Future
+    request: Request
+    future: concurrent.futures.Future[Any]
     on_start: Callable[[], None] | None = None
     started: float = 0.0
 
-
-class _Worker:
-    """One spawned process leading its own process group, talking over a private pipe."""
-
-    def __init__(self, ctx: Any, cache: KernelCache, timeout_s: float):
-        self.conn, child = ctx.Pipe(duplex=True)
-        self.proc = ctx.Process(target=_worker_main, args=(child, cache, timeout_s), daemon=True,
-                                name="boo-compile-worker")
-        self.proc.start()
-        child.close()
-        self.job: _Job | None = None
-
-    def kill(self) -> None:
-        # exitcode None: still running, or dead but not reaped, so the pid is still ours (a reaped pid may be
-        # reused by an unrelated process)
-        if self.proc.pid and self.proc.exitcode is None:
-            _kill_tree(self.proc.pid)  # the worker, its iree-compile and the compiler's linker
-        self.proc.join(timeout=5)
-        with contextlib.suppress(OSError):
-            self.conn.close()
-
-
-def _worker_main(conn: multiprocessing.connection.Connection, cache: KernelCache, timeout_s: float) -> None:
-    redirect_output_if_asked()
-    with contextlib.suppress(OSError):  # (if refused, a cancel still kills us: _kill_tree signals pids too)
-        os.setpgid(0, 0)  # own process group, same session (see the module docstring)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    # a background group writing to a terminal set to `stty tostop` would be stopped mid-compile
-    signal.signal(signal.SIGTTOU, signal.SIG_IGN)
-    with contextlib.suppress(OSError):
-        # Compiles are throughput work: the dashboard's UI thread (and, on GPU targets, the benchmark worker)
-        # must win the CPU when they compete. The compiler children inherit this.
-        os.nice(COMPILE_NICENESS)
-    with contextlib.suppress(Exception):  # pay the import cost (~1-2 s) before the first job arrives
-        import torch.export  # noqa: F401
-        from iree.compiler.extras import fx_importer  # noqa: F401
-    while True:
-        try:
-            msg = conn.recv()
-        except (EOFError, OSError):
-            return
-        if msg is None:
-            return
-        sig, target, variant, extra = msg
-        try:
-            art = compile_signature(sig, target, variant, cache=cache, timeout_s=timeout_s, extra_flags=extra)
-            reply: tuple = ("ok", art)
-        except CompileError as e:
-            reply = ("err", str(e), e.stderr, e.command)
-        except Exception as e:  # noqa: BLE001 - any failure is this job's failure, not the worker's
-            reply = ("err", f"{sig.func_name}: {type(e).__name__}: {e}", "", [])
-        try:
-            conn.send(reply)
-        except (OSError, ValueError):
-            return
+    @property
+    def func_name(self) -> str:
+        return self.request.sig.func_name
 
 
 class CompilePool:
     """Compiles many kernels at once in worker processes (default: one per core), through a shared cache.
 
     `submit()` returns a Future[Artifact] (its exception is a CompileError); cached kernels resolve without
-    touching a worker. Workers start lazily (a run whose kernels are all cached never spawns one, and nothing
-    imports torch beside a CPU measurement), or all at once with `prestart=True` (hides the ~1-2 s worker
-    start-up when compiles are certain). A job that exceeds `timeout_s` fails; `cancel_all()` fails every
-    queued and running job with CompileCancelled and kills running compilers.
+    touching a worker. `submit_dump()` returns a Future[list[Path]] of dumped dispatch files. Workers start lazily
+    (a run whose kernels are all cached never spawns one, and nothing imports torch beside a CPU measurement), or
+    all at once with `prestart=True` (hides the ~1-2 s worker start-up when compiles are certain). A job that
+    exceeds `timeout_s` fails; `cancel_all()` fails every queued and running job with CompileCancelled and kills
+    running compilers.
     """
 
     def __init__(self, workers: int | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
@@ -434,7 +87,7 @@ class CompilePool:
         self._ctx = multiprocessing.get_context("spawn")
         self._lock = threading.Lock()
         self._pending: list[_Job] = []
-        self._workers: list[_Worker] = []
+        self._workers: list[Worker] = []
         self._closed = False
         self._dispatching: _Job | None = None
         self._wake_r, self._wake_w = multiprocessing.Pipe(duplex=False)
@@ -442,7 +95,7 @@ class CompilePool:
         self._thread.start()
         if prestart:  # start (and warm) every worker now rather than at the first cache miss
             with self._lock:
-                self._workers = [_Worker(self._ctx, self.cache, self.timeout_s) for _ in range(self.max_workers)]
+                self._workers = [Worker(self._ctx, self.cache, self.timeout_s) for _ in range(self.max_workers)]
         # at interpreter exit multiprocessing only SIGTERMs the workers; their iree-compile children would live
         # on, so kill each worker's whole process group
         atexit.register(self._kill_workers)
@@ -450,10 +103,22 @@ class CompilePool:
     # ---- public API ----------------------------------------------------------------------------------
     def submit(self, sig: OpSignature, target: Target | str = "cpu", variant: Variant = BASELINE, *,
                extra_flags: Sequence[str] = (), on_start: Callable[[], None] | None = None
-               ) -> concurrent.futures.Future:
+               ) -> concurrent.futures.Future[Any]:
         """Queue one compile. `on_start` (optional) is called from the pool's thread when a worker takes it."""
-        fut: concurrent.futures.Future = concurrent.futures.Future()
-        job = _Job(sig, as_target(target), variant or BASELINE, tuple(extra_flags), fut, on_start)
+        return self._queue(CompileRequest(sig, as_target(target), variant or BASELINE, tuple(extra_flags)),
+                           on_start)
+
+    def submit_dump(self, sig: OpSignature, target: Target | str, out_dir: str | os.PathLike[str],
+                    variant: Variant = BASELINE, *, on_start: Callable[[], None] | None = None
+                    ) -> concurrent.futures.Future[Any]:
+        """Queue a dispatch dump of `sig` into `out_dir/<func_name>/` (compile.dump.dump_dispatches, run by a
+        worker under the pool's timeout). The future's result is the list of written files; its exception a
+        CompileError, or a VariantError when the folder holds edits a dump would overwrite."""
+        return self._queue(DumpRequest(sig, as_target(target), variant or BASELINE, os.fspath(out_dir)), on_start)
+
+    def _queue(self, request: Request, on_start: Callable[[], None] | None) -> concurrent.futures.Future[Any]:
+        fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        job = _Job(request, fut, on_start)
         with self._lock:
             if self._closed:
                 raise RuntimeError("CompilePool is shut down")
@@ -472,13 +137,13 @@ class CompilePool:
                 self._workers.remove(w)
         for job in pending:
             if not job.future.cancel():  # already running (being dispatched)
-                _fail(job, CompileCancelled(f"{job.sig.func_name}: compile cancelled"))
+                _fail(job, _cancelled(job))
         for w in running:
             job, w.job = w.job, None
             w.kill()
             if job is not None:
-                self._sweep(job)
-                _fail(job, CompileCancelled(f"{job.sig.func_name}: compile cancelled"))
+                self._sweep(job, w)
+                _fail(job, _cancelled(job))
         self._wake()
 
     def shutdown(self, wait: bool = True, *, cancel: bool = False) -> None:
@@ -497,12 +162,12 @@ class CompilePool:
     def _kill_workers(self) -> None:
         for w in list(self._workers):
             if w.proc.pid and w.proc.is_alive():
-                _kill_tree(w.proc.pid)
+                kill_tree(w.proc.pid)
 
-    def __enter__(self) -> "CompilePool":
+    def __enter__(self) -> CompilePool:
         return self
 
-    def __exit__(self, exc_type, *_: Any) -> None:
+    def __exit__(self, exc_type: Any, *_: Any) -> None:
         self.shutdown(wait=exc_type is None, cancel=exc_type is not None)
 
     # ---- the dispatcher thread -----------------------------------------------------------------------
@@ -549,14 +214,14 @@ class CompilePool:
                 with self._lock:
                     self._dispatching = None
 
-    def _dispatch_one(self, job: _Job, idle: "_Worker | None") -> None:
+    def _dispatch_one(self, job: _Job, idle: Worker | None) -> None:
         if not job.future.set_running_or_notify_cancel() or self._resolve_from_cache(job):
             return
         if idle is None:
             try:
-                idle = _Worker(self._ctx, self.cache, self.timeout_s)
+                idle = Worker(self._ctx, self.cache, self.timeout_s)
             except Exception as e:  # noqa: BLE001
-                _fail(job, CompileError(f"{job.sig.func_name}: cannot start a compile worker: {e}"))
+                _fail(job, CompileError(f"{job.func_name}: cannot start a compile worker: {e}"))
                 return
             with self._lock:
                 self._workers.append(idle)
@@ -566,10 +231,10 @@ class CompilePool:
             idle.job = job
             job.started = time.monotonic()
         try:
-            idle.conn.send((job.sig, job.target, job.variant, job.extra_flags))
+            idle.conn.send(job.request)
         except (OSError, ValueError) as e:
             idle.job = None
-            _fail(job, CompileError(f"{job.sig.func_name}: compile worker unavailable: {e}"))
+            _fail(job, CompileError(f"{job.func_name}: compile worker unavailable: {e}"))
             self._replace(idle)
             return
         if job.on_start:
@@ -577,10 +242,13 @@ class CompilePool:
                 job.on_start()
 
     def _resolve_from_cache(self, job: _Job) -> bool:
+        r = job.request
+        if not isinstance(r, CompileRequest):
+            return False  # a dump always compiles: its files are not kept in the cache
         try:
-            art = lookup_cached(job.sig, job.target, job.variant, cache=self.cache, extra_flags=job.extra_flags)
+            art = lookup_cached(r.sig, r.target, r.variant, cache=self.cache, extra_flags=r.extra_flags)
         except Exception as e:  # noqa: BLE001 - e.g. a spec file vanished: the job fails with that reason
-            _fail(job, e if isinstance(e, Exception) else CompileError(str(e)))
+            _fail(job, e)
             return True
         if art is None:
             return False
@@ -598,14 +266,18 @@ class CompilePool:
             code = w.proc.exitcode
             w.job = None
             self._replace(w)
-            self._sweep(job)
-            _fail(job, CompileError(f"{job.sig.func_name}: compile worker died (exit {code})"))
+            self._sweep(job, w)
+            _fail(job, CompileError(f"{job.func_name}: compile worker died (exit {code})"))
             return
         w.job = None
-        if reply[0] == "ok":
-            _resolve(job, reply[1])
+        if isinstance(reply, Compiled):
+            _resolve(job, reply.artifact)
+        elif isinstance(reply, Dumped):
+            _resolve(job, reply.paths())
+        elif isinstance(reply, Failed):
+            _fail(job, reply.error())
         else:
-            _fail(job, CompileError(reply[1], stderr=reply[2], command=reply[3]))
+            _fail(job, CompileError(f"{job.func_name}: compile worker sent {type(reply).__name__}"))
 
     def _watchdog(self) -> None:
         """Safety net above the per-compile timeout (which the worker enforces itself): an export that hangs."""
@@ -615,24 +287,32 @@ class CompilePool:
             if w.job is not None and now - w.job.started > limit:
                 job, w.job = w.job, None
                 self._replace(w)
-                self._sweep(job)
-                _fail(job, CompileError(f"{job.sig.func_name}: compile job exceeded {limit:g} s and was killed"))
+                self._sweep(job, w)
+                _fail(job, CompileError(f"{job.func_name}: compile job exceeded {limit:g} s and was killed"))
 
-    def _sweep(self, job: _Job) -> None:
-        """A worker killed mid-job leaves its staging folder behind: remove it (the worker is dead by now)."""
+    def _sweep(self, job: _Job, w: Worker) -> None:
+        """A worker killed mid-job leaves its staging (or dump) folder behind: remove it (the worker is dead)."""
         with contextlib.suppress(Exception):
-            self.cache.sweep_orphans(job.sig.func_name)
+            if isinstance(job.request, DumpRequest):
+                if w.proc.pid:
+                    sweep_dump_leftovers(w.proc.pid)
+            else:
+                self.cache.sweep_orphans(job.func_name)
 
-    def _replace(self, w: _Worker) -> None:
+    def _replace(self, w: Worker) -> None:
         with self._lock:
             if w in self._workers:
                 self._workers.remove(w)
         w.kill()
 
 
-def _resolve(job: _Job, art: Artifact) -> None:
+def _cancelled(job: _Job) -> CompileCancelled:
+    return CompileCancelled(f"{job.func_name}: {job.request.what} cancelled")
+
+
+def _resolve(job: _Job, result: Any) -> None:
     with contextlib.suppress(concurrent.futures.InvalidStateError):
-        job.future.set_result(art)
+        job.future.set_result(result)
 
 
 def _fail(job: _Job, exc: BaseException) -> None:

@@ -14,7 +14,8 @@ from ..ops.base import OpSignature
 from ..targets import Target
 from ..variants import BASELINE, Variant
 from .cache import KernelCache
-from .pool import CompilePool, as_target
+from .flags import as_target
+from .pool import CompilePool
 
 COMPILED, CACHED, FAILED = "compiled", "cached", "failed"
 

@@ -173,7 +173,7 @@ def get_launchable(sig: OpSignature, target: Target | str = "cpu", variant: Vari
     """Compile `sig` through the cache if needed (a cache hit neither exports nor compiles) and load it.
 
     `threads` (cpu only) overrides `target.threads`. Raises CompileError or LaunchError."""
-    from ..compile.pool import DEFAULT_TIMEOUT_S, compile_signature
+    from ..compile.build import DEFAULT_TIMEOUT_S, compile_signature
 
     target = target if isinstance(target, Target) else parse_target(target)
     art = compile_signature(sig, target, variant or BASELINE, cache=cache,

@@ -1,0 +1,48 @@
+"""The record of a compiled kernel in the cache (`Artifact`), rebuilt from the entry's meta.json."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..results import CompileInfo
+from ..targets import Target
+from ..variants import Variant
+from .cache import CONFIGS, VMFB, KernelCache
+
+
+@dataclass
+class Artifact:
+    """A compiled kernel in the cache and how it came to be."""
+
+    func_name: str
+    target: Target
+    variant: Variant
+    vmfb_path: str
+    dir: str
+    key: str
+    command: list[str]              # exact iree-compile command line (as in compile_command.sh)
+    compile_seconds: float          # export + compile wall time of THIS call; 0.0 on a cache hit
+    cache_hit: bool
+    compiler_version: str
+    num_dispatches: int
+    configs_dir: str                # dumped executable configurations (one .mlir per dispatch)
+    mlir_path: str
+    flags: list[str] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)  # the entry's meta.json
+
+    def to_compile_info(self) -> CompileInfo:
+        return CompileInfo(seconds=self.compile_seconds, cache_hit=self.cache_hit, command=list(self.command),
+                           artifact=self.vmfb_path, key=self.key, compiler_version=self.compiler_version,
+                           num_dispatches=self.num_dispatches)
+
+
+def artifact_from_meta(cache: KernelCache, meta: dict[str, Any], target: Target, variant: Variant, *,
+                       cache_hit: bool, seconds: float) -> Artifact:
+    """The Artifact of the cache entry whose validated meta.json is `meta`."""
+    func, key = meta["func_name"], meta["key"]
+    d = cache.entry_dir(func, key)
+    return Artifact(func_name=func, target=target, variant=variant, vmfb_path=str(d / VMFB), dir=str(d), key=key,
+                    command=list(meta["command"]), compile_seconds=seconds, cache_hit=cache_hit,
+                    compiler_version=meta["compiler_version"], num_dispatches=int(meta["num_dispatches"]),
+                    configs_dir=str(d / CONFIGS), mlir_path=str(cache.mlir_path(func)), flags=list(meta["flags"]),
+                    meta=meta)

@@ -1,0 +1,126 @@
+"""Compiling one signature into the kernel cache, synchronously: `lookup_cached` (no export, a few file reads) and
+`compile_signature` (export, then iree-compile through compile.runner, into a staged cache entry).
+
+iree-compile always runs as a child process: a compiler crash (it happens, e.g. with some substitution flags)
+is then a CompileError, never the death of the caller, every compile gets its own flags, and a timeout kills it.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from .. import iree_tools
+from ..errors import CompileError
+from ..ops.base import OpSignature
+from ..targets import Target
+from ..variants import BASELINE, Variant
+from . import cache as cache_mod
+from .artifact import Artifact, artifact_from_meta
+from .cache import COMMAND, CONFIGS, VMFB, KernelCache
+from .flags import as_target, compile_flags, run_flags
+from .runner import run_compiler
+
+DEFAULT_TIMEOUT_S = 600.0
+
+
+def lookup_cached(sig: OpSignature, target: Target | str, variant: Variant = BASELINE, *,
+                  cache: KernelCache | None = None, extra_flags: Sequence[str] = ()) -> Artifact | None:
+    """The cached artifact for this kernel, found without exporting (a few file reads), or None."""
+    target = as_target(target)
+    cache = cache or cache_mod.default_cache()
+    flags = compile_flags(sig, target, variant, extra_flags)
+    ikey = cache.index_key(sig, flags, target.identity(), variant.key_material())
+    found = cache.index_lookup(ikey)
+    if found is None:
+        return None
+    meta = cache.load(*found)
+    return None if meta is None else artifact_from_meta(cache, meta, target, variant, cache_hit=True, seconds=0.0)
+
+
+def compile_signature(sig: OpSignature, target: Target | str = "cpu", variant: Variant = BASELINE, *,
+                      cache: KernelCache | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
+                      extra_flags: Sequence[str] = ()) -> Artifact:
+    """Export and compile `sig` for `target` with `variant`, through the cache. Raises CompileError when export
+    or iree-compile fails, crashes or exceeds `timeout_s` (stderr and the command line are kept)."""
+    target = as_target(target)
+    variant = variant or BASELINE
+    cache = cache or cache_mod.default_cache()
+    flags = compile_flags(sig, target, variant, extra_flags)
+    identity, vkey = target.identity(), variant.key_material()
+    ikey = cache.index_key(sig, flags, identity, vkey)
+    found = cache.index_lookup(ikey)
+    if found is not None:
+        meta = cache.load(*found)
+        if meta is not None:
+            return artifact_from_meta(cache, meta, target, variant, cache_hit=True, seconds=0.0)
+
+    from .export import export_mlir  # imports iree.compiler (~70 ms): only when a compile may be needed
+
+    t0 = time.perf_counter()
+    mlir = export_mlir(sig)
+    export_s = time.perf_counter() - t0
+    func = sig.func_name
+    key = cache.key_for(mlir, flags, identity, vkey)
+    hit = True
+    meta = cache.load(func, key)
+    if meta is None:
+        with cache.lock(func, key):
+            meta = cache.load(func, key)  # another process may have built it while we waited
+            if meta is None:
+                hit = False
+                mlir_path = cache.write_mlir(func, mlir)
+                meta = _build(cache, sig, target, variant, flags, key, mlir_path, timeout_s,
+                              export_s=export_s, identity=identity, variant_key=vkey)
+    cache.index_record(ikey, func, key)
+    seconds = 0.0 if hit else time.perf_counter() - t0
+    return artifact_from_meta(cache, meta, target, variant, cache_hit=hit, seconds=seconds)
+
+
+def _build(cache: KernelCache, sig: OpSignature, target: Target, variant: Variant, flags: list[str], key: str,
+           mlir_path: Path, timeout_s: float, *, export_s: float, identity: str, variant_key: str
+           ) -> dict[str, Any]:
+    func = sig.func_name
+    exe = iree_tools.tool_path("iree-compile", CompileError)
+    final = cache.entry_dir(func, key)
+    staging = cache.staging_dir(func, key)
+
+    # The configurations are dumped straight to the entry's final configs/ folder: IREE records the dump path in
+    # the vmfb, so only then does compile_command.sh (final paths) rebuild a byte-identical kernel. The vmfb is
+    # written to the staging folder, and the folder becomes visible as a valid entry only at the final rename
+    # (readers check meta.json; writers hold the per-key lock).
+    cache.discard(func, key)
+    cmd = [exe, str(mlir_path), *flags, *run_flags(flags),
+           f"--iree-hal-dump-executable-configurations-to={final / CONFIGS}", "-o"]
+    shown = cmd + [str(final / VMFB)]
+    try:
+        seconds = run_compiler(cmd + [str(staging / VMFB)], shown, func, timeout_s)
+        if not (staging / VMFB).is_file() or (staging / VMFB).stat().st_size == 0:
+            raise CompileError(f"{func}: iree-compile exited 0 but wrote no kernel", command=shown)
+        if (final / CONFIGS).is_dir():
+            os.rename(final / CONFIGS, staging / CONFIGS)
+        else:
+            (staging / CONFIGS).mkdir()
+        cache.discard(func, key)
+        script = "#!/bin/sh\n# rebuilds kernel.vmfb of this cache entry\nexec " + shlex.join(shown) + "\n"
+        (staging / COMMAND).write_text(script)
+        (staging / COMMAND).chmod(0o755)
+        configs = sorted(p.name for p in (staging / CONFIGS).iterdir())
+        meta = {
+            "signature": repr(sig), "op": sig.op, "mode": sig.mode, "dtype": sig.dtype_name,
+            "target": target.name, "target_identity": identity, "variant": variant.describe(),
+            "variant_key": variant_key, "flags": flags, "command": shown,
+            "compiler_version": cache.compiler_version, "compile_seconds": round(seconds, 4),
+            "export_seconds": round(export_s, 4), "num_dispatches": len(configs), "configs": configs,
+            "mlir_sha256": cache_mod.file_sha256(mlir_path), "created_at": time.time(),
+        }
+        return cache.commit(staging, func, key, meta)
+    except BaseException:
+        cache.discard(func, key)  # the half-dumped configs of a failed compile
+        raise
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)

@@ -1,0 +1,107 @@
+"""IREE's command-line tools (iree-compile, iree-opt): where they are, running one, reading its errors.
+
+One place for what variants (spec pre-flight, linking), compile (the compiler runner, the cache key) and environment
+(the recorded compiler version) all need, so they agree on WHICH binary they mean: the one shipped in the installed
+iree-base-compiler wheel, the same build `iree.compiler` compiles with, and only without the wheel one from PATH
+(a PATH iree-compile may be another build altogether).
+
+A low layer: imports nothing of the engine but errors, and never imports iree.compiler (~70 ms): the wheel's
+folder is found with importlib.util.find_spec.
+"""
+from __future__ import annotations
+
+import functools
+import importlib.util
+import re
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+from typing import Sequence
+
+from .errors import BooError
+
+#: how long `iree-compile --version` may take (it answers in ~0.1 s; a cold disk can make it seconds)
+VERSION_TIMEOUT_S = 60.0
+
+
+@functools.lru_cache(maxsize=1)
+def _wheel_tools_dir() -> Path | None:
+    """The iree-base-compiler wheel's folder of binaries (iree/compiler/_mlir_libs), or None without the wheel."""
+    try:
+        spec = importlib.util.find_spec("iree.compiler")
+    except (ImportError, ValueError):
+        return None
+    for loc in (spec.submodule_search_locations or []) if spec else []:
+        d = Path(loc) / "_mlir_libs"
+        if d.is_dir():
+            return d
+    return None
+
+
+def find_tool(name: str) -> str | None:
+    """Absolute path of an IREE tool from the installed iree-base-compiler wheel, else from PATH, else None."""
+    d = _wheel_tools_dir()
+    if d is not None and (d / name).is_file():
+        return str(d / name)
+    return shutil.which(name)
+
+
+def tool_path(name: str, error: type[BooError] = BooError) -> str:
+    """`find_tool(name)`, or raise `error` "NAME not found: install iree-base-compiler"."""
+    exe = find_tool(name)
+    if not exe:
+        raise error(f"{name} not found: install iree-base-compiler")
+    return exe
+
+
+def run_tool(args: Sequence[str], timeout_s: float = 60.0, *, error: type[BooError] = BooError
+             ) -> subprocess.CompletedProcess[str]:
+    """Run a short-lived tool (iree-opt on one file, `--version`, `--help-list-hidden`) and capture its output as
+    text. Past `timeout_s` it is killed and `error` "TOOL timed out after N s on LAST_ARG" raised. A compile is NOT
+    run here: it goes through compile.runner (its own process group, stall detection)."""
+    argv = [str(a) for a in args]
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        raise error(f"{Path(argv[0]).name} timed out after {timeout_s:.0f} s on {argv[-1]}") from None
+
+
+def first_error(output: str, *, located: bool = False, limit: int | None = 300, empty: str = "no output") -> str:
+    """The first `error:` of an MLIR tool's output as one line: the message after `error:`, with (`located`) the
+    diagnostic's `path:L:C:` shortened to `line L:C: `. Without an `error:` line: the first non-blank line, else
+    `empty`. At most `limit` characters (None: no limit)."""
+    lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
+    text = None
+    for ln in lines:
+        if "error:" in ln:
+            loc, _, msg = ln.partition("error:")
+            m = re.search(r":(\d+):(\d+):\s*$", loc) if located else None
+            text = (f"line {m.group(1)}:{m.group(2)}: " if m else "") + msg.strip()
+            break
+    if text is None:
+        text = lines[0] if lines else empty
+    return text if limit is None else text[:limit]
+
+
+_versions: dict[str, str] = {}
+_versions_lock = threading.Lock()
+
+
+def compiler_version(exe: str | None = None, *, error: type[BooError] = BooError,
+                     timeout_s: float = VERSION_TIMEOUT_S) -> str:
+    """`iree-compile --version` of `exe` (default: `tool_path("iree-compile")`) as one line: every line naming a
+    version ("IREE compiler version 3.13.0 @ <hash> LLVM version 21.0.0git"), else the whole output, else "unknown".
+    Run once per binary per process; the kernel cache remembers it across processes per compiler build. Raises
+    `error` when the tool is missing or does not answer in `timeout_s`, OSError when it cannot start."""
+    exe = exe or tool_path("iree-compile", error)
+    with _versions_lock:
+        known = _versions.get(exe)
+    if known is not None:
+        return known
+    proc = run_tool([exe, "--version"], timeout_s, error=error)
+    lines = [ln.strip() for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
+    version = " ".join(ln for ln in lines if "version" in ln.lower()) or " ".join(lines) or "unknown"
+    with _versions_lock:
+        _versions[exe] = version
+    return version

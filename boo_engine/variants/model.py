@@ -1,0 +1,78 @@
+"""The Variant: a named compile configuration of a kernel (tuning specs, extra compiler flags, substituted dispatch
+sources or configurations, a preprocessing step). The baseline is `Variant()` (BASELINE)."""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from .common import BASELINE_NAME, file_bytes
+from .linking import merged_spec_path
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str = BASELINE_NAME
+    #: tuning spec files (absolute paths). IREE takes one --iree-codegen-tuning-spec-path per compile: several
+    #: are linked into one file by `merged_spec_path` (first matching spec wins)
+    tuning_specs: tuple[str, ...] = ()
+    #: extra iree-compile flags, verbatim
+    flags: tuple[str, ...] = ()
+    #: ("source" | "configuration", executable_name, path) substitutions of single dispatches
+    substitutions: tuple[tuple[str, str, str], ...] = ()
+    #: --iree-hal-preprocess-executables-with value
+    preprocess: str | None = None
+    #: kernels (func_name) this variant is meant for; empty = every kernel. Substituted dispatches are named
+    #: `main$async_dispatch_N` in EVERY kernel, so a dispatch folder only makes sense for the kernel it was
+    #: dumped from: callers should skip a variant whose `applies_to(func_name)` is False.
+    kernels: tuple[str, ...] = ()
+
+    @property
+    def is_baseline(self) -> bool:
+        return not (self.tuning_specs or self.flags or self.substitutions or self.preprocess)
+
+    def applies_to(self, func_name: str) -> bool:
+        """False when this variant is scoped to other kernels (a dispatch folder dumped from another kernel)."""
+        return not self.kernels or func_name in self.kernels
+
+    def compile_flags(self) -> list[str]:
+        """The iree-compile flags this variant adds (several specs: linked into one file first)."""
+        flags: list[str] = []
+        if len(self.tuning_specs) == 1:
+            flags.append(f"--iree-codegen-tuning-spec-path={self.tuning_specs[0]}")
+        elif self.tuning_specs:
+            flags.append(f"--iree-codegen-tuning-spec-path={merged_spec_path(self.tuning_specs)}")
+        for kind, name, path in self.substitutions:
+            flags.append(f"--iree-hal-substitute-executable-{kind}={name}={path}")
+        if self.preprocess:
+            flags.append(f"--iree-hal-preprocess-executables-with={self.preprocess}")
+        flags.extend(self.flags)
+        return flags
+
+    def key_material(self) -> str:
+        """Digest of everything about this variant that changes the compiled artifact: the CONTENT of spec and
+        substituted files (not just their paths), the flags and the preprocess step."""
+        h = hashlib.sha256()
+        for spec in self.tuning_specs:
+            h.update(b"spec\0" + file_bytes(spec) + b"\0")
+        for kind, name, path in self.substitutions:
+            h.update(f"sub\0{kind}\0{name}\0".encode() + file_bytes(path) + b"\0")
+        h.update(("preprocess\0" + (self.preprocess or "")).encode() + b"\0")
+        for f in self.flags:
+            h.update(b"flag\0" + f.encode() + b"\0")
+        return h.hexdigest()
+
+    def describe(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "name": self.name,
+            "tuning_specs": list(self.tuning_specs),
+            "flags": list(self.flags),
+            "substitutions": [list(s) for s in self.substitutions],
+            "preprocess": self.preprocess,
+        }
+        if self.kernels:
+            d["kernels"] = list(self.kernels)
+        return d
+
+
+BASELINE = Variant()

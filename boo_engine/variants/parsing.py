@@ -1,0 +1,219 @@
+"""Where variants come from: `--variant` values, TOML variants files, BOO_TUNING_SPEC_PATH; `build_variants` puts
+a run's variants together (the baseline first) and refuses duplicate names."""
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+from typing import Any, Iterable
+
+from .. import locations
+from ..errors import VariantError
+from .common import BASELINE_NAME, NAME_RE, SPEC_SUFFIXES, TUNING_SPEC_ENV, one_line, safe_name
+from .dispatches import substitutions_from_dir
+from .model import BASELINE, Variant
+
+
+def parse_variant_arg(text: str, *, base_dir: str | os.PathLike[str] | None = None) -> Variant:
+    """One `--variant` value -> Variant.
+
+    Forms (NAME= is optional; without it the name comes from the spec's / folder's stem or the last flag):
+      NAME=spec.mlir            a tuning spec (several: NAME="a.mlir b.mlir", linked in that order)
+      NAME="--flag=v --other"   extra iree-compile flags (shell-split)
+      NAME=DIR/                 a folder of edited dispatches written by --dump-dispatches
+    Tokens may be mixed (NAME="spec.mlir --flag"). Relative paths resolve against `base_dir` (default: cwd).
+    """
+    raw = (text or "").strip()
+    if not raw:
+        raise VariantError("--variant: empty value (expected NAME=spec.mlir, NAME='--flag ...' or NAME=DIR/)")
+    name: str | None = None
+    head, eq, rest = raw.partition("=")
+    if eq and not head.startswith("-") and NAME_RE.match(head.strip()):
+        name, raw = head.strip(), rest.strip()
+    try:
+        tokens = shlex.split(raw)
+    except ValueError as e:
+        raise VariantError(f"--variant {text!r}: {e}") from None
+    # NAME="'--a --b'" (quotes kept, e.g. typed in the dashboard): the flags arrive as one quoted word
+    tokens = [w for t in tokens for w in (shlex.split(t) if t.startswith("-") and " " in t else [t])]
+    if not tokens:
+        raise VariantError(f"--variant {text!r}: nothing after '='")
+    label = name or text
+    base = Path(base_dir) if base_dir is not None else Path.cwd()
+    specs: list[str] = []
+    flags: list[str] = []
+    subs: list[tuple[str, str, str]] = []
+    kernels: list[str] = []
+    dir_names: list[str] = []
+    for tok in tokens:
+        if tok.startswith("-"):
+            flags.append(tok)
+            continue
+        path = _abs(tok, base)
+        if tok.endswith(("/", os.sep)) or path.is_dir():
+            if not path.is_dir():
+                raise VariantError(f"variant {label}: dispatch folder {path}: no such directory")
+            found, kernel = substitutions_from_dir(path)
+            subs += found
+            kernels += [kernel] if kernel else []
+            dir_names.append(path.name)
+        elif path.suffix.lower() in SPEC_SUFFIXES:
+            specs.append(str(path))
+        elif path.suffix.lower() == ".toml":
+            raise VariantError(f"variant {label}: {path} is a variants file: pass it with --variants-file")
+        else:
+            raise VariantError(
+                f"variant {label}: {tok!r} is neither a tuning spec (.mlir), a dispatch folder (DIR/) nor a "
+                "compiler flag (--flag=value)")
+    if name is None:
+        name = _default_name(specs, dir_names, flags)
+    return _make(name, specs, flags, subs, None, kernels, where=f"variant {name}")
+
+
+def load_variants_file(path: str | os.PathLike[str]) -> list[Variant]:
+    """Variants from a TOML file: one table per variant, named by the table, with any of
+        specs = ["a.mlir", ...] (or one string)      flags = ["--x=1", ...] (or one shell-split string)
+        dispatches = "DIR"                           (a --dump-dispatches folder, as NAME=DIR/ on the CLI)
+        substitute_sources = {EXE = "f.mlir"} | "DIR"    substitute_configurations = {EXE = "f.mlir"} | "DIR"
+        preprocess = "builtin.module(canonicalize)" | "tool args"
+    Paths are relative to the TOML file."""
+    import tomllib
+
+    p = Path(path).expanduser()
+    try:
+        data = tomllib.loads(p.read_text())
+    except OSError as e:
+        raise VariantError(f"variants file {p}: {e.strerror or e}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise VariantError(f"variants file {p}: {one_line(str(e))}") from None
+    base = p.resolve().parent
+    out: list[Variant] = []
+    for name, table in data.items():
+        where = f"variants file {p}: variant {name!r}"
+        if not isinstance(table, dict):
+            raise VariantError(f"{where}: expected a table [{name}], got a {type(table).__name__}")
+        if not NAME_RE.match(name):
+            raise VariantError(f"{where}: a name is letters, digits and _.:+@%- (at most 64, no spaces)")
+        out.append(_variant_from_table(name, table, base, where))
+    if not out:
+        raise VariantError(f"variants file {p}: no variants (expected one [name] table per variant)")
+    return out
+
+
+_TABLE_KEYS = ("specs", "flags", "dispatches", "substitute_sources", "substitute_configurations", "preprocess")
+
+
+def _variant_from_table(name: str, t: dict[str, Any], base: Path, where: str) -> Variant:
+    unknown = [k for k in t if k not in _TABLE_KEYS]
+    if unknown:
+        raise VariantError(f"{where}: unknown key {unknown[0]!r} (expected {', '.join(_TABLE_KEYS)})")
+    specs = [str(_abs(s, base)) for s in _str_list(t.get("specs", []), where, "specs", split=False)]
+    flags = _str_list(t.get("flags", []), where, "flags", split=True)
+    bad = [f for f in flags if not f.startswith("-")]
+    if bad:
+        raise VariantError(f"{where}: flag {bad[0]!r} does not start with '-' (write --flag=value)")
+    subs: list[tuple[str, str, str]] = []
+    kernels: list[str] = []
+    if "dispatches" in t:
+        d = t["dispatches"]
+        if not isinstance(d, str):
+            raise VariantError(f"{where}: dispatches must be a folder path string")
+        found, kernel = substitutions_from_dir(_abs(d, base))
+        subs += found
+        kernels += [kernel] if kernel else []
+    for key, kind in (("substitute_sources", "source"), ("substitute_configurations", "configuration")):
+        value = t.get(key)
+        if value is None:
+            continue
+        if isinstance(value, str):
+            found, kernel = substitutions_from_dir(_abs(value, base), kinds=(kind,))
+            subs += found
+            kernels += [kernel] if kernel else []
+        elif isinstance(value, dict):
+            for exe, f in value.items():
+                if not isinstance(f, str):
+                    raise VariantError(f"{where}: {key}.{exe} must be a file path string")
+                subs.append((kind, str(exe), str(_abs(f, base))))
+        else:
+            raise VariantError(f"{where}: {key} must be a table {{executable = \"file.mlir\"}} or a folder")
+    pre = t.get("preprocess")
+    if pre is not None and not (isinstance(pre, str) and pre.strip()):
+        raise VariantError(f"{where}: preprocess must be a non-empty string")
+    v = _make(name, specs, flags, subs, pre.strip() if pre else None, kernels, where=where)
+    if v.is_baseline:
+        raise VariantError(f"{where}: defines nothing (give specs, flags, dispatches, substitutions or preprocess)")
+    return v
+
+
+def variant_from_env(environ: dict[str, str] | None = None) -> Variant | None:
+    """The variant BOO_TUNING_SPEC_PATH asks for (named after the spec's stem), or None when unset/empty."""
+    value = locations.tuning_spec_from_env(environ)
+    if not value:
+        return None
+    path = _abs(value, Path.cwd())
+    if not path.is_file():
+        raise VariantError(f"{TUNING_SPEC_ENV}={value}: tuning spec {path} not found")
+    return Variant(name=safe_name(path.stem), tuning_specs=(str(path),))
+
+
+def build_variants(cli_args: Iterable[str] | None, files: Iterable[str] | str | None = None, *,
+                   include_baseline: bool = True) -> list[Variant]:
+    """The variants of a run: the baseline first (unless include_baseline is False), then every `--variant`,
+    then every variants file's tables, in order. Duplicate names are a VariantError."""
+    out: list[Variant] = [BASELINE] if include_baseline else []
+    for arg in cli_args or ():
+        out.append(parse_variant_arg(arg))
+    if isinstance(files, (str, os.PathLike)):
+        files = [files]
+    for f in files or ():
+        out.extend(load_variants_file(f))
+    seen: set[str] = set()
+    for v in out:
+        if v.name in seen or (v.name == BASELINE_NAME and not v.is_baseline):
+            why = "is reserved for the compiler defaults" if v.name == BASELINE_NAME else "is given twice"
+            raise VariantError(f"variant name {v.name!r} {why}: give each variant its own name")
+        seen.add(v.name)
+    return out
+
+
+def _make(name: str, specs: list[str], flags: list[str], subs: list[tuple[str, str, str]], pre: str | None,
+          kernels: list[str], *, where: str) -> Variant:
+    if not NAME_RE.match(name):
+        raise VariantError(f"{where}: bad name {name!r} (letters, digits and _.:+@%-, at most 64, no spaces)")
+    seen: dict[str, str] = {}
+    for kind, exe, _path in subs:
+        if exe in seen:
+            what = "twice" if seen[exe] == kind else "as both source and configuration"
+            raise VariantError(
+                f"{where}: executable {exe} is substituted {what}; keep one edited file per dispatch "
+                "(a configuration substitution would silently discard a source edit)")
+        seen[exe] = kind
+    return Variant(name=name, tuning_specs=tuple(specs), flags=tuple(flags), substitutions=tuple(subs),
+                   preprocess=pre, kernels=tuple(dict.fromkeys(kernels)))
+
+
+def _str_list(value: Any, where: str, key: str, *, split: bool) -> list[str]:
+    if isinstance(value, str):
+        if not split:
+            return [value]
+        try:
+            return shlex.split(value)
+        except ValueError as e:
+            raise VariantError(f"{where}: {key}: {e}") from None
+    if isinstance(value, list) and all(isinstance(x, str) for x in value):
+        return list(value)
+    raise VariantError(f"{where}: {key} must be a string or a list of strings")
+
+
+def _abs(path: str | os.PathLike[str], base: Path) -> Path:
+    p = Path(os.path.expandvars(str(path))).expanduser()
+    return (p if p.is_absolute() else base / p).resolve()
+
+
+def _default_name(specs: list[str], dirs: list[str], flags: list[str]) -> str:
+    if specs:
+        return safe_name(Path(specs[0]).stem)
+    if dirs:
+        return safe_name(dirs[0])
+    last = flags[-1].lstrip("-").split("=", 1)[0]
+    return safe_name(last.removeprefix("iree-") or "flags")

@@ -1,0 +1,100 @@
+"""Pre-flight: check everything a variant names before any compile, because every way of changing a kernel has a
+SILENT failure mode in IREE 3.13 and a benchmark that quietly measures the baseline twice is worse than none.
+A spec must parse, verify and have an entry point (specs.preflight_spec); several specs must link; substituted
+files must parse and hold the executable they replace; flags must be options this iree-compile knows (a typo is
+otherwise one compile error per kernel); a preprocess tool must be on PATH."""
+from __future__ import annotations
+
+import functools
+import re
+import shlex
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+from .. import iree_tools
+from ..errors import VariantError
+from .common import KINDS
+from .linking import merged_spec_path
+from .mlir_text import executable_name
+from .model import Variant
+from .specs import compiler_error, iree_opt, preflight_spec, spec_backend
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..targets import Target
+
+
+def preflight_variant(v: Variant, target: Target | str | None = None) -> None:
+    """Check everything a variant names before any compile: specs (and their linking, when several), the
+    substituted files (exist, parse, hold the named executable), the flags (known to this iree-compile) and
+    the preprocess tool (on PATH). With a `target`, a spec that only sets GPU configurations is refused for the
+    cpu target and vice versa (it would match and then fail to compile, once per kernel). Raises VariantError
+    naming the variant and the file."""
+    kind = None
+    if target is not None:
+        kind = (target if isinstance(target, str) else target.name).split(":", 1)[0].lower()
+        kind = "cpu" if kind in ("cpu", "llvm-cpu", "host") else "gpu"
+    try:
+        for spec in v.tuning_specs:
+            preflight_spec(spec)
+            made_for = spec_backend(spec)
+            if kind and made_for and made_for != kind:
+                raise VariantError(f"tuning spec {spec}: sets #iree_{made_for}.lowering_config, written for "
+                                   f"{made_for.upper()} targets, but the target is {target}")
+        if len(v.tuning_specs) > 1:
+            merged_spec_path(v.tuning_specs)
+        for sub_kind, exe, path in v.substitutions:
+            _preflight_substitution(sub_kind, exe, path)
+        _preflight_flags(v.flags)
+        if v.preprocess:
+            _preflight_preprocess(v.preprocess)
+    except VariantError as e:
+        msg = str(e)
+        raise VariantError(msg if msg.startswith(f"variant {v.name}") else f"variant {v.name}: {msg}") from None
+
+
+def _preflight_substitution(kind: str, exe: str, path: str) -> None:
+    if kind not in KINDS:
+        raise VariantError(f"substitution {path}: kind {kind!r} is not one of {', '.join(KINDS)}")
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError as e:
+        raise VariantError(f"substituted {kind} {path}: {e.strerror or e}") from None
+    if executable_name(text) != exe:
+        raise VariantError(f"substituted {kind} {path}: holds no hal.executable @{exe}")
+    proc = iree_tools.run_tool([iree_opt(), path], error=VariantError)
+    if proc.returncode != 0:
+        raise VariantError(f"substituted {kind} {path}: {compiler_error(proc.stderr)}")
+
+
+@functools.lru_cache(maxsize=1)
+def _known_compiler_options() -> frozenset[str]:
+    exe = iree_tools.tool_path("iree-compile", VariantError)
+    proc = iree_tools.run_tool([exe, "--help-list-hidden"], error=VariantError)
+    return frozenset(re.findall(r"^\s{2,}(--?[A-Za-z0-9][\w.-]*)", proc.stdout, flags=re.M))
+
+
+def _preflight_flags(flags: Sequence[str]) -> None:
+    if not flags:
+        return
+    known = _known_compiler_options()
+    for f in flags:
+        if not f.startswith("-"):
+            raise VariantError(f"flag {f!r} does not start with '-' (write --flag=value)")
+        opt = f.split("=", 1)[0]
+        bare = opt.lstrip("-")
+        if bare in ("o", "compile-to", "compile-from", "output-format"):
+            raise VariantError(f"flag {f}: the tool controls the output; remove it from the variant")
+        if known and f"--{bare}" not in known and f"-{bare}" not in known:
+            raise VariantError(f"flag {f}: iree-compile has no option {opt} (see iree-compile --help-hidden)")
+
+
+def _preflight_preprocess(value: str) -> None:
+    if value.startswith("builtin.module(") or value.startswith("func.func("):
+        return  # a pass pipeline, checked by the compiler itself
+    tool = shlex.split(value)[0] if value.strip() else ""
+    if "/" in tool:
+        raise VariantError(f"preprocess {value!r}: IREE looks the tool up on PATH and mangles paths; "
+                           "put it on PATH and give its bare name")
+    if not shutil.which(tool):
+        raise VariantError(f"preprocess {value!r}: {tool} is not on PATH")
