@@ -11,10 +11,11 @@ import torch
 
 from boo_engine.commands import parse_command
 from boo_engine.compile.cache import KernelCache
+from boo_engine.compile.dump import dump_dispatches
 from boo_engine.compile.pool import compile_signature
 from boo_engine.errors import CompileError, VariantError
 from boo_engine.runtime.launchable import get_launchable
-from boo_engine.variants import DUMP_MANIFEST, dump_dispatches, parse_variant_arg, preflight_variant
+from boo_engine.variants import DUMP_MANIFEST, parse_variant_arg, preflight_variant
 
 GEMM = "gemm --a_w 64 --a_h 256 --b_w 64 -F 1"  # M=64, K=256, N=64: one dispatch, compiles in well under a second
 EXE = "main$async_dispatch_0"

@@ -21,12 +21,9 @@ Modules, each importing only those listed before it: common (constants, naming),
 executables), specs (one spec: pre-flight, marker, backend), linking (several specs in one), model (Variant,
 BASELINE), dispatches (dump folders: substitutions, manifest), applied (did the spec apply?), preflight (a whole
 variant), parsing (--variant, TOML files, the environment). None imports the compile layer: dumping dispatches is
-a compile and lives there (boo_engine.compile.dump); `dump_dispatches` is re-exported here lazily.
+a compile and lives there: `boo_engine.compile.dump.dump_dispatches` (or `CompilePool.submit_dump`).
 """
 from __future__ import annotations
-
-import importlib
-from typing import Any
 
 from .applied import NOT_APPLIED, AppliedCheck, spec_applied
 from .common import BASELINE_NAME, DUMP_MANIFEST, KINDS, SPEC_MARKER, SPEC_SUFFIXES, TUNING_SPEC_ENV
@@ -49,7 +46,6 @@ __all__ = [
     "AppliedCheck",
     "Variant",
     "build_variants",
-    "dump_dispatches",
     "load_variants_file",
     "merged_spec_path",
     "parse_variant_arg",
@@ -64,14 +60,3 @@ __all__ = [
     "substitutions_from_dir",
     "variant_from_env",
 ]
-
-#: names served from a higher layer, imported on first use only (by module name, so this package never depends
-#: on the compile layer: importing variants stays free of torch and iree.compiler, and free of cycles)
-_LAZY = {"dump_dispatches": "boo_engine.compile.dump"}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
