@@ -29,7 +29,6 @@ import numpy as np
 from .results import DONE, IREE, TORCH, JobResult
 
 
-
 class Verdict(StrEnum):
     """What a comparison concludes (values as stored in the exports)."""
 

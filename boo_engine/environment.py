@@ -204,7 +204,7 @@ def _amd_gpu() -> dict[str, Any] | None:
     names, archs = [], []
     for block in out.split("*******"):
         if "Device Type:" in block and "GPU" in block.split("Device Type:", 1)[1].splitlines()[0]:
-            fields = {}
+            fields: dict[str, str] = {}
             for line in block.splitlines():
                 k, _, val = line.partition(":")
                 fields.setdefault(k.strip(), val.strip())

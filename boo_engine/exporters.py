@@ -24,8 +24,21 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .compare import (BASELINE_LABEL, DEFAULT_MIN_EFFECT, FASTER, INSUFFICIENT, SAME, SLOWER, UNCLEAR, Comparison,
-                      by_variant, column_label, compare_results, comparison_key, summarize)
+from .compare import (
+    BASELINE_LABEL,
+    DEFAULT_MIN_EFFECT,
+    FASTER,
+    INSUFFICIENT,
+    SAME,
+    SLOWER,
+    UNCLEAR,
+    Comparison,
+    by_variant,
+    column_label,
+    compare_results,
+    comparison_key,
+    summarize,
+)
 from .errors import BooError
 from .fsutil import atomic_write
 from .results import DONE, FAILED, JobResult
@@ -212,7 +225,7 @@ def render_json(results: Sequence[JobResult], *, environment: dict[str, Any] | N
     doc = {
         "format": "boo-tui-results",
         "format_version": 1,
-        "exported_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "exported_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "environment": environment,
         "run": run,
         "results": out_results,
@@ -316,15 +329,15 @@ def _when(started_at: Any) -> str:
     """The run's start (ISO text from the store, or Unix seconds) as "YYYY-MM-DD HH:MM UTC"; now if unknown."""
     t = None
     if isinstance(started_at, (int, float)):
-        t = datetime.datetime.fromtimestamp(started_at, datetime.timezone.utc)
+        t = datetime.datetime.fromtimestamp(started_at, datetime.UTC)
     elif isinstance(started_at, str):
         try:
             t = datetime.datetime.fromisoformat(started_at)
         except ValueError:
             return started_at
         if t.tzinfo is not None:
-            t = t.astimezone(datetime.timezone.utc)
-    t = t or datetime.datetime.now(datetime.timezone.utc)
+            t = t.astimezone(datetime.UTC)
+    t = t or datetime.datetime.now(datetime.UTC)
     return t.strftime("%Y-%m-%d %H:%M UTC")
 
 
@@ -436,12 +449,12 @@ def render_boo_driver_csv(rows: Sequence[tuple[str, Mapping[str, JobResult]]]) -
     numerics_keys: set[str] = set()
     any_numerics = False
     for _, by_backend in rows:
-        for b, r in by_backend.items():
+        for b, res in by_backend.items():
             if b not in backends:
                 backends.append(b)
-            if r.numerics is not None:
+            if res.numerics is not None:
                 any_numerics = True
-                numerics_keys.update(r.numerics.stats)
+                numerics_keys.update(res.numerics.stats)
     stat_keys = sorted(numerics_keys)
     header = ["arguments"]
     for b in backends:
@@ -453,9 +466,8 @@ def render_boo_driver_csv(rows: Sequence[tuple[str, Mapping[str, JobResult]]]) -
         line = [arguments]
         for b in backends:
             r = by_backend.get(b)
-            ok = r is not None and r.status == DONE and r.stats is not None
-            if ok:
-                s = r.stats
+            s = r.stats if r is not None and r.status == DONE else None
+            if r is not None and s is not None:
                 nd = r.compile.num_dispatches if r.compile and r.compile.num_dispatches is not None else NA
                 line += [_cell(s.min_us), _cell(s.max_us), _cell(s.mean_us), _cell(s.stddev_us), _cell(nd)]
             else:

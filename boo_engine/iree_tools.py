@@ -16,8 +16,8 @@ import re
 import shutil
 import subprocess
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from .errors import BooError
 

@@ -20,7 +20,8 @@ data hides, compared with eager torch in the same dtype within a few ulps.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -159,6 +160,7 @@ def check_numerics(sig: OpSignature, target: Any = "cpu", variant: Any = None, *
     info.stats["structured"] = structured
     if not structured["pass"]:
         info.verdict = "fail"
-        reason = f"structured test: off by {structured['max_err_rel_to_scale']:.3g} of scale (rtol {structured['rtol']:g})"
+        reason = (f"structured test: off by {structured['max_err_rel_to_scale']:.3g} of scale "
+                  f"(rtol {structured['rtol']:g})")
         info.stats["reason"] = "; ".join(filter(None, [info.stats.get("reason"), reason]))
     return info

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+
 class Status(StrEnum):
     """Where a job is, in the order a job moves through them. The values are what SQLite and the exports store."""
 

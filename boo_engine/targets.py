@@ -16,6 +16,7 @@ import platform
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -64,7 +65,9 @@ class Target:
     threads: int = 1
 
     def __post_init__(self) -> None:
-        ok = {"cpu": lambda a: a == "host", "hip": _HIP_ARCH.match, "cuda": _CUDA_ARCH.match}.get(self.kind)
+        checks: dict[str, Callable[[str], object]] = {
+            "cpu": lambda a: a == "host", "hip": _HIP_ARCH.match, "cuda": _CUDA_ARCH.match}
+        ok = checks.get(self.kind)
         if ok is None or not ok(self.arch):
             raise TargetError(f"invalid target kind={self.kind!r} arch={self.arch!r}: use parse_target('cpu' | "
                               "'hip:gfx942' | 'cuda:sm_80')")
@@ -141,13 +144,13 @@ def default_target() -> Target:
     for kind in ("hip", "cuda"):
         archs = detect_gpu_archs(kind)
         if archs:
-            return Target(kind, archs[0])  # type: ignore[arg-type]
+            return Target(kind, archs[0])
     return Target("cpu")
 
 
 # ---- detection ---------------------------------------------------------------------------------------------
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def detect_gpu_archs(kind: str) -> tuple[str, ...]:
     """Archs of the `kind` GPUs on this machine; () when none or when anything goes wrong.
 
@@ -198,7 +201,7 @@ def _cuda_archs() -> tuple[str, ...]:
     return tuple(dict.fromkeys(archs))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def host_cpu_identity() -> str:
     """A stable name for the host CPU as LLVM's `host` resolution sees it: vendor, family, model, stepping and a
     digest of the feature flags (cpuid decides both the CPU name and the features LLVM targets)."""
@@ -221,7 +224,7 @@ def host_cpu_identity() -> str:
 
 # ---- per-op-class CPU defaults -----------------------------------------------------------------------------
 
-def per_op_default_flags(sig: "OpSignature", target: Target) -> list[str]:
+def per_op_default_flags(sig: OpSignature, target: Target) -> list[str]:
     """Extra iree-compile flags for this kind of kernel on this target, chosen by measurement.
 
     Only cpu convolutions in forward mode get any. Measured with benchmarks/bench_cpu_flags.py (IREE 3.13, one
@@ -257,7 +260,7 @@ IM2COL = "--iree-global-opt-use-im2col-for-convs"
 DATA_TILING = "--iree-opt-data-tiling"
 
 
-def _cpu_conv_flags(sig: "OpSignature") -> list[str]:
+def _cpu_conv_flags(sig: OpSignature) -> list[str]:
     d = sig.describe()
     if d.get("mode", sig.mode) != "forward" or d.get("transposed"):
         return []
@@ -271,7 +274,7 @@ def _cpu_conv_flags(sig: "OpSignature") -> list[str]:
     return [DATA_TILING] if channels_last and pointwise else []
 
 
-def _filter_spatial(d: dict, sig: "OpSignature") -> tuple[int, ...]:
+def _filter_spatial(d: dict, sig: OpSignature) -> tuple[int, ...]:
     """Filter spatial sizes from the filter shape and layout, when describe() has no filter_spatial."""
     fl = str(d.get("fil_layout") or "").upper()
     shapes = sig.input_shapes()

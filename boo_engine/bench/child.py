@@ -22,8 +22,18 @@ from ..errors import BooError, one_line
 from ..fsutil import atomic_write
 from ..results import IREE, NumericsInfo
 from ..targets import runtime_driver
-from .messages import (BenchOutcome, BenchSpec, CancelJob, Close, JobCancelled, JobDone, JobFailed, Ready, RunJob,
-                       Samples)
+from .messages import (
+    BenchOutcome,
+    BenchSpec,
+    CancelJob,
+    Close,
+    JobCancelled,
+    JobDone,
+    JobFailed,
+    Ready,
+    RunJob,
+    Samples,
+)
 
 
 class _JobError(BooError):

@@ -33,8 +33,9 @@ import math
 import os
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Protocol
 
 # The harness's own share of a sample must stay below this fraction of the call time.
 OVERHEAD_BUDGET = 0.01
@@ -57,7 +58,7 @@ class Measurement:
     block_k: int                 # calls per sample
     warmup_calls: int            # calls made and discarded before sampling
     wall_s: float                # wall time of the whole measurement, warm-up included
-    host_load: float | None      # CPU-seconds other processes used per wall second (1.0 = one busy core); None if unknown
+    host_load: float | None      # other processes' CPU-s per wall second (1.0 = one busy core); None if unknown
     timer_overhead_ns: float = 0.0   # cost of one timer read pair
     loop_overhead_ns: float = 0.0    # cost of one loop iteration calling an empty function
     est_call_ns: float = 0.0         # call time estimated from the warm-up

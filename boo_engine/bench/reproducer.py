@@ -11,11 +11,10 @@ import glob
 import os
 import shlex
 import tempfile
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..errors import BooError
 from ..targets import runtime_driver
-
 
 
 class ReproducerError(BooError):

@@ -32,8 +32,19 @@ from ..errors import BooError
 from ..results import Backend
 from ..targets import runtime_driver
 from .child import IreeCall, RuntimeCache, _child_main
-from .messages import (BenchOutcome, BenchSpec, CancelJob, Close, FromChild, JobCancelled, JobDone, JobFailed, Ready,
-                       RunJob, Samples)
+from .messages import (
+    BenchOutcome,
+    BenchSpec,
+    CancelJob,
+    Close,
+    FromChild,
+    JobCancelled,
+    JobDone,
+    JobFailed,
+    Ready,
+    RunJob,
+    Samples,
+)
 
 __all__ = ["BenchCancelled", "BenchFailed", "BenchOutcome", "BenchSpec", "BenchWorker", "IreeCall", "RuntimeCache",
            "default_timeout_s", "resolve_driver"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..errors import BooError
 from ..results import DONE, IREE, TORCH, JobResult
@@ -39,8 +39,9 @@ USAGE = """usage: boo-driver [COMMAND ...] [--commands-file FILE] [--csv FILE] [
                   [--jobs N] [--threads N] [--seed N] [--min-time S] [--gpu-id N]
 
 A drop-in for iree-boo-driver: COMMAND is an MIOpenDriver command (conv*, layernorm*, gemm*), with its own
---iter (and -t/--time, accepted and ignored: every kernel is timed). --backend: iree (also iree_boo, iree_boo_experimental, iree_boo_legacy) and/or torch;
-default iree. --preload compiles every command into the cache (in parallel) without running anything.
+--iter (and -t/--time, accepted and ignored: every kernel is timed).
+--backend: iree (also iree_boo, iree_boo_experimental, iree_boo_legacy) and/or torch; default iree.
+--preload compiles every command into the cache (in parallel) without running anything.
 Exit codes: 0 all commands succeeded, 1 some failed (CSV cells N.A.), 2 usage error."""
 
 
@@ -232,8 +233,8 @@ def _preload(opts, files, command, variant, target) -> int:
         commands.append(parse_invocation(command))
     summary = preload(commands, target, (variant,), workers=_number(opts, "--jobs", int),
                       cache=KernelCache(_last(opts, "--cache-dir")))
-    for line in bad:
-        print(f"invalid {line}")
+    for message in bad:
+        print(f"invalid {message}")
     print(format_summary(summary) + (f"; {len(bad)} invalid command line(s) not compiled" if bad else ""))
     return EXIT_FAILED if (bad or summary.failed) else EXIT_OK
 

@@ -11,12 +11,16 @@ import argparse
 import signal
 import sys
 import threading
-from typing import Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from .. import events as ev
 from ..errors import BooError
 from ..results import DONE, FAILED, FINAL_STATUSES, JobResult
 from .common import EXIT_FAILED, EXIT_OK, EXIT_REGRESSION, config_from_args, fail, job_succeeded
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rich.progress import Progress, TaskID
 
 PROG = "boo-tui"
 
@@ -73,7 +77,12 @@ def _run_session(args: argparse.Namespace, config, worker) -> int:
         return fail(PROG, str(e))
     interrupted = threading.Event()
     previous = signal.getsignal(signal.SIGTERM)
-    signal.signal(signal.SIGTERM, lambda *_: (interrupted.set(), session.cancel()))
+
+    def on_sigterm(*_: object) -> None:
+        interrupted.set()
+        session.cancel()
+
+    signal.signal(signal.SIGTERM, on_sigterm)
     try:
         try:
             jobs = session.add_inputs(args.inputs)
@@ -179,12 +188,18 @@ class _Progress:
         from rich.console import Console
 
         self.console = Console(stderr=True)
-        self._progress = None
-        self._task = None
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None
 
     def begin(self, total: int) -> None:
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                                   TimeRemainingColumn)
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
         self._progress = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -200,15 +215,15 @@ class _Progress:
             self._progress = None
 
     def on_event(self, event: ev.Event) -> None:
-        if isinstance(event, ev.JobFinished) and event.result is not None:
+        if isinstance(event, ev.JobFinished):
             r = event.result
-            if self._progress is not None:
+            if self._progress is not None and self._task is not None:
                 self._progress.advance(self._task)
             self.console.print(_result_line(r), highlight=False, markup=False)
-        elif isinstance(event, ev.JobQueued) and self._progress is not None:
+        elif isinstance(event, ev.JobQueued) and self._progress is not None and self._task is not None:
             # jobs added while running grow the bar
             self._progress.update(self._task, total=(self._progress.tasks[0].total or 0) + 1)
-        elif isinstance(event, ev.JobStatus) and self._progress is not None:
+        elif isinstance(event, ev.JobStatus) and self._progress is not None and self._task is not None:
             self._progress.update(self._task, description=event.status)
         elif isinstance(event, ev.Log):
             self.console.print(f"{event.level}: {event.message}", highlight=False, markup=False)

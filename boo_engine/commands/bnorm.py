@@ -7,7 +7,7 @@ beta != 0.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from boo_engine.commands.flags import Flag, parse_flags, require
 from boo_engine.ops.bnorm import BatchNormSignature

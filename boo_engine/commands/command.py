@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from boo_engine.commands.flags import split_timing_args
 from boo_engine.commands.registry import parse_op_tokens, tokenize

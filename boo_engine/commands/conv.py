@@ -1,7 +1,7 @@
 """The `conv` / `convfp16` / `convbfp16` flag table (MIOpenDriver's names, short letters and defaults)."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from boo_engine.commands.flags import Flag, parse_flags, require
 from boo_engine.ops.conv import SPATIAL_LETTERS, ConvSignature

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import os
 import shlex
-from pathlib import Path
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Sequence, overload
+from pathlib import Path
+from typing import Literal, overload
 
 from boo_engine.commands.command import Command, parse_invocation
 from boo_engine.errors import CommandError

@@ -11,8 +11,9 @@ override the ones written earlier.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from boo_engine.errors import CommandError
 

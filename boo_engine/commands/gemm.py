@@ -1,7 +1,7 @@
 """The `gemm` / `gemmfp16` / `gemmbfp16` flag table. Names follow MIOpenDriver: A is a_w (M) by a_h (K)."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from boo_engine.commands.flags import Flag, parse_flags, require
 from boo_engine.ops.gemm import GemmSignature

@@ -6,7 +6,7 @@ meaning. Given explicitly, it is honoured: normalize over dims [o, rank).
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from boo_engine.commands.flags import Flag, parse_flags, require
 from boo_engine.ops.layernorm import LayerNormSignature

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import os
 import shlex
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from boo_engine.commands.bnorm import parse_bnorm
 from boo_engine.commands.conv import parse_conv

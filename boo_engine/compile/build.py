@@ -10,8 +10,9 @@ import os
 import shlex
 import shutil
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from .. import iree_tools
 from ..errors import CompileError

@@ -31,14 +31,15 @@ import contextlib
 import fcntl
 import functools
 import hashlib
-import inspect
 import json
 import os
 import shutil
+import sys
 import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from .. import iree_tools, locations
 from ..errors import CompileError
@@ -62,7 +63,7 @@ def _compiler_stamp(exe: str) -> str:
     return "|".join(parts)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def torch_version() -> str:
     """The installed torch's version (the exported MLIR depends on it), read from its package metadata: a
     cache lookup must not import torch (~1 s)."""
@@ -76,14 +77,18 @@ def torch_version() -> str:
         return str(torch.__version__)
 
 
-@functools.lru_cache(maxsize=None)
 def _class_source_digest(cls: type) -> str:
     """Digest of every Python file in the package folder defining a signature class (e.g. boo_engine/ops/):
     a change to how an op is expressed must miss the index, since the MLIR may change while the signature's
     repr does not. Computed once per class per process."""
-    h = hashlib.sha256(cls.__qualname__.encode())
+    return _source_digest(cls.__module__, cls.__qualname__)
+
+
+@functools.cache
+def _source_digest(module: str, qualname: str) -> str:
+    h = hashlib.sha256(qualname.encode())
     try:
-        folder = Path(inspect.getsourcefile(cls) or "").parent
+        folder = Path(getattr(sys.modules.get(module), "__file__", None) or "").parent
         for f in sorted(folder.glob("*.py")):
             h.update(f.name.encode() + b"\0" + f.read_bytes())
     except (OSError, TypeError):
@@ -157,7 +162,7 @@ class KernelCache:
             h.update(b"\0\1\0")
         return h.hexdigest()
 
-    def index_key(self, sig: Any, flags: list[str], target_identity: str, variant_key: str) -> str:
+    def index_key(self, sig: object, flags: list[str], target_identity: str, variant_key: str) -> str:
         material = [f"schema{SCHEMA}", type(sig).__module__, type(sig).__qualname__, repr(sig),
                     _class_source_digest(type(sig)), torch_version(), list(flags), target_identity,
                     variant_key, self.compiler_version]

@@ -2,7 +2,7 @@
 the compiler runs (`RUN_FLAGS`, kept out of the key)."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..ops.base import OpSignature
 from ..targets import Target, parse_target, per_op_default_flags

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Union
+from typing import ClassVar
 
 from ..errors import BooError, CompileError, VariantError
 from ..ops.base import OpSignature
@@ -37,7 +37,7 @@ class DumpRequest:
     what: ClassVar[str] = "dispatch dump"
 
 
-Request = Union[CompileRequest, DumpRequest]
+Request = CompileRequest | DumpRequest
 
 
 @dataclass(frozen=True)
@@ -68,4 +68,4 @@ class Failed:
         return CompileError(self.message, stderr=self.stderr, command=list(self.command))
 
 
-Reply = Union[Compiled, Dumped, Failed]
+Reply = Compiled | Dumped | Failed

@@ -15,8 +15,9 @@ import multiprocessing.connection
 import os
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from ..errors import CompileError
 from ..ops.base import OpSignature

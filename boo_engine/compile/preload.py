@@ -6,8 +6,9 @@ runs on the GPU machine hit the cache (copy or share the cache folder; GPU entri
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from ..errors import BooError, first_line
 from ..ops.base import OpSignature

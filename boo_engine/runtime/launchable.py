@@ -14,8 +14,9 @@ when the first local-task device of the process is created, so a process can onl
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -83,7 +84,7 @@ def load_artifact(vmfb_path: str, driver: str, threads: int = 1, *, function: st
 class Prepared:
     """Arguments already on the device: `invoke()` is one kernel call and nothing else."""
 
-    def __init__(self, launchable: "Launchable", tensors: tuple[torch.Tensor, ...], device_args: list[Any]):
+    def __init__(self, launchable: Launchable, tensors: tuple[torch.Tensor, ...], device_args: list[Any]):
         self.launchable = launchable
         self.tensors = tensors          # keeps zero-copy inputs alive
         self.device_args = device_args

@@ -33,8 +33,20 @@ from ..results import JobResult, RunStatus
 from . import queries, schema
 from .connection import BUSY_TIMEOUT_S, StoreError, connect
 from .rows import variant_row
-from .writer import (Call, FinishRun, Flush, Item, MarkInterrupted, RegisterCommand, RegisterVariant, ResumeRun,
-                     StartRun, Stop, WriteResult, WriterThread)
+from .writer import (
+    Call,
+    FinishRun,
+    Flush,
+    Item,
+    MarkInterrupted,
+    RegisterCommand,
+    RegisterVariant,
+    ResumeRun,
+    StartRun,
+    Stop,
+    WriteResult,
+    WriterThread,
+)
 
 log = logging.getLogger("boo_engine.store")
 

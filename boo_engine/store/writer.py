@@ -227,7 +227,7 @@ def _inserted_id(cur: sqlite3.Cursor) -> int:
 
 
 def _now_iso() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
 
 
 class WriteConnection:

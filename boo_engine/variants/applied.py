@@ -3,9 +3,9 @@ compiling, the dumped executable configurations (--iree-hal-dump-executable-conf
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from .common import SPEC_MARKER
 from .mlir_text import config_signature, executable_name, lowering_configs, resolve_aliases

@@ -7,8 +7,8 @@ from __future__ import annotations
 import hashlib
 import re
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from .. import iree_tools, locations
 from ..errors import VariantError

@@ -9,8 +9,9 @@ import functools
 import re
 import shlex
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from .. import iree_tools
 from ..errors import VariantError
