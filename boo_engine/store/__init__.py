@@ -1,4 +1,4 @@
-"""Results store: SQLite (through sqlite-utils) with built-in migrations, WAL, one writer thread fed by a queue,
+"""Results store: SQLite (the sqlite3 module; sqlite-utils runs the migrations), WAL, one writer thread fed by a queue,
 and read queries for history, comparison and resume. `datasette boo-results.db` browses it as-is."""
 from __future__ import annotations
 
