@@ -9,37 +9,11 @@ while the UI is busy, the UI drains them all in one go.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
-
-from textual.message import Message
+from typing import Any
 
 from boo_engine import events as ev
 
-
-class EngineEvent(Message):
-    """One session event (anything but a sample batch), in the order the engine emitted it."""
-
-    def __init__(self, event: ev.Event) -> None:
-        super().__init__()
-        self.event = event
-
-
-class SamplesReady(Message):
-    """New sample batches are waiting in the bridge's buffer. Consecutive pokes collapse into one."""
-
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, SamplesReady)
-
-
-class Deferred(Message, bubble=False):
-    """Run `callback(*args)` on the UI thread: how thread workers hand results back without blocking.
-
-    It does not bubble: a screen's Deferred is handled by that screen only, never run a second time by the app."""
-
-    def __init__(self, callback: Callable[..., Any], *args: Any) -> None:
-        super().__init__()
-        self.callback = callback
-        self.args = args
+from .messages import EngineEvent, SamplesReady
 
 
 class EventBridge:

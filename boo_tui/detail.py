@@ -8,7 +8,11 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from .model import JobView, describe_command, fmt_us
+from boo_engine.compare import Comparison
+from boo_engine.exporters import verdict_legend
+
+from .cells import VERDICT_STYLE, ci_text, fmt_us
+from .model import JobView, describe_command, shape_label
 
 
 def _kv_table() -> Table:
@@ -32,11 +36,15 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def render_detail(view: JobView) -> RenderableType:
+def render_detail(view: JobView, comparison: Comparison | None = None, min_effect: float | None = None) -> RenderableType:
+    """Everything about one job; `comparison`: the engine's verdict on it against the baseline (with the run's
+    `min_effect`, which the legend states)."""
     r = view.result
     parts: list[RenderableType] = []
     head = _kv_table()
     head.add_row("command", r.command)
+    if shape_label(r.command):
+        head.add_row("shape", shape_label(r.command))
     head.add_row("kernel", r.func_name)
     head.add_row("job", f"{r.variant} / {r.backend} on {r.target}   [{view.status}]"
                  + (f"  {view.detail}" if view.detail else ""))
@@ -77,6 +85,16 @@ def render_detail(view: JobView) -> RenderableType:
         parts.append(t)
     elif view.samples_us:
         parts.append(Text(f"\n{len(view.samples_us)} samples so far", style="bold"))
+
+    if comparison is not None:
+        parts.append(Text("\nvs baseline", style="bold"))
+        t = _kv_table()
+        t.add_row("ratio", Text(ci_text(comparison), style=VERDICT_STYLE.get(comparison.verdict, "")))
+        t.add_row("test", f"Mann-Whitney p={comparison.p_value:.3g}, n {comparison.n_baseline} baseline / "
+                          f"{comparison.n_variant} this job")
+        if min_effect is not None:
+            t.add_row("meaning", Text(verdict_legend(min_effect), style="dim"))
+        parts.append(t)
 
     if r.numerics is not None:
         parts.append(Text("\nnumerics", style="bold"))

@@ -1,19 +1,23 @@
 """Small modal dialogs: one line of input with inline validation.
 
-A dialog never does the work itself: it validates cheaply on the UI thread (parsing a command, checking a path
-exists), shows the one-line error under the input, and hands the accepted text back through `dismiss`; the app
-then does the real work (adding jobs, reading files, exporting) in a thread worker.
+A dialog never does the work itself: it validates (parsing a command, checking a path exists; on the UI thread
+when that is cheap, in a thread worker when it touches the file system more: `validate_in_thread`), shows the
+one-line error under the input, and hands the accepted text back through `dismiss`; the app then does the real
+work (adding jobs, reading files, exporting) on its engine thread.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
+
+from .messages import Deferred
 
 Validator = Callable[[str], "str | None"]   # text -> error message, or None when acceptable
 
@@ -24,13 +28,15 @@ class PromptDialog(ModalScreen["str | None"]):
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
     def __init__(self, title: str, *, placeholder: str = "", hint: str = "", value: str = "",
-                 validate: Validator | None = None, dialog_id: str = "prompt") -> None:
+                 validate: Validator | None = None, validate_in_thread: bool = False,
+                 dialog_id: str = "prompt") -> None:
         super().__init__(id=dialog_id)
         self.title_text = title
         self.placeholder = placeholder
         self.hint = hint
         self.initial = value
         self.validate = validate
+        self.validate_in_thread = validate_in_thread
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
@@ -52,15 +58,32 @@ class PromptDialog(ModalScreen["str | None"]):
         if not text:
             self.show_error("empty input")
             return
-        error = None
-        if self.validate is not None:
-            try:
-                error = self.validate(text)
-            except Exception as e:  # noqa: BLE001 - a validator bug is still an inline message, not a crash
-                error = f"{type(e).__name__}: {e}"
+        if self.validate_in_thread:
+            self._validate_off_thread(text)
+        else:
+            self._validated(text, self._check(text))
+
+    def _check(self, text: str) -> str | None:
+        if self.validate is None:
+            return None
+        try:
+            return self.validate(text)
+        except Exception as e:  # noqa: BLE001 - a validator bug is still an inline message, not a crash
+            return f"{type(e).__name__}: {e}"
+
+    @work(thread=True, exclusive=True, group="validate")
+    def _validate_off_thread(self, text: str) -> None:
+        self.post_message(Deferred(self._validated, (text, self._check(text))))
+
+    def on_deferred(self, message: Deferred) -> None:
+        message.callback(*message.args)
+
+    def _validated(self, text: str, error: str | None) -> None:
         if error:
             self.show_error(error)
             return
+        if self.query_one(Input).value.strip() != text:
+            return          # the text changed while it was checked: the next Enter checks the new one
         self.dismiss(text)
 
     def show_error(self, message: str) -> None:
@@ -92,15 +115,17 @@ def validate_existing_file(text: str) -> str | None:
     return None
 
 
-EXPORT_SUFFIXES = (".csv", ".json", ".md")
+def check_export(text: str) -> str | None:
+    """The exporter's own check of an export path (a known format, .markdown included; a directory it can
+    write in), so the dialog refuses exactly what the export would. It creates and deletes a probe file: run it
+    off the UI thread (`validate_in_thread`)."""
+    from boo_engine.errors import BooError
+    from boo_engine.exporters import check_export_path
 
-
-def validate_export_path(text: str) -> str | None:
-    path = Path(text).expanduser()
-    if path.suffix.lower() not in EXPORT_SUFFIXES:
-        return f"{text}: the file name must end in {', '.join(EXPORT_SUFFIXES)}"
-    if not path.parent.exists() and str(path.parent) not in ("", "."):
-        return f"{path.parent}: no such directory"
+    try:
+        check_export_path(Path(text).expanduser())
+    except BooError as e:
+        return str(e)
     return None
 
 

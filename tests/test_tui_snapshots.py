@@ -30,12 +30,20 @@ def make_app(tmp_path, monkeypatch):
 
 
 def wait_for_rows(n: int):
-    """run_before hook: wait (bounded) until the session opened and the table holds n rows."""
+    """run_before hook: wait (bounded) until the session opened and the table holds n rows, laid out (the
+    table measures its columns when idle: a dialog opened before that would cover a table drawn with the
+    headers' widths)."""
+
+    def ready(app) -> bool:
+        if app.session is None:
+            return False
+        table = app.query_one("#results")
+        return table.row_count >= n and table.virtual_size.height >= table.header_height + n
 
     async def run_before(pilot) -> None:
         app = pilot.app
         deadline = time.monotonic() + 60
-        while app.session is None or app.query_one("#results").row_count < n:
+        while not ready(app):
             assert time.monotonic() < deadline, "the session did not open"
             await pilot.pause(0.05)
         await pilot.pause(0.3)      # the table flush and the plots' first redraw
@@ -48,7 +56,8 @@ def test_snapshot_empty(snap_compare, make_app):
 
 
 def test_snapshot_queued_table(snap_compare, make_app):
-    # 15 commands x (iree, torch); the kernel column is last so the statuses stay in view at 80 columns
+    # 15 commands x (iree, torch); "#", op and the shape (elided) tell the commands apart at 80 columns, the status
+    # and the median stay in view; the kernel name is last
     assert snap_compare(make_app([SAMPLES]), terminal_size=(80, 24), run_before=wait_for_rows(30))
 
 

@@ -21,6 +21,22 @@ BACKWARD_MODE_NAMES: dict[tuple[bool, bool, bool], str] = {
 }
 
 
+#: how shape labels name the dtypes (float32, the default, is left out of a label)
+SHORT_DTYPES: dict[str, str] = {"float32": "", "float16": "f16", "bfloat16": "bf16"}
+
+
+def short_backward_mode(mask: tuple[bool, bool, bool]) -> str:
+    """`bwd-data`, `bwd-weight`, `bwd-bias`, `bwd-data+weight`, ... `bwd-all`: a backward mode in a shape label."""
+    if all(mask):
+        return "bwd-all"
+    return "bwd-" + "+".join(name for name, on in zip(("data", "weight", "bias"), mask) if on)
+
+
+def label_of(*tokens: str) -> str:
+    """A shape label from its tokens (empty ones left out), separated by single spaces."""
+    return " ".join(t for t in tokens if t)
+
+
 def fail(op: str, message: str) -> CommandError:
     """The error to raise: `op: message` on one line."""
     return CommandError(f"{op}: {message}")

@@ -64,6 +64,13 @@ class OpSignature(abc.ABC):
         """forward, input_backward, weight_backward, ... (BOO's mode words)."""
 
     @property
+    def shape_label(self) -> str:
+        """A compact, human-readable line that tells this kernel apart from the others of its op in a table:
+        the sizes first, then what differs from the defaults, e.g. `n2 c64 28x28 k64 3x3 p1 NCHW fwd`. Never
+        imports torch. Ops override it; this default lists the argument shapes."""
+        return ", ".join("x".join(str(d) for d in s) for s in self.input_shapes())
+
+    @property
     def dtype(self) -> torch.dtype:
         return DTYPES[self.dtype_name]
 

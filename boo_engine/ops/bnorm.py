@@ -25,13 +25,15 @@ from boo_engine.ops._lazy import torch
 if TYPE_CHECKING:
     import torch  # noqa: F811
 
-from boo_engine.ops._common import check_dtype, check_size, fail, numel, shape_str
+from boo_engine.ops._common import SHORT_DTYPES, check_dtype, check_size, fail, label_of, numel, shape_str
 from boo_engine.ops.base import OpSignature
 
 BNORM_EPS = 1e-5
 BNORM_MOMENTUM = 0.1
 BNORM_MODES = ("forward_training", "forward_inference", "backward")
 _SPATIAL = {2: "HW", 3: "DHW"}
+#: the mode as a shape label gives it
+BNORM_SHORT_MODES: dict[str, str] = {"forward_training": "train", "forward_inference": "infer", "backward": "bwd"}
 
 
 def _acc(dtype: torch.dtype) -> torch.dtype:
@@ -136,6 +138,19 @@ class BatchNormSignature(OpSignature):
         if self.save and self.bnorm_mode != "forward_inference":
             items.append("save")
         return "_".join(items)
+
+    @property
+    def shape_label(self) -> str:
+        """`n3 c4 3x2 NCHW train`: batch, channels, spatial size (D H W order), layout, `per-act` for
+        per-activation statistics (-m 0), the mode (train, infer, bwd), `+run` / `+save` where they apply and a
+        16-bit dtype."""
+        size = dict(zip(self.layout, self.input_shape))
+        return label_of(
+            f"n{size['N']}", f"c{size['C']}", shape_str([size[ch] for ch in _SPATIAL[self.num_spatial_dims]]),
+            self.layout, "" if self.spatial else "per-act", BNORM_SHORT_MODES[self.bnorm_mode],
+            "+run" if self.run and self.bnorm_mode == "forward_training" else "",
+            "+save" if self.save and self.bnorm_mode != "forward_inference" else "",
+            SHORT_DTYPES.get(self.dtype_name, self.dtype_name))
 
     # ---- sample args ----------------------------------------------------------------------------------
     def get_sample_args(self, seed: int = 0, *, device: torch.device | str | None = None,

@@ -15,7 +15,8 @@ from boo_engine.ops._lazy import torch
 if TYPE_CHECKING:
     import torch  # noqa: F811
 
-from boo_engine.ops._common import BACKWARD_MODE_NAMES, check_dtype, check_size, fail, numel, shape_str
+from boo_engine.ops._common import (BACKWARD_MODE_NAMES, SHORT_DTYPES, check_dtype, check_size, fail, label_of, numel,
+                                    shape_str, short_backward_mode)
 from boo_engine.ops.base import OpSignature
 
 #: MIOpen `-F` values and the gradients each selects (input, weight, bias); 1 is forward
@@ -40,6 +41,13 @@ _STRIDE_FLAGS = {"D": "--conv_stride_d", "H": "-u", "W": "-v"}
 _PAD_FLAGS = {"D": "--pad_d", "H": "-p", "W": "-q"}
 _DIL_FLAGS = {"D": "--dilation_d", "H": "-l", "W": "-j"}
 _OPAD_FLAGS = {"D": "--trans_output_pad_d", "H": "-Y", "W": "-X"}
+
+
+def _knob(name: str, values: tuple[int, ...], default: int) -> str:
+    """`p1` (the same in every dim) or `p1x0`; empty when every dim has the default."""
+    if all(v == default for v in values):
+        return ""
+    return name + (str(values[0]) if len(set(values)) == 1 else shape_str(values))
 
 
 def _perm(src: str, dst: str) -> list[int]:
@@ -220,6 +228,22 @@ class ConvSignature(OpSignature):
             if any(self.output_padding):
                 items.append(shape_str(self.output_padding) + "op")
         return "_".join(items)
+
+    @property
+    def shape_label(self) -> str:
+        """`n2 c64 28x28 k64 3x3 p1 NCHW fwd`: batch, input channels and spatial size, output channels, filter,
+        then padding, stride (`s`), dilation (`d`) and groups (`g`) only where they are not the default, `trans`,
+        the layout (`in/filter/out` when they differ), the mode (fwd, bwd-data, bwd-weight, ...), `bias` and a
+        16-bit dtype."""
+        layouts = (self.in_layout, self.fil_layout, self.out_layout)
+        return label_of(
+            f"n{self.batch}", f"c{self.in_channels}", shape_str(self.in_spatial), f"k{self.out_channels}",
+            shape_str(self.fil_spatial), _knob("p", self.padding, 0), _knob("s", self.stride, 1),
+            _knob("d", self.dilation, 1), f"g{self.groups}" if self.groups != 1 else "",
+            "trans" if self.transposed else "", _knob("op", self.output_padding, 0),
+            self.in_layout if len(set(layouts)) == 1 else "/".join(layouts),
+            "fwd" if self.is_forward else short_backward_mode(self.grad_mask),
+            "bias" if self.bias and self.is_forward else "", SHORT_DTYPES.get(self.dtype_name, self.dtype_name))
 
     # ---- arguments and results ------------------------------------------------------------------------
     def input_shapes(self) -> list[tuple[int, ...]]:

@@ -11,11 +11,13 @@ from boo_engine.ops._lazy import torch
 if TYPE_CHECKING:
     import torch  # noqa: F811
 
-from boo_engine.ops._common import check_dtype, check_size, fail
+from boo_engine.ops._common import SHORT_DTYPES, check_dtype, check_size, fail, label_of
 from boo_engine.ops.base import OpSignature
 
 #: MIOpen/BOO `-F` value -> mode word
 GEMM_MODES: dict[int, str] = {1: "forward", 2: "a_backward", 3: "b_backward"}
+#: the mode as a shape label gives it (forward, the usual case, is left out)
+GEMM_SHORT_MODES: dict[int, str] = {1: "", 2: "bwd-a", 3: "bwd-b"}
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,13 @@ class GemmSignature(OpSignature):
         if self.trans_b:
             items.append("transB")
         return "_".join(items)
+
+    @property
+    def shape_label(self) -> str:
+        """`MxKxN`, then `tA` / `tB` for transposed operands, the backward mode and a 16-bit dtype:
+        `256x512x512 tB`, `128x256x256 f16`."""
+        return label_of(f"{self.m}x{self.k}x{self.n}", "tA" if self.trans_a else "", "tB" if self.trans_b else "",
+                        GEMM_SHORT_MODES[self.forw], SHORT_DTYPES.get(self.dtype_name, self.dtype_name))
 
     @property
     def a_shape(self) -> tuple[int, int]:

@@ -19,7 +19,8 @@ from boo_engine.ops._lazy import torch
 if TYPE_CHECKING:
     import torch  # noqa: F811
 
-from boo_engine.ops._common import BACKWARD_MODE_NAMES, check_dtype, check_size, fail, numel, shape_str
+from boo_engine.ops._common import (BACKWARD_MODE_NAMES, SHORT_DTYPES, check_dtype, check_size, fail, label_of, numel,
+                                    shape_str, short_backward_mode)
 from boo_engine.ops.base import OpSignature
 
 LAYERNORM_FORW_VALUES = (1, 2, 4, 6, 8, 10, 12, 14)
@@ -104,6 +105,17 @@ class LayerNormSignature(OpSignature):
             items += ["w", "b"]
         items.append("eps" + repr(float(self.eps)))
         return "_".join(items)
+
+    @property
+    def shape_label(self) -> str:
+        """`16x128x768 w+b`: the input shape, `norm2d` when more than the last dim is normalized, `w+b` with
+        weight and bias (--mode 1), eps when not 1e-5, the backward mode and a 16-bit dtype."""
+        return label_of(
+            shape_str(self.input_shape),
+            f"norm{len(self.normalized_shape)}d" if len(self.normalized_shape) > 1 else "",
+            "w+b" if self.affine else "", f"eps{self.eps:g}" if self.eps != 1e-5 else "",
+            "" if self.is_forward else short_backward_mode(self.grad_mask),
+            SHORT_DTYPES.get(self.dtype_name, self.dtype_name))
 
     # ---- arguments ------------------------------------------------------------------------------------
     def _arg_roles(self) -> list[str]:

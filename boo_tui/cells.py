@@ -1,0 +1,244 @@
+"""The results table's cells, filter and sort order: pure functions of the `RunModel` (no Textual, UI thread)."""
+from __future__ import annotations
+
+import math
+import shlex
+from dataclasses import dataclass
+from functools import lru_cache
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from rich.text import Text
+
+from boo_engine.compare import Comparison, Verdict
+from boo_engine.exporters import format_us
+from boo_engine.results import Status
+
+from .model import JobView, RunModel, shape_label
+
+#: "#" numbers the commands in the order they were added and "shape" says what each one computes, so rows can be
+#: told apart at a glance; the kernel name is long (it spells the shapes), so it goes last, and the numbers come
+#: before the columns that only matter now and then.
+COLUMNS: list[tuple[str, str]] = [
+    ("cmd", "#"),
+    ("op", "op"),
+    ("shape", "shape"),
+    ("variant", "variant"),
+    ("backend", "backend"),
+    ("status", "status"),
+    ("median", "median us"),
+    ("vs_base", "vs base"),
+    ("gflops", "GFLOP/s"),
+    ("numerics", "numerics"),
+    ("noisy", "noisy"),
+    ("kernel", "kernel"),
+]
+COLUMN_KEYS = [k for k, _ in COLUMNS]
+#: columns of a fixed width: the engine's verdicts arrive as row updates, which keep column widths (table.py), so
+#: "vs base" is wide enough for them from the start (`0.912x ✅`, `0.0912x ❓`: the mark takes two cells)
+COLUMN_WIDTHS: dict[str, int] = {"vs_base": 10}
+
+#: the widest shape label the table shows (longer ones lose tokens in the middle: see `elide_tokens`). With it,
+#: the 80-column table shows #, op, shape, variant, backend, status and the median.
+SHAPE_WIDTH = 23
+
+STATUS_STYLE: dict[str, str] = {
+    Status.QUEUED: "dim",
+    Status.EXPORTING: "cyan",
+    Status.COMPILING: "cyan",
+    Status.CACHED: "blue",
+    Status.MEASURING: "bold yellow",
+    Status.DONE: "green",
+    Status.FAILED: "bold red",
+    Status.CANCELLED: "magenta",
+    Status.INTERRUPTED: "magenta",
+}
+
+#: the verdict marks of the Markdown export (tests/test_tui.py checks they agree), and each one's colour here
+VERDICT_MARK: dict[Verdict, str] = {Verdict.FASTER: "✅", Verdict.SLOWER: "❌", Verdict.SAME: "≈",
+                                    Verdict.UNCLEAR: "❓", Verdict.INSUFFICIENT: "❔"}
+VERDICT_STYLE: dict[Verdict, str] = {Verdict.FASTER: "bold green", Verdict.SLOWER: "bold red", Verdict.SAME: "dim",
+                                     Verdict.UNCLEAR: "yellow", Verdict.INSUFFICIENT: "dim"}
+
+# ---- cells -----------------------------------------------------------------------------------------------
+def status_text(view: JobView) -> Text:
+    label = str(view.status)
+    if view.status == Status.MEASURING:
+        n = len(view.samples_us)
+        label = f"measuring {n}/{view.target_count}" if view.target_count else f"measuring {n}"
+    return Text(label, style=STATUS_STYLE.get(view.status, ""))
+
+
+fmt_us = format_us  # one formatter for the table, the detail pane and the Markdown export
+
+
+def fmt_ratio(ratio: float) -> str:
+    """A latency ratio with three significant digits: 0.912, 1.04, 12.3."""
+    if not math.isfinite(ratio) or ratio <= 0:
+        return "-"
+    decimals = max(0, 2 - math.floor(math.log10(ratio)))
+    return f"{ratio:.{decimals}f}"
+
+
+def verdict_text(c: Comparison | None) -> Text:
+    """The "vs base" cell: the engine's ratio median(job) / median(baseline) (< 1 is faster) and its verdict
+    mark, as the Markdown export writes them: `0.912x ✅`, `1.04x ≈`, `1.09x ❓`."""
+    if c is None or not math.isfinite(c.ratio):
+        return Text("-", style="dim")
+    return Text(f"{fmt_ratio(c.ratio)}x {VERDICT_MARK.get(c.verdict, c.verdict)}",
+                style=VERDICT_STYLE.get(c.verdict, ""))
+
+
+def ci_text(c: Comparison) -> str:
+    """`0.912x [0.900, 0.925] faster`: a verdict with its 95% CI, as the detail pane and the screens say it."""
+    ci = f" [{c.ci_low:.3f}, {c.ci_high:.3f}]" if math.isfinite(c.ci_low) and math.isfinite(c.ci_high) else ""
+    return f"{fmt_ratio(c.ratio)}x{ci} {VERDICT_MARK.get(c.verdict, '')} {c.verdict}"
+
+
+def row_cells(model: RunModel, view: JobView) -> dict[str, Any]:
+    r = view.result
+    st = r.stats
+    numerics = Text("-", style="dim")
+    if r.numerics is not None:
+        ok = r.numerics.verdict == "pass"
+        numerics = Text(r.numerics.verdict, style="green" if ok else "bold red")
+    return {
+        "cmd": str(model.command_index.get(r.command, "")),
+        "op": r.op,
+        "shape": shape_cell(r.command),
+        "kernel": r.func_name,
+        "variant": r.variant,
+        "backend": r.backend,
+        "status": status_text(view),
+        "median": Text(fmt_us(view.median_us), style="" if st else "dim"),
+        "gflops": fmt_gflops(st.gflops if st else None),
+        "vs_base": verdict_text(model.comparison_of(view)),
+        "numerics": numerics,
+        "noisy": Text("noisy", style="yellow") if r.noisy else Text(""),
+    }
+
+
+def fmt_gflops(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return f"{x:.1f}" if x < 100 else f"{x:,.0f}"
+
+
+@lru_cache(maxsize=4096)
+def shape_cell(command: str) -> str:
+    """The shape column's text: the command's shape label, elided to SHAPE_WIDTH."""
+    return elide_tokens(shape_label(command), SHAPE_WIDTH)
+
+
+def elide_tokens(text: str, width: int) -> str:
+    """`text` when it fits in `width` characters, else its first and last words around an ellipsis, taken
+    alternately from both ends while they fit: the sizes lead a shape label and the layout, mode and dtype end
+    it, and those are what tell two kernels apart. `n2 c32 28x28 k32 3x3 p1 NCHW bwd-data` -> `n2 c32 … NCHW
+    bwd-data`."""
+    if len(text) <= width:
+        return text
+    words = text.split()
+    head: list[str] = []
+    tail: list[str] = []
+    turns = ["head", "tail"]            # a side whose next word does not fit drops out
+    while turns and len(head) + len(tail) < len(words):
+        side = turns.pop(0)
+        if side == "head":
+            trial_head, trial_tail = head + [words[len(head)]], tail
+        else:
+            trial_head, trial_tail = head, [words[len(words) - 1 - len(tail)]] + tail
+        if len(" ".join([*trial_head, "…", *trial_tail])) <= width:
+            head, tail = trial_head, trial_tail
+            turns.append(side)
+    if not head and not tail:           # not even one word fits: cut the text
+        return text[: max(width - 1, 0)] + "…"
+    return " ".join([*head, "…", *tail])
+
+
+# ---- filtering -------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Filter:
+    """`op:conv status:failed words...`: every given part must match (words match anywhere, case-insensitive)."""
+
+    ops: tuple[str, ...] = ()
+    statuses: tuple[str, ...] = ()
+    words: tuple[str, ...] = ()
+
+    @classmethod
+    def parse(cls, text: str) -> "Filter":
+        ops: list[str] = []
+        statuses: list[str] = []
+        words: list[str] = []
+        try:
+            tokens = shlex.split(text)
+        except ValueError:       # an unclosed quote while the user is typing
+            tokens = text.split()
+        for tok in tokens:
+            low = tok.lower()
+            if low.startswith("op:") and len(low) > 3:
+                ops.extend(low[3:].split(","))
+            elif low.startswith("status:") and len(low) > 7:
+                statuses.extend(low[7:].split(","))
+            else:
+                words.append(low)
+        return cls(tuple(ops), tuple(statuses), tuple(words))
+
+    @property
+    def active(self) -> bool:
+        return bool(self.ops or self.statuses or self.words)
+
+    def matches(self, view: JobView) -> bool:
+        r = view.result
+        if self.ops and r.op.lower() not in self.ops:
+            return False
+        if self.statuses and not any(view.status.startswith(s) for s in self.statuses):
+            return False
+        if self.words:
+            hay = " ".join(str(x) for x in (r.command, r.func_name, r.variant, r.backend, r.op, view.status,
+                                           r.error or "", r.source or "")).lower()
+            return all(w in hay for w in self.words)
+        return True
+
+
+# ---- sorting ---------------------------------------------------------------------------------------------
+_STATUS_ORDER = {s: i for i, s in enumerate(
+    [Status.MEASURING, Status.COMPILING, Status.EXPORTING, Status.CACHED, Status.QUEUED, Status.DONE, Status.FAILED,
+     Status.CANCELLED, Status.INTERRUPTED])}
+
+
+def sort_key(model: RunModel, column: str) -> Callable[[JobView], Any]:
+    """A key that sorts missing values last whatever the column."""
+
+    def num(x: float | None) -> tuple[int, float]:
+        return (1, 0.0) if x is None else (0, x)
+
+    def key(v: JobView) -> Any:
+        r = v.result
+        if column == "cmd":
+            return model.command_index.get(r.command, 0)
+        if column == "status":
+            return _STATUS_ORDER.get(v.status, 99)
+        if column == "median":
+            return num(v.median_us)
+        if column == "gflops":
+            return num(r.stats.gflops if r.stats else None)
+        if column == "vs_base":
+            c = model.comparison_of(v)
+            return num(c.ratio if c is not None and math.isfinite(c.ratio) else None)
+        if column == "shape":
+            return (r.op, shape_label(r.command))
+        if column == "numerics":
+            return r.numerics.verdict if r.numerics else "~"
+        if column == "noisy":
+            return not r.noisy
+        return str({"op": r.op, "kernel": r.func_name, "variant": r.variant, "backend": r.backend}.get(column, ""))
+
+    return key
+
+
+def ordered(model: RunModel, flt: Filter, sort_by: str | None, reverse: bool) -> list[JobView]:
+    views: Iterable[JobView] = (v for v in model.jobs.values() if flt.matches(v))
+    out = list(views)
+    if sort_by:
+        out.sort(key=sort_key(model, sort_by), reverse=reverse)
+    return out

@@ -1,0 +1,194 @@
+"""The live results table, the filter line and the selected job's plots and details: the part of `BooApp` that
+turns the `RunModel` into what the screen shows, a few times a second.
+
+Changed rows are collected in `_dirty` as events arrive and redrawn together every TABLE_FLUSH_S; a table that is
+filtered or sorted is rebuilt at most every RESORT_S (rows may join, leave or move). Handlers here are named ones
+(`on_data_table_...`) checking the widget's id: Textual's `@on` decorator only works in message-pump classes.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from rich.text import Text
+from textual import events
+from textual.widgets import DataTable, Input, Static
+
+from boo_engine.results import JobResult
+
+from .cells import COLUMNS, Filter, ordered, row_cells
+from .detail import render_detail, reproducer_text
+from .model import JobView, RunModel
+from .plots import PlotView, Series
+from .table import ResultsTable
+
+if TYPE_CHECKING:
+    from textual.app import App
+
+    _AppBase = App[int]
+else:
+    _AppBase = object
+
+TABLE_FLUSH_S = 0.1      # dirty table rows are redrawn at most this often
+RESORT_S = 1.0           # a live-updated sorted table is re-sorted at most this often
+RESULTS = "results"      # the results table's id
+
+
+class LiveTableMixin(_AppBase):
+    """Table, filter, sort, selection, plots and detail pane of the dashboard (a part of `BooApp`)."""
+
+    model: RunModel
+    filter: Filter
+    sort_by: str | None
+    sort_reverse: bool
+    selected: str | None
+    min_effect: float
+    max_flush_s: float
+    _dirty: set[str]
+    _shown: set[str]
+    _rebuild: bool
+    _last_resort: float
+    _detail_for: tuple[Any, ...] | None
+
+    if TYPE_CHECKING:
+        def _error(self, message: str) -> None: ...
+
+    # ---- rows --------------------------------------------------------------------------------------------
+    def _row_keys(self) -> set[str]:
+        """Job ids shown in the table (kept by _rebuild_table, so no per-event scan of the rows)."""
+        return self._shown
+
+    def _add_results(self, results: Iterable[JobResult]) -> None:
+        for r in results:
+            self.model.upsert(r)
+            self._dirty.add(r.job_id)
+        self._rebuild = True
+
+    def _flush_views(self) -> None:
+        """Bring the table, the plots and the detail pane up to date (runs every TABLE_FLUSH_S)."""
+        t0 = time.perf_counter()
+        try:
+            self._flush_dirty()
+        except Exception as e:  # noqa: BLE001 - a refresh bug is shown, and the next flush tries again
+            self._error(f"refresh failed: {type(e).__name__}: {e}")
+        self.max_flush_s = max(self.max_flush_s, time.perf_counter() - t0)
+
+    def _flush_dirty(self) -> None:
+        dirty, self._dirty = self._dirty, set()
+        now = time.monotonic()
+        # re-sorting rebuilds the table (about 50 us a row): big tables are re-sorted less often
+        resort_every = RESORT_S * max(1.0, len(self.model.jobs) / 500)
+        if dirty and (self.filter.active or self.sort_by) and now - self._last_resort >= resort_every:
+            self._rebuild = True    # a status or a median changed: rows may join, leave or move
+        if self._rebuild:
+            self._rebuild_table()
+            self._last_resort = now
+        elif dirty:
+            self._update_rows(dirty)
+        if dirty or self._detail_for is None:
+            self._refresh_selection(dirty)
+
+    def _rebuild_table(self) -> None:
+        self._rebuild = False
+        table = self.query_one(f"#{RESULTS}", DataTable)
+        keep = self.selected
+        views = ordered(self.model, self.filter, self.sort_by, self.sort_reverse)
+        table.clear()
+        for view in views:
+            cells = row_cells(self.model, view)
+            table.add_row(*[cells[k] for k, _ in COLUMNS], key=view.job_id)
+        self._shown = {v.job_id for v in views}
+        if keep is not None and keep in self._row_keys():
+            table.move_cursor(row=table.get_row_index(keep), animate=False)
+        elif views:
+            self._select(views[0].job_id)
+        self._label_sorted_column()
+
+    def _update_rows(self, ids: set[str]) -> None:
+        """Redraw the given rows (the model says which rows an event changed: the engine's verdicts for a
+        command change all of its rows)."""
+        table = self.query_one(f"#{RESULTS}", ResultsTable)
+        for job_id in ids & self._row_keys():
+            cells = row_cells(self.model, self.model.jobs[job_id])
+            table.update_row(job_id, {key: cells[key] for key, _ in COLUMNS})
+
+    # ---- sorting and filtering ---------------------------------------------------------------------------
+    def _label_sorted_column(self) -> None:
+        table = self.query_one(f"#{RESULTS}", DataTable)
+        for key, label in COLUMNS:
+            col = table.columns.get(key)  # type: ignore[call-overload]
+            if col is None:
+                continue
+            arrow = (" v" if self.sort_reverse else " ^") if key == self.sort_by else ""
+            col.label = Text(label + arrow)
+        table.refresh()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.data_table.id == RESULTS and event.row_key is not None and event.row_key.value is not None:
+            self._select(event.row_key.value)
+
+    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+        if event.data_table.id != RESULTS:
+            return
+        key = event.column_key.value
+        if key == self.sort_by:
+            self.sort_reverse = not self.sort_reverse
+        else:
+            self.sort_by, self.sort_reverse = key, False
+        self._rebuild_table()
+
+    def action_sort(self) -> None:
+        keys = [k for k, _ in COLUMNS]
+        self.sort_by = keys[(keys.index(self.sort_by) + 1) % len(keys)] if self.sort_by in keys else keys[0]
+        self.sort_reverse = False
+        self.notify(f"sorted by {dict(COLUMNS)[self.sort_by]} (click a header to sort; again to reverse)",
+                    timeout=2)
+        self._rebuild_table()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "filter":
+            self.filter = Filter.parse(event.value)
+            self._rebuild_table()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "filter":
+            self.query_one(f"#{RESULTS}", DataTable).focus()
+
+    def action_focus_filter(self) -> None:
+        self.query_one("#filter", Input).focus()
+
+    def on_key(self, event: events.Key) -> None:
+        if event.key == "escape" and self.focused is self.query_one("#filter", Input):
+            self.query_one(f"#{RESULTS}", DataTable).focus()
+            event.stop()
+
+    # ---- selection: plots and detail ---------------------------------------------------------------------
+    def _select(self, job_id: str) -> None:
+        if job_id != self.selected:
+            self.selected = job_id
+            self._detail_for = None
+            self._refresh_selection({job_id})
+
+    def _selected_view(self) -> JobView | None:
+        return self.model.jobs.get(self.selected or "")
+
+    def _refresh_selection(self, dirty: set[str]) -> None:
+        view = self._selected_view()
+        if view is None:
+            return
+        siblings = self.model.siblings(view.job_id)
+        if dirty & {s.job_id for s in siblings} or self._detail_for is None:
+            series = [Series(s.series_label, tuple(s.samples_us)) for s in siblings]
+            title = view.result.func_name
+            self.query_one("#hist", PlotView).set_series(series, title)
+            self.query_one("#timeline", PlotView).set_series(series, title)
+        comparison = self.model.comparison_of(view)
+        stamp = (view.job_id, view.status, view.detail, id(view.result), len(view.log),
+                 view.result.stats is not None, id(comparison))
+        if stamp != self._detail_for:
+            self._detail_for = stamp
+            self.query_one("#detail", Static).update(render_detail(view, comparison, self.min_effect))
+            repro = reproducer_text(view)
+            self.query_one("#repro", Static).update(
+                Text.assemble(("\nreproducer ", "bold"), ("(c copies)\n", "dim"), repro) if repro else "")

@@ -1,0 +1,89 @@
+"""Every message the dashboard's threads send to the UI thread: small typed dataclasses, one per kind of news.
+
+Engine events come through `EngineEvent` / `SamplesReady` (see `bridge.EventBridge`); what a call on the engine
+thread (`BooApp._call_engine`) returns comes back as the message its caller asked for (`JobsAdded`,
+`ExportWritten`, ...), or as `EngineFailed`. Screens' thread workers hand results back with `Deferred`.
+Posting a message never blocks the thread that posts it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from textual.message import Message
+
+from boo_engine import events as ev
+from boo_engine.compare import Comparison
+from boo_engine.results import JobResult
+
+
+@dataclass
+class EngineEvent(Message):
+    """One session event (anything but a sample batch), in the order the engine emitted it."""
+
+    event: ev.Event
+
+
+class SamplesReady(Message):
+    """New sample batches are waiting in the bridge's buffer. Consecutive pokes collapse into one."""
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, SamplesReady)
+
+
+@dataclass
+class Deferred(Message, bubble=False):
+    """Run `callback(*args)` on the UI thread: how screens' thread workers hand results back without blocking.
+
+    It does not bubble: a screen's Deferred is handled by that screen only, never run a second time by the app."""
+
+    callback: Callable[..., Any]
+    args: tuple[Any, ...] = ()
+
+
+@dataclass
+class SessionOpened(Message):
+    """The session exists; `added` are the jobs of the inputs it was given, `errors` the inputs it refused."""
+
+    session: Any                     # boo_engine.session.Session (imported lazily: it pulls the engine in)
+    added: list[JobResult] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SessionFailed(Message):
+    """No session: a bad target, an unusable results database... (one line)."""
+
+    reason: str
+
+
+@dataclass
+class EngineFailed(Message):
+    """A call on the engine thread raised: the one-line message for the user."""
+
+    reason: str
+
+
+@dataclass
+class JobsAdded(Message):
+    """Jobs a command, a commands file or a variant added (bad input lines are failed jobs among them)."""
+
+    results: list[JobResult]
+
+
+@dataclass
+class ExportWritten(Message):
+    """The session wrote an export file."""
+
+    path: str
+
+
+@dataclass
+class ComparisonsComputed(Message):
+    """The engine's verdicts for commands it sent no `ComparisonsUpdated` for (a job re-run on its own, a variant
+    added after its baseline ran): {(target, command, column label): Comparison}, computed by
+    `Session.comparisons` with the run's --min-effect and seed. `generations`: the state of each command they
+    were asked for (a later change makes them stale)."""
+
+    comparisons: dict[tuple[str, str, str], Comparison]
+    generations: dict[tuple[str, str], int]

@@ -1,0 +1,16 @@
+"""Screens beside the live dashboard: run history, one saved run, two saved runs side by side, and the variants
+of this session compared.
+
+Every database read and every statistics computation (bootstrap CIs cost tens of milliseconds per command) runs
+in a thread worker; results come back with `Deferred` messages, so the event loop keeps ticking. The verdicts are
+the engine's (`compare.compare_results` / `compare.compare_runs` with the run's --min-effect and seed), as the
+exports give them.
+"""
+from __future__ import annotations
+
+from .history import HistoryScreen
+from .run import RunScreen
+from .run_compare import RunCompareScreen
+from .variants_compare import CompareScreen
+
+__all__ = ["CompareScreen", "HistoryScreen", "RunCompareScreen", "RunScreen"]

@@ -1,0 +1,74 @@
+"""What the screens share: a screen whose thread workers report back without blocking, and small formatters."""
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from collections.abc import Callable
+from typing import Any
+
+from rich.text import Text
+from textual import work
+from textual.screen import Screen
+
+from boo_engine.compare import Comparison
+
+from ..cells import VERDICT_STYLE
+from ..messages import Deferred
+
+
+def field_of(obj: Any, *names: str, default: Any = None) -> Any:
+    """The first present attribute or key among `names`: store rows may be dicts or dataclasses."""
+    for name in names:
+        if isinstance(obj, dict) and name in obj:
+            return obj[name]
+        if hasattr(obj, name):
+            return getattr(obj, name)
+    return default
+
+
+def fmt_time(value: Any) -> str:
+    if isinstance(value, (int, float)) and value > 1e9:
+        return _dt.datetime.fromtimestamp(value).strftime("%Y-%m-%d %H:%M:%S")
+    if isinstance(value, str) and len(value) >= 19 and value[10] == "T":   # ISO 8601 from the store, UTC
+        return value[:19].replace("T", " ")
+    return "-" if value is None else str(value)
+
+
+def ratio_text(c: Comparison | None) -> Text:
+    """A comparison's ratio (< 1 faster), coloured by the engine's verdict: green faster, red slower, dim the
+    same or too few samples, yellow unclear."""
+    if c is None or not math.isfinite(c.ratio):
+        return Text("-", style="dim")
+    return Text(f"{c.ratio:.3f}", style=VERDICT_STYLE.get(c.verdict, ""))
+
+
+def plain_ratio_text(ratio: float | None) -> Text:
+    """A ratio of medians the engine has not judged yet: shown dim, whatever its size."""
+    if ratio is None or not math.isfinite(ratio):
+        return Text("-", style="dim")
+    return Text(f"{ratio:.3f}", style="dim")
+
+
+class WorkerScreen(Screen):
+    """A screen whose thread workers report back through Deferred messages (never blocking the loop)."""
+
+    def on_deferred(self, message: Deferred) -> None:
+        try:
+            message.callback(*message.args)
+        except Exception as e:  # noqa: BLE001
+            self.notify(f"{type(e).__name__}: {e}", severity="error")
+
+    def _call_in_thread(self, fn: Callable[..., Any], *args: Any, then: Callable[[Any], None]) -> None:
+        self._thread_call(fn, args, then)
+
+    @work(thread=True, group="screen-io")
+    def _thread_call(self, fn: Callable[..., Any], args: tuple[Any, ...], then: Callable[[Any], None]) -> None:
+        try:
+            value = fn(*args)
+        except Exception as e:  # noqa: BLE001 - shown in the UI, never as a traceback
+            self.post_message(Deferred(self.notify, (f"{e}", "error")))
+            return
+        self.post_message(Deferred(then, (value,)))
+
+    def notify(self, message: str, severity: str = "information", **kw: Any) -> None:  # type: ignore[override]
+        self.app.notify(message, severity=severity, **kw)

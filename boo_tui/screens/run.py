@@ -1,0 +1,59 @@
+"""One saved run's results, read-only."""
+from __future__ import annotations
+
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.widgets import DataTable, Footer, Header, Static
+
+from boo_engine.results import JobResult
+
+from ..cells import fmt_gflops, fmt_us
+from .base import WorkerScreen, field_of, fmt_time
+
+
+class RunScreen(WorkerScreen):
+    """One saved run's results, read-only."""
+
+    BINDINGS = [Binding("escape", "app.pop_screen", "Back")]
+
+    def __init__(self, store: Any, run_id: int) -> None:
+        super().__init__()
+        self.store = store
+        self.run_id = run_id
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static(f"run {self.run_id}", id="run-info", classes="hint")
+        yield DataTable(id="run-results", cursor_type="row", zebra_stripes=True)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.title = f"boo-tui: run {self.run_id}"
+        table = self.query_one(DataTable)
+        for key in ("op", "variant", "backend", "status", "median us", "GFLOP/s", "numerics", "noisy", "command"):
+            table.add_column(key, key=key)
+        self._call_in_thread(self._load, then=self._show)
+
+    def _load(self) -> tuple[Any, list[JobResult]]:
+        info = None
+        try:
+            info = self.store.run_info(self.run_id)
+        except Exception:  # noqa: BLE001 - the results matter more than the header line
+            pass
+        return info, list(self.store.load_results(self.run_id))
+
+    def _show(self, loaded: tuple[Any, list[JobResult]]) -> None:
+        info, results = loaded
+        if info:
+            self.query_one("#run-info", Static).update(
+                f"run {self.run_id}  started {fmt_time(field_of(info, 'started_at'))}  "
+                f"status {field_of(info, 'status', default='-')}  target {field_of(info, 'target', default='-')}  "
+                f"{len(results)} results")
+        table = self.query_one(DataTable)
+        for r in results:
+            st = r.stats
+            table.add_row(r.op, r.variant, r.backend, r.status, fmt_us(st.median_us if st else None),
+                          fmt_gflops(st.gflops if st else None),
+                          r.numerics.verdict if r.numerics else "-", "noisy" if r.noisy else "", r.command)

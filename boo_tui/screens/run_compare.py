@@ -1,0 +1,95 @@
+"""Two saved runs of the same commands side by side: the engine's `compare_runs` (ratio B / A, bootstrap CI,
+verdict), with the --min-effect and seed the newer run was measured with."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.widgets import DataTable, Footer, Header, Static
+
+from boo_engine.compare import DEFAULT_MIN_EFFECT, Comparison, compare_runs, geomean
+from boo_engine.exporters import verdict_legend
+
+from ..cells import VERDICT_MARK, VERDICT_STYLE, fmt_us
+from .base import WorkerScreen, field_of, ratio_text
+
+
+@dataclass(frozen=True)
+class RunsCompared:
+    """What the worker hands the screen: the comparisons and the settings they were decided with."""
+
+    comparisons: dict[tuple[str, str, str], Comparison]
+    min_effect: float
+    seed: int
+    settings_differ: bool       # the two runs were measured with different --min-effect or seed
+
+
+def run_settings(info: Any) -> tuple[float, int]:
+    """(min_effect, seed) from a run's stored config (the defaults for runs that did not store them)."""
+    config = field_of(info, "config", default=None) or {}
+    min_effect = config.get("min_effect") if isinstance(config, dict) else None
+    seed = config.get("seed") if isinstance(config, dict) else None
+    return (float(min_effect) if min_effect is not None else DEFAULT_MIN_EFFECT,
+            int(seed) if seed is not None else 0)
+
+
+class RunCompareScreen(WorkerScreen):
+    """Two saved runs of the same commands side by side: median per run and their ratio (B / A) with the
+    bootstrap CI and the engine's verdict."""
+
+    BINDINGS = [Binding("escape", "app.pop_screen", "Back")]
+
+    def __init__(self, store: Any, run_a: int, run_b: int) -> None:
+        super().__init__(id="run-compare")
+        self.store = store
+        self.run_a, self.run_b = run_a, run_b
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static(f"run {self.run_b} against run {self.run_a} (ratio < 1: run {self.run_b} faster)",
+                     id="compare-summary", classes="hint")
+        yield DataTable(id="run-compare-table", cursor_type="row", zebra_stripes=True)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.title = f"boo-tui: run {self.run_a} vs run {self.run_b}"
+        table = self.query_one(DataTable)
+        for key, label in [("command", "command"), ("column", "variant"), ("a", f"run {self.run_a} us"),
+                           ("b", f"run {self.run_b} us"), ("ratio", "ratio"), ("ci", "95% CI"),
+                           ("verdict", "verdict")]:
+            table.add_column(label, key=key)
+        self._call_in_thread(self._compute, then=self._show)
+
+    def _compute(self) -> RunsCompared:
+        """Worker thread: read both runs and compare them as the engine does, with the newer run's settings."""
+        settings_a = run_settings(self.store.run_info(self.run_a))
+        settings_b = run_settings(self.store.run_info(self.run_b))
+        min_effect, seed = settings_b
+        comparisons = compare_runs(self.store.load_results(self.run_a), self.store.load_results(self.run_b),
+                                   min_effect=min_effect, seed=seed)
+        return RunsCompared(comparisons, min_effect, seed, settings_a != settings_b)
+
+    def _show(self, compared: RunsCompared) -> None:
+        table = self.query_one(DataTable)
+        comparisons = compared.comparisons
+        for (_target, command, label), c in comparisons.items():
+            ci = f"{c.ci_low:.3f}-{c.ci_high:.3f}" if math.isfinite(c.ci_low) and math.isfinite(c.ci_high) else "-"
+            table.add_row(command, label, fmt_us(c.baseline_median_us), fmt_us(c.variant_median_us),
+                          ratio_text(c), ci, Text(c.verdict, style=VERDICT_STYLE.get(c.verdict, "")))
+        settings = (f"verdicts with run {self.run_b}'s min effect {compared.min_effect * 100:g}% and seed "
+                    f"{compared.seed}" + (f" (run {self.run_a} used others)" if compared.settings_differ else ""))
+        if comparisons:
+            g = geomean(c.ratio for c in comparisons.values())
+            marks = " ".join(f"{VERDICT_MARK[v]} {sum(1 for c in comparisons.values() if c.verdict == v)} {v}"
+                             for v in VERDICT_MARK if any(c.verdict == v for c in comparisons.values()))
+            self.query_one("#compare-summary", Static).update(
+                f"run {self.run_b} against run {self.run_a}: {len(comparisons)} common results, geomean ratio "
+                f"{g:.3f} (< 1: run {self.run_b} faster), {marks}; {settings}.\n"
+                + verdict_legend(compared.min_effect))
+        else:
+            self.query_one("#compare-summary", Static).update(
+                f"runs {self.run_a} and {self.run_b} have no finished results in common")
