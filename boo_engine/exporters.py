@@ -240,8 +240,9 @@ def render_json(results: Sequence[JobResult], *, environment: dict[str, Any] | N
 
 # --- Markdown ------------------------------------------------------------------------------------------------
 
-_MARK = {FASTER: "✅ faster", SLOWER: "❌ slower", SAME: "≈ same", UNCLEAR: "❓ unclear",
-         INSUFFICIENT: "❔ too few samples"}
+#: the mark of each verdict, in the Markdown export and the dashboard's "vs base" column alike
+VERDICT_MARK = {FASTER: "✅", SLOWER: "❌", SAME: "≈", UNCLEAR: "❓", INSUFFICIENT: "❔"}
+_MARK = {v: f"{VERDICT_MARK[v]} {'too few samples' if v == INSUFFICIENT else v}" for v in VERDICT_MARK}
 
 
 def verdict_legend(min_effect: float) -> str:

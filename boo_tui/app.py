@@ -19,6 +19,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+# The engine imports torch only when it must (the headless front end never does over cached kernels), but a
+# session with a UI may need it mid-run (the reproducer inputs of a newly compiled kernel), and importing torch
+# then, in an engine thread, would hold the GIL (C extension initialisation) and freeze the UI for ~1 s. So the
+# dashboard pays for it here, before its first frame.
+import torch  # noqa: E402,F401
 from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
@@ -32,24 +37,16 @@ from boo_engine.errors import BooError, one_line
 from boo_engine.results import FINAL_STATUSES, Status
 from boo_engine.session import Session, warm_imports
 
-# The engine imports torch only when it must (the headless front end never does over cached kernels), but a
-# session with a UI may need it mid-run (the reproducer inputs of a newly compiled kernel), and importing torch
-# then, in an engine thread, would hold the GIL (C extension initialisation) and freeze the UI for ~1 s. So the
-# dashboard pays for it here, before its first frame.
-import torch  # noqa: E402,F401
-
 from .actions import ActionsMixin
 from .bridge import EventBridge
 from .cells import COLUMN_WIDTHS, COLUMNS, Filter
 from .live_table import TABLE_FLUSH_S, LiveTableMixin
-from .messages import (ComparisonsComputed, EngineEvent, EngineFailed, SamplesReady, SessionFailed,
-                       SessionOpened)
+from .messages import ComparisonsComputed, EngineEvent, EngineFailed, SamplesReady, SessionFailed, SessionOpened
 from .model import RunModel
 from .palette import BINDINGS as DASHBOARD_BINDINGS
 from .palette import BooCommands, palette_entries
 from .plots import PlotView
-from .process import (GC_FREEZE_S, freeze_long_lived, route_child_output, start_resource_tracker,
-                      warm_plotext)
+from .process import GC_FREEZE_S, freeze_long_lived, route_child_output, start_resource_tracker, warm_plotext
 from .table import ResultsTable
 
 __all__ = ["PALETTE", "BooApp", "BooCommands", "run_app"]

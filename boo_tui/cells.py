@@ -3,15 +3,15 @@ from __future__ import annotations
 
 import math
 import shlex
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
-from collections.abc import Callable, Iterable
 from typing import Any
 
 from rich.text import Text
 
 from boo_engine.compare import Comparison, Verdict
-from boo_engine.exporters import format_us
+from boo_engine.exporters import VERDICT_MARK, format_us
 from boo_engine.results import Status
 
 from .model import JobView, RunModel, shape_label
@@ -54,9 +54,7 @@ STATUS_STYLE: dict[str, str] = {
     Status.INTERRUPTED: "magenta",
 }
 
-#: the verdict marks of the Markdown export (tests/test_tui.py checks they agree), and each one's colour here
-VERDICT_MARK: dict[Verdict, str] = {Verdict.FASTER: "✅", Verdict.SLOWER: "❌", Verdict.SAME: "≈",
-                                    Verdict.UNCLEAR: "❓", Verdict.INSUFFICIENT: "❔"}
+#: each verdict's colour here (its mark is the Markdown export's own, `exporters.VERDICT_MARK`)
 VERDICT_STYLE: dict[Verdict, str] = {Verdict.FASTER: "bold green", Verdict.SLOWER: "bold red", Verdict.SAME: "dim",
                                      Verdict.UNCLEAR: "yellow", Verdict.INSUFFICIENT: "dim"}
 
@@ -165,7 +163,7 @@ class Filter:
     words: tuple[str, ...] = ()
 
     @classmethod
-    def parse(cls, text: str) -> "Filter":
+    def parse(cls, text: str) -> Filter:
         ops: list[str] = []
         statuses: list[str] = []
         words: list[str] = []

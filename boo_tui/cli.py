@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from boo_engine.cli.common import add_session_args, config_from_args, fail, internal_error
 from boo_engine.cli.headless import add_headless_args, run_headless, wants_headless

@@ -36,7 +36,8 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def render_detail(view: JobView, comparison: Comparison | None = None, min_effect: float | None = None) -> RenderableType:
+def render_detail(view: JobView, comparison: Comparison | None = None,
+                  min_effect: float | None = None) -> RenderableType:
     """Everything about one job; `comparison`: the engine's verdict on it against the baseline (with the run's
     `min_effect`, which the legend states)."""
     r = view.result

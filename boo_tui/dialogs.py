@@ -96,8 +96,8 @@ class PromptDialog(ModalScreen["str | None"]):
 # ---- validators (cheap: they run on the UI thread) ------------------------------------------------------
 def validate_command(text: str) -> str | None:
     """The command parser's one-line message for a bad command (CommandError / BooError), else None."""
-    from boo_engine.errors import BooError
     from boo_engine.commands import parse_invocation
+    from boo_engine.errors import BooError
 
     try:
         parse_invocation(text)

@@ -7,8 +7,9 @@ Posting a message never blocks the thread that posts it.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from textual.message import Message
 

@@ -23,7 +23,7 @@ class StallMonitor:
         self._last: float | None = None
         self._timer: Any = None
 
-    def start(self) -> "StallMonitor":
+    def start(self) -> StallMonitor:
         self._last = self._t0 = time.perf_counter()
         self._timer = self.app.set_interval(self.interval_s, self._tick)
         return self
@@ -68,7 +68,7 @@ class ThreadProbe:
             self.max_gap_s = max(self.max_gap_s, now - last - 0.005)
             last = now
 
-    def start(self) -> "ThreadProbe":
+    def start(self) -> ThreadProbe:
         self._thread.start()
         return self
 

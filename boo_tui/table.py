@@ -11,7 +11,8 @@ It reaches into DataTable's caches (Textual 8.x, the version range pyproject all
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from textual.widgets import DataTable
 from textual.widgets._data_table import ColumnKey, RowKey

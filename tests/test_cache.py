@@ -13,8 +13,7 @@ import pytest
 from boo_engine.commands import parse_command
 from boo_engine.compile import export as export_mod
 from boo_engine.compile.cache import KernelCache
-from boo_engine.compile.pool import (CompileCancelled, CompilePool, compile_flags, compile_signature,
-                                     lookup_cached)
+from boo_engine.compile.pool import CompileCancelled, CompilePool, compile_flags, compile_signature, lookup_cached
 from boo_engine.errors import CompileError
 from boo_engine.targets import Target
 from boo_engine.variants import BASELINE, Variant

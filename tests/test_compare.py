@@ -8,8 +8,23 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from boo_engine.compare import (FASTER, INSUFFICIENT, SAME, SLOWER, UNCLEAR, decide, Comparison, by_variant, column_label,
-                                compare_results, compare_runs, compare_samples, geomean, regressions, summarize)
+from boo_engine.compare import (
+    FASTER,
+    INSUFFICIENT,
+    SAME,
+    SLOWER,
+    UNCLEAR,
+    Comparison,
+    by_variant,
+    column_label,
+    compare_results,
+    compare_runs,
+    compare_samples,
+    decide,
+    geomean,
+    regressions,
+    summarize,
+)
 from boo_engine.results import DONE, FAILED, JobResult
 
 

@@ -16,10 +16,10 @@ import time
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from worker_kernels import MatmulSig, compile_sig
 
 from boo_engine.bench.harness import MAX_BLOCK_K, choose_block_k, measure
 from boo_engine.bench.worker import IreeCall, RuntimeCache
-from worker_kernels import MatmulSig, compile_sig
 
 
 @pytest.fixture(scope="module")

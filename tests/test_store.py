@@ -14,8 +14,18 @@ import time
 
 import pytest
 
-from boo_engine.results import (COMPILING, DONE, FAILED, INTERRUPTED, MEASURING, QUEUED, CompileInfo, JobResult,
-                                NumericsInfo, Stats)
+from boo_engine.results import (
+    COMPILING,
+    DONE,
+    FAILED,
+    INTERRUPTED,
+    MEASURING,
+    QUEUED,
+    CompileInfo,
+    JobResult,
+    NumericsInfo,
+    Stats,
+)
 from boo_engine.store import Store, StoreError, default_db_path
 from boo_engine.store.writer import Flush, RegisterCommand, Stop, WriteResult, coalesce
 

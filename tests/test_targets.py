@@ -8,8 +8,15 @@ import pytest
 
 from boo_engine.commands import parse_command
 from boo_engine.errors import TargetError
-from boo_engine.targets import (DATA_TILING, IM2COL, Target, default_target, host_cpu_identity, parse_target,
-                                per_op_default_flags)
+from boo_engine.targets import (
+    DATA_TILING,
+    IM2COL,
+    Target,
+    default_target,
+    host_cpu_identity,
+    parse_target,
+    per_op_default_flags,
+)
 
 
 @pytest.mark.parametrize("text, name, driver", [

@@ -10,9 +10,22 @@ from pathlib import Path
 import pytest
 
 from boo_engine.errors import VariantError
-from boo_engine.variants import (BASELINE, DUMP_MANIFEST, SPEC_MARKER, Variant, build_variants, load_variants_file,
-                                 merged_spec_path, parse_variant_arg, preflight_spec, preflight_variant,
-                                 spec_applied, spec_has_marker, substitutions_from_dir, variant_from_env)
+from boo_engine.variants import (
+    BASELINE,
+    DUMP_MANIFEST,
+    SPEC_MARKER,
+    Variant,
+    build_variants,
+    load_variants_file,
+    merged_spec_path,
+    parse_variant_arg,
+    preflight_spec,
+    preflight_variant,
+    spec_applied,
+    spec_has_marker,
+    substitutions_from_dir,
+    variant_from_env,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = ROOT / "tuning_specs"

@@ -10,11 +10,11 @@ import time
 
 import pytest
 import torch
+from worker_kernels import CrashSig, HangSig, MatmulSig, RaiseSig, compile_sig, stale_answers_child
 
 from boo_engine.bench import worker as worker_module
 from boo_engine.bench.worker import BenchCancelled, BenchFailed, BenchSpec, BenchWorker, default_timeout_s
 from boo_engine.errors import BooError
-from worker_kernels import CrashSig, HangSig, MatmulSig, RaiseSig, compile_sig, stale_answers_child
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -12,10 +12,10 @@ import subprocess
 import numpy as np
 import pytest
 import torch
+from worker_kernels import MatmulSig, compile_sig
 
 from boo_engine.bench.reproducer import ReproducerError, write_reproducer
 from boo_engine.bench.worker import BenchSpec, BenchWorker
-from worker_kernels import MatmulSig, compile_sig
 
 pytestmark = pytest.mark.skipif(shutil.which("iree-benchmark-module") is None,
                                 reason="iree-benchmark-module is not on PATH")

@@ -1,7 +1,7 @@
 """Small helpers shared by the op signatures (validation with one-line CommandErrors, shape strings)."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from boo_engine.errors import CommandError
 from boo_engine.ops.base import DTYPES

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import abc
 import functools
-from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ._lazy import torch
 
@@ -23,7 +24,7 @@ ELEMENT_BYTES: dict[str, int] = {"float32": 4, "float16": 2, "bfloat16": 2}
 class _TorchDtypes(Mapping):
     """dtype name -> torch.dtype. Asking which names exist does not import torch; looking one up does."""
 
-    def __getitem__(self, name: str) -> "torch.dtype":
+    def __getitem__(self, name: str) -> torch.dtype:
         if name not in ELEMENT_BYTES:
             raise KeyError(name)
         return getattr(torch, name)
@@ -38,7 +39,7 @@ class _TorchDtypes(Mapping):
         return len(ELEMENT_BYTES)
 
 
-DTYPES: Mapping[str, "torch.dtype"] = _TorchDtypes()
+DTYPES: Mapping[str, torch.dtype] = _TorchDtypes()
 
 
 class OpSignature(abc.ABC):

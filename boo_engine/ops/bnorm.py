@@ -197,8 +197,12 @@ class BatchNormSignature(OpSignature):
         data_dtype = a["x"].dtype
         param_dtype = a["scale"].dtype
         acc = _acc(data_dtype)
-        col = lambda t: t.to(acc).reshape(1, -1, 1)  # a flat (P,) parameter against (N, P, rest)
-        flat = lambda t: t.reshape(self.param_shape)
+        def col(t: torch.Tensor) -> torch.Tensor:  # a flat (P,) parameter against (N, P, rest)
+            return t.to(acc).reshape(1, -1, 1)
+
+        def flat(t: torch.Tensor) -> torch.Tensor:
+            return t.reshape(self.param_shape)
+
         x = self._to_work(a["x"].to(acc))
         scale = col(a["scale"])
         if self.bnorm_mode == "forward_inference":

@@ -15,8 +15,17 @@ from boo_engine.ops._lazy import torch
 if TYPE_CHECKING:
     import torch  # noqa: F811
 
-from boo_engine.ops._common import (BACKWARD_MODE_NAMES, SHORT_DTYPES, check_dtype, check_size, fail, label_of, numel,
-                                    shape_str, short_backward_mode)
+from boo_engine.ops._common import (
+    BACKWARD_MODE_NAMES,
+    SHORT_DTYPES,
+    check_dtype,
+    check_size,
+    fail,
+    label_of,
+    numel,
+    shape_str,
+    short_backward_mode,
+)
 from boo_engine.ops.base import OpSignature
 
 #: MIOpen `-F` values and the gradients each selects (input, weight, bias); 1 is forward

@@ -19,8 +19,17 @@ from boo_engine.ops._lazy import torch
 if TYPE_CHECKING:
     import torch  # noqa: F811
 
-from boo_engine.ops._common import (BACKWARD_MODE_NAMES, SHORT_DTYPES, check_dtype, check_size, fail, label_of, numel,
-                                    shape_str, short_backward_mode)
+from boo_engine.ops._common import (
+    BACKWARD_MODE_NAMES,
+    SHORT_DTYPES,
+    check_dtype,
+    check_size,
+    fail,
+    label_of,
+    numel,
+    shape_str,
+    short_backward_mode,
+)
 from boo_engine.ops.base import OpSignature
 
 LAYERNORM_FORW_VALUES = (1, 2, 4, 6, 8, 10, 12, 14)

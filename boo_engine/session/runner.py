@@ -120,16 +120,15 @@ class Runner:
             self._measure(group)
 
     def _measure(self, group: list[str]) -> None:
-        """Measure one group, finalise its jobs, then publish the command's verdicts (when it has columns to
-        compare)."""
+        """Measure one group, finalise its jobs, then publish the command's verdicts (a job re-run alone changes
+        them too)."""
         order = self._measuring.measure_group(group)
         if not order:
             return
         for job_id in order:
             if self._state.jobs[job_id].status == MEASURING:
                 self._finalizer.complete(job_id)
-        if len(group) > 1:
-            self._finalizer.publish_comparisons(self._state.jobs[group[0]].command)
+        self._finalizer.publish_comparisons(self._state.jobs[group[0]].command)
 
     def _groups(self, batch: list[str]) -> list[list[str]]:
         """Jobs of the same command (its variants and backends) form a group measured interleaved."""

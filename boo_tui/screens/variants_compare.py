@@ -13,8 +13,16 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import DataTable, Footer, Header, Static
 
-from boo_engine.compare import (BASELINE_LABEL, DEFAULT_MIN_EFFECT, Comparison, VariantSummary, by_variant,
-                                column_label, compare_results, summarize)
+from boo_engine.compare import (
+    BASELINE_LABEL,
+    DEFAULT_MIN_EFFECT,
+    Comparison,
+    VariantSummary,
+    by_variant,
+    column_label,
+    compare_results,
+    summarize,
+)
 from boo_engine.exporters import verdict_legend
 from boo_engine.results import Backend, JobResult, Status
 
