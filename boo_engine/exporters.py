@@ -249,7 +249,7 @@ def verdict_legend(min_effect: float) -> str:
     """What a verdict means, with the run's --min-effect (the Markdown export's legend; the dashboard shows it too)."""
     pct = f"{min_effect * 100:g}%"
     return ("Ratios: median(variant) / median(baseline) (< 1 is faster) with a 95% bootstrap CI. faster / slower: "
-            f"Mann-Whitney p < 0.05, a change of at least {pct} and a CI excluding 1; same: a change under {pct}; "
+            f"Mann-Whitney p < 0.05, a change of at least {pct} and a CI excluding 1; same: a change within ±{pct}; "
             "unclear: a bigger change the data cannot confirm (measure longer or on a quieter machine).")
 
 

@@ -133,9 +133,11 @@ class ActionsMixin(_AppBase):
     def _add_variants(self, text: str) -> list[JobResult]:
         """Engine thread: parse, pre-flight as the command line does (iree-opt on specs, for the session's
         target) and add each variant's jobs."""
-        added: list[JobResult] = []
-        for variant in dialogs.parse_variants_text(text):
+        variants = dialogs.parse_variants_text(text)
+        for variant in variants:  # every one checked before any is added: a bad one adds nothing
             preflight_variant(variant, self.session.target)
+        added: list[JobResult] = []
+        for variant in variants:
             added += self.session.add_variant(variant)
         return added
 
