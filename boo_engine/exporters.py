@@ -323,7 +323,9 @@ def _header_lines(results: Sequence[JobResult], environment: dict[str, Any] | No
         facts.append(_md_escape(_short_iree_version(str(env["iree_compile_version"]))))
     if env.get("torch_version"):
         facts.append(f"torch {_md_escape(str(env['torch_version']))}")
-    return ["## boo-tui results", "", " · ".join(facts), ""]
+    partial = ["**partial: run interrupted** (unfinished jobs are `interrupted`; `--resume` measures them)", ""]
+    return ["## boo-tui results", "", " · ".join(facts), "", *(partial if (run or {}).get("status") == "interrupted"
+                                                                 else [])]
 
 
 def _when(started_at: Any) -> str:

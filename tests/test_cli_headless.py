@@ -221,3 +221,89 @@ def test_a_run_over_cached_kernels_never_imports_torch_in_the_front_end(env, tmp
     rows = list(csv.DictReader(open(tmp_path / "r.csv")))
     assert {r["backend"] for r in rows} == {"iree", "torch"} and {r["status"] for r in rows} == {"done"}
     assert all(r["numerics"] == "pass" for r in rows if r["backend"] == "iree")
+
+
+def _start_and_wait_measuring(args, env, cwd, db, timeout=240):
+    """boo-tui headless in its own process group; returns once its first job is done (seen in the DB), so the
+    second one is measuring (on the cpu target every compile of the batch finished before the first measurement,
+    and measuring the next job starts at once)."""
+    proc = subprocess.Popen([sys.executable, "-m", "boo_tui", *args], env=env, cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        time.sleep(0.2)
+        assert proc.poll() is None, proc.communicate()[1]
+        if not db.exists():
+            continue
+        try:
+            con = sqlite3.connect(db, timeout=1)
+            n = con.execute("select count(*) from results where status='done'").fetchone()[0]
+            con.close()
+        except sqlite3.Error:
+            continue
+        if n:
+            time.sleep(0.3)   # well inside the measurement
+            return proc
+    proc.kill()
+    raise AssertionError("never saw a job done")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_mid_run_stores_interrupted_and_resume_measures_it(env, tmp_path, sig):
+    """Ctrl-C (SIGINT to the whole process group) or SIGTERM while measuring: no traceback from any process, the
+    run and every unfinished job `interrupted` (never failed), the export written and marked partial, and
+    --resume measures what was left and exits 0."""
+    cmds = tmp_path / "cmds.txt"
+    cmds.write_text(f"{GEMM}\ngemm -k 24 -m 24 -n 24\n")
+    db = tmp_path / "r.db"
+    args = [str(cmds), "--iter", "20", "--min-time", "2", "--backend", "iree", "--no-numerics", "--db", str(db),
+            "--export", "out.csv", "--export", "out.md"]
+    proc = _start_and_wait_measuring(args, env, tmp_path, db)
+    os.killpg(proc.pid, sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + sig, err
+    assert "Traceback" not in err, err
+    con = sqlite3.connect(db)
+    assert con.execute("select status from runs").fetchone()[0] == "interrupted"
+    statuses = sorted(s for (s,) in con.execute("select status from results"))
+    con.close()
+    assert statuses == ["done", "interrupted"], statuses
+    rows = list(csv.DictReader(open(tmp_path / "out.csv")))
+    assert sorted(r["status"] for r in rows) == ["done", "interrupted"]
+    assert "partial: run interrupted" in (tmp_path / "out.md").read_text()
+    assert "partial" in err
+
+    p = boo_tui(args[:-4] + ["--min-time", "0", "--export", "out.csv", "--resume"], env, tmp_path)
+    assert p.returncode == 0, p.stderr
+    con = sqlite3.connect(db)
+    assert con.execute("select status from runs").fetchone()[0] == "done"
+    assert {s for (s,) in con.execute("select status from results")} == {"done"}
+    con.close()
+
+
+def test_killed_run_reads_interrupted_and_resume_without_inputs_runs_its_commands(env, tmp_path):
+    """kill -9: the run's row still says running, but its process is gone: Store.list_runs / run_info say
+    interrupted. `--resume` with no inputs measures the run's own commands (read back from the DB)."""
+    from boo_engine.store import Store
+
+    db = tmp_path / "r.db"
+    args = [GEMM, "gemm -k 24 -m 24 -n 24", "--iter", "20", "--min-time", "2", "--backend", "iree",
+            "--no-numerics", "--db", str(db), "--headless"]
+    proc = _start_and_wait_measuring(args, env, tmp_path, db)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=60)
+    con = sqlite3.connect(db)
+    assert con.execute("select status from runs").fetchone()[0] == "running"   # what the row says
+    con.close()
+    with Store(db) as store:
+        (run,) = store.list_runs()
+        assert run["status"] == "interrupted"
+        assert store.run_info(run["id"])["status"] == "interrupted"
+
+    p = boo_tui(["--resume", "--db", str(db), "--headless"], env, tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "gemm -k 24 -m 24 -n 24" in p.stdout
+    con = sqlite3.connect(db)
+    assert con.execute("select count(*), min(status) from runs").fetchone() == (1, "done")
+    assert sorted(s for (s,) in con.execute("select status from results")) == ["done", "done"]
+    con.close()

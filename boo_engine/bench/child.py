@@ -17,7 +17,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
-from ..child import redirect_output_if_asked
+from ..child import ignore_stop_signals, redirect_output_if_asked
 from ..errors import BooError, one_line
 from ..fsutil import atomic_write
 from ..results import IREE, NumericsInfo
@@ -58,8 +58,10 @@ def _child_main(inbox: Connection, outbox: Connection, threads: int) -> None:
     """Entry point of the worker process: answer every RunJob in order until Close or the parent's end closes.
 
     A reader thread takes CancelJob while a job is measuring (the main thread is busy in the timing loop), so a
-    cancel reaches the harness at its next sample boundary.
+    cancel reaches the harness at its next sample boundary. Stop signals are ignored: the parent records the job
+    in flight as interrupted, then stops us.
     """
+    ignore_stop_signals()
     redirect_output_if_asked()
     _set_process_threads(threads)
     import iree.runtime  # noqa: F401  (imported once, here, so jobs do not pay for it)

@@ -8,9 +8,10 @@ significantly slower than the baseline by more than --fail-on-regression PCT.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import signal
 import sys
-import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -51,7 +52,7 @@ def run_headless(args: argparse.Namespace) -> int:
         config = config_from_args(args)
     except BooError as e:
         return fail(PROG, str(e))
-    if not args.inputs:
+    if not args.inputs and args.resume is None:
         return fail(PROG, "no commands: give a commands file (e.g. sample_commands.txt) or a quoted command")
     if args.dump_dispatches:
         return _dump_dispatches(args, config)
@@ -68,64 +69,82 @@ def run_headless(args: argparse.Namespace) -> int:
 
 
 def _run_session(args: argparse.Namespace, config, worker) -> int:
+    """SIGINT, SIGTERM, SIGHUP: the run stops as `interrupted` (see signals.py), the exports are written marked
+    partial, and the exit code is 128 + the signal's number; a second one exits at once."""
     from ..session import Session
+    from .signals import StopSignals
 
+    stops = StopSignals(PROG, hard_exit=lambda: _kill(worker.pid)).install()
+    try:
+        return _run_stoppable(args, config, worker, stops, Session)
+    except KeyboardInterrupt:   # a stop signal before the run started: nothing measured, nothing to keep
+        print(f"{PROG}: {stops.name}: stopped before the run started", file=sys.stderr)
+        return stops.exit_code
+    finally:
+        stops.restore()
+
+
+def _run_stoppable(args: argparse.Namespace, config, worker, stops, session_class) -> int:
     progress = _Progress()
     try:
-        session = Session(config, listener=progress.on_event, worker=worker)
+        session = session_class(config, listener=progress.on_event, worker=worker)
     except BooError as e:
         return fail(PROG, str(e))
-    interrupted = threading.Event()
-    previous = signal.getsignal(signal.SIGTERM)
-
-    def on_sigterm(*_: object) -> None:
-        interrupted.set()
-        session.cancel()
-
-    signal.signal(signal.SIGTERM, on_sigterm)
+    stops.hard_exit = session.kill_children
     try:
         try:
-            jobs = session.add_inputs(args.inputs)
+            jobs = session.add_inputs(args.inputs) if args.inputs else session.add_resumed_commands()
         except BooError as e:
             return fail(PROG, str(e))
         for job in jobs:
             if job.status == FAILED:  # bad lines of a commands file: reported now, exported with the rest
                 progress.console.print(_result_line(job), highlight=False, markup=False)
         progress.begin(sum(1 for j in jobs if j.status not in FINAL_STATUSES))
+        stops.raising = False   # from now on a signal stops the run cleanly (the loop below notices it)
         session.start()
-        try:
-            while not session.wait(timeout=0.2):
-                if interrupted.is_set():
-                    break
-        except KeyboardInterrupt:
-            interrupted.set()
-            session.cancel()
+        while not session.wait(timeout=0.2) and not stops.event.is_set():
+            pass
+        if stops.event.is_set():
+            progress.stop()
+            print(f"{PROG}: {stops.name}: stopping; unfinished jobs are stored as interrupted (--resume measures "
+                  f"them); again to exit at once", file=sys.stderr)
+            session.interrupt()
         results = list(session.jobs.values())
         comparisons = session.comparisons(results)  # once, for every export and the regression check
+        partial = " (partial: run interrupted)" if stops.received else ""
         for out in args.export:
             try:
                 session.export(out, comparisons=comparisons)
-                print(f"{PROG}: wrote {out}", file=sys.stderr)
+                print(f"{PROG}: wrote {out}{partial}", file=sys.stderr)
             except BooError as e:
                 return fail(PROG, str(e))
         if not args.export:
             from ..exporters import render_markdown
 
-            sys.stdout.write(render_markdown(results, environment=session.environment(), comparisons=comparisons))
+            run = session.store.run_info(session.run_id) if session.run_id is not None else None
+            sys.stdout.write(render_markdown(results, environment=session.environment(), run=run,
+                                             comparisons=comparisons))
         regressions = _regressions(comparisons, args.fail_on_regression)
         run_id = session.run_id
     finally:
         progress.stop()
+        if stops.received:
+            session.interrupt()   # (a signal before the run started: a resumed run is still interrupted)
         session.close()
-        signal.signal(signal.SIGTERM, previous)
     print(f"{PROG}: run {run_id} stored in {session.store.path}", file=sys.stderr)
-    if interrupted.is_set():
-        return 130
+    if stops.received:
+        return stops.exit_code
     for line in regressions:
         print(f"{PROG}: regression: {line}", file=sys.stderr)
     if regressions:
         return EXIT_REGRESSION
     return EXIT_FAILED if any(not job_succeeded(r) for r in results) else EXIT_OK
+
+
+def _kill(pid: int | None) -> None:
+    if pid:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _regressions(comparisons: dict, pct: float | None) -> list[str]:

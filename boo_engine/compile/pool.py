@@ -160,6 +160,14 @@ class CompilePool:
             self.cancel_all()
         atexit.unregister(self._kill_workers)
 
+    def kill_now(self) -> None:
+        """SIGKILL every worker's process tree at once, taking no lock: the last thing a process does before it
+        exits on a second Ctrl-C (the pool is unusable afterwards)."""
+        for w in list(self._workers):
+            pid = w.proc.pid
+            if pid and w.proc.exitcode is None:
+                kill_tree(pid)
+
     def _kill_workers(self) -> None:
         for w in list(self._workers):
             if w.proc.pid and w.proc.is_alive():

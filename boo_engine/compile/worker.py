@@ -15,7 +15,7 @@ import os
 import signal
 from typing import Any
 
-from ..child import redirect_output_if_asked
+from ..child import ignore_stop_signals, redirect_output_if_asked
 from ..errors import CompileError, VariantError
 from .build import compile_signature
 from .cache import KernelCache
@@ -68,10 +68,10 @@ def handle(request: Request, cache: KernelCache, timeout_s: float) -> Reply:
 
 
 def worker_main(conn: multiprocessing.connection.Connection, cache: KernelCache, timeout_s: float) -> None:
+    ignore_stop_signals()
     redirect_output_if_asked()
     with contextlib.suppress(OSError):  # (if refused, a cancel still kills us: kill_tree signals pids too)
         os.setpgid(0, 0)  # own process group, same session (see the module docstring)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     # a background group writing to a terminal set to `stty tostop` would be stopped mid-compile
     signal.signal(signal.SIGTTOU, signal.SIG_IGN)
     with contextlib.suppress(OSError):

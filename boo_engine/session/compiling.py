@@ -92,13 +92,13 @@ class CompileStage:
                 break
             except TimeoutError:
                 continue
-            except CompileError as e:
-                result.compile = CompileInfo(error=e.stderr or str(e), command=list(e.command))
-                self._state.emit(ev.CompileFinished(job_id=job_id, ok=False, error=str(e)))
-                self._recorder.finish(result, FAILED, error=f"compile failed: {first_line(str(e))}")
-                return
             except Exception as e:  # noqa: BLE001 - a cancelled future, a broken pool: a failed job, not a dead session
-                if future.cancelled():
+                if job.cancelled or self._state.stop.is_set() or future.cancelled():
+                    return  # stopped on request, not a failed compile: cancel() / close() give the job its status
+                if isinstance(e, CompileError):
+                    result.compile = CompileInfo(error=e.stderr or str(e), command=list(e.command))
+                    self._state.emit(ev.CompileFinished(job_id=job_id, ok=False, error=str(e)))
+                    self._recorder.finish(result, FAILED, error=f"compile failed: {first_line(str(e))}")
                     return
                 self._state.emit(ev.CompileFinished(job_id=job_id, ok=False, error=repr(e)))
                 self._recorder.finish(result, FAILED, error=f"compile failed: {first_line(str(e) or repr(e))}")
@@ -120,6 +120,11 @@ class CompileStage:
             self._pool.cancel_all()
         except Exception:  # noqa: BLE001, S110 - closing: nothing left to tell anyone
             pass
+
+    def kill_now(self) -> None:
+        """SIGKILL the compile workers and their compilers, taking no lock (see Session.kill_children)."""
+        if self._pool is not None:
+            self._pool.kill_now()
 
     def shutdown(self) -> None:
         """Stop the pool's processes without waiting for them. Best effort, like cancel_all."""

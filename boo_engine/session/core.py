@@ -70,6 +70,8 @@ class Session:
         self.jobs: dict[str, JobResult] = self._plan.jobs
         self._cache = KernelCache(self.config.cache_dir)
         self._closed = False
+        self._stopped = False       # the work stopped (interrupt() or close()): no job runs any more
+        self._interrupted = False   # interrupt(): the run ends INTERRUPTED even if it was idle
         self._environment: dict[str, Any] = {}
         self._tmp = tempfile.TemporaryDirectory(prefix="boo-session-")
         self.store = Store(self.config.db_path or default_db_path())
@@ -124,6 +126,21 @@ class Session:
         command = parse_invocation(tokens + list(self.config.extra_args))
         return self._add_entry(InputEntry.from_command(command, source))
 
+    def add_resumed_commands(self) -> list[JobResult]:
+        """`--resume` given no inputs: the resumed run's own commands, as recorded with it, on its backends,
+        with its variants (unless variants were given) and its session-wide --iter (unless one was given)."""
+        entries, variants, backends, iters = self._recorder.resumed_inputs()
+        with self._state.lock:
+            if variants and all(v.is_baseline for v in self.variants):   # no --variant given
+                self.variants = variants
+            if backends:
+                self._plan.backends = backends
+            self._plan.iters = self._plan.iters or iters
+        added: list[JobResult] = []
+        for entry in entries:
+            added += self._add_entry(entry)
+        return added
+
     def add_variant(self, variant: Variant) -> list[JobResult]:
         """Add a variant mid-session: it gets a (queued, not started) job for every command so far it applies to."""
         with self._state.lock:
@@ -145,8 +162,8 @@ class Session:
     # ------------------------------------------------------------------ control
     def start(self, job_ids: Iterable[str] | None = None) -> None:
         """Run the queued jobs (all, or the given ones) in engine threads; returns at once."""
-        if self._closed:
-            raise BooError("session is closed")
+        if self._closed or self._stopped:
+            raise BooError("session is closed" if self._closed else "session was interrupted")
         state = self._state
         with state.lock:
             # The worker process starts first: importing torch there (~1 s) overlaps everything below.
@@ -211,12 +228,38 @@ class Session:
                 return False
             time.sleep(WAIT_POLL_S)
 
+    def interrupt(self) -> None:
+        """Stop now because the user asked the whole run to stop (Ctrl-C, SIGTERM, SIGHUP): every unfinished job
+        (the one in flight too) ends INTERRUPTED (one the user cancelled before stays CANCELLED) and the run
+        INTERRUPTED, so `--resume` measures them all again. The jobs stay readable (export, comparisons);
+        close() then releases the rest. Call it from a normal thread, not from a signal handler."""
+        self._interrupted = True
+        self._stop()
+
+    def kill_children(self) -> None:
+        """Last resort (a second Ctrl-C, just before the process exits): SIGKILL the benchmark worker and the
+        compile workers with their compilers, taking no lock (the caller may interrupt a thread holding one)."""
+        self._measuring.kill_now()
+        self._compiling.kill_now()
+
     def close(self) -> None:
         """Stop everything; unfinished jobs are marked interrupted, the run is closed, the DB is flushed.
         Safe to call at any moment and more than once."""
         if self._closed:
             return
         self._closed = True
+        self._stop()
+        self._measuring.close()
+        self._compiling.shutdown()
+        self.store.close()
+        self._tmp.cleanup()
+
+    def _stop(self) -> None:
+        """Stop the runner, the measurement and the compiles in flight; mark what did not finish INTERRUPTED and
+        close the run in the store (once)."""
+        if self._stopped:
+            return
+        self._stopped = True
         state = self._state
         was_busy = state.busy()  # work in flight now means the run is interrupted, however the jobs end
         state.stop.set()
@@ -235,11 +278,7 @@ class Session:
                     self._recorder.finish(result, INTERRUPTED,
                                           error="interrupted: the session closed before this job finished")
         if self.run_id is not None and (was_busy or not state.idle_reported):
-            self._recorder.end_run(self._recorder.run_status(was_busy))
-        self._measuring.close()
-        self._compiling.shutdown()
-        self.store.close()
-        self._tmp.cleanup()
+            self._recorder.end_run(self._recorder.run_status(was_busy or self._interrupted))
 
     def __enter__(self) -> Self:
         return self

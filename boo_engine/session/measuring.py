@@ -16,7 +16,9 @@ The worker module is imported lazily: it is the one that talks to the torch-impo
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -74,6 +76,13 @@ class MeasureStage:
             except Exception:  # noqa: BLE001, S110 - closing: a dead worker is as good as a closed one
                 pass
 
+    def kill_now(self) -> None:
+        """SIGKILL the worker process, taking no lock (see Session.kill_children)."""
+        pid = self._worker.pid if self._worker is not None else None
+        if pid:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
     def measurable(self, job_id: str) -> bool:
         job, result = self._state.job(job_id), self._state.jobs[job_id]
         if job.cancelled or result.status in FINAL_STATUSES:
@@ -120,7 +129,10 @@ class MeasureStage:
                     self._end_stopped(result)
                     continue
                 except BooError as e:  # BenchFailed (the kernel raised, crashed or hung) and the like
-                    self._recorder.finish(result, FAILED, error=first_line(str(e)))
+                    if job.cancelled or state.stop.is_set():  # e.g. the worker killed while stopping: not a failure
+                        self._end_stopped(result)
+                    else:
+                        self._recorder.finish(result, FAILED, error=first_line(str(e)))
                     continue
                 finally:
                     with state.lock:

@@ -19,7 +19,8 @@ from .. import events as ev
 from ..config import SessionConfig
 from ..errors import BooError
 from ..results import JobResult, RunStatus, Status
-from ..variants import Variant
+from ..variants import BASELINE, Variant
+from .plan import InputEntry
 from .state import SessionState
 
 if TYPE_CHECKING:  # the store package is imported when a Session is made, not when this module is
@@ -50,13 +51,37 @@ class RunRecorder:
                 run_id = int(run_id)
             except ValueError:
                 raise BooError(f"--resume expects a run id, got {run_id!r}") from None
-        self.store.run_info(run_id)  # StoreError (one line) when there is no such run
+        info = self.store.run_info(run_id)  # StoreError (one line) when there is no such run
+        from ..store.owner import owner_alive
+
+        if info["status"] == "running" and owner_alive(info):
+            raise BooError(f"--resume: run {run_id} is still running (pid {info['owner_pid']}): stop it first")
         self.store.mark_interrupted(run_id)  # repair a run whose process was killed
         done = self.store.finished_job_ids(run_id)
         resumed = {r.job_id: r for r in self.store.load_results(run_id) if r.job_id in done}
         self.store.resume_run(run_id)
         self.run_id = run_id
         return resumed
+
+    def resumed_inputs(self) -> tuple[list[InputEntry], list[Variant], list[str], int | None]:
+        """What the run being resumed measured, read back from the store: its commands (as entries with the
+        same text, so their jobs get the same ids), its variants, backends and session-wide --iter."""
+        from ..commands import parse_invocation
+
+        if self.run_id is None:
+            raise BooError("no run is being resumed")
+        config = self.store.run_info(self.run_id).get("config") or {}
+        extra = [str(a) for a in config.get("extra_args") or []]
+        entries = []
+        for text, source in self.store.run_commands(self.run_id):
+            try:
+                entries.append(InputEntry(source, text, parse_invocation(shlex.split(text) + extra)))
+            except (BooError, ValueError) as e:   # a bad line of the run: failed again, as it was
+                entries.append(InputEntry(source, text, None, str(e)))
+        variants = [variant_from_dict(d) for d in config.get("variants") or []]
+        backends = [str(b) for b in config.get("backends") or []]
+        iters = config.get("iters")
+        return entries, variants, backends, int(iters) if iters else None
 
     def start_run(self, environment: dict[str, Any], variants: list[Variant]) -> None:
         """Open the run in the store (once: a later start() adds to the same run)."""
@@ -123,6 +148,14 @@ class RunRecorder:
         result.finished_at = time.time()
         self._state.emit(ev.JobFinished(job_id=result.job_id, result=result))
         self.record(result)
+
+
+def variant_from_dict(d: dict[str, Any]) -> Variant:
+    """A variant as `Variant.describe()` wrote it into a run's config (its spec files must still exist)."""
+    subs = tuple((str(k), str(n), str(p)) for k, n, p in d.get("substitutions") or ())
+    return Variant(name=str(d.get("name") or BASELINE.name), tuning_specs=tuple(d.get("tuning_specs") or ()),
+                   flags=tuple(d.get("flags") or ()), substitutions=subs, preprocess=d.get("preprocess"),
+                   kernels=tuple(d.get("kernels") or ()))
 
 
 def config_dict(cfg: SessionConfig, variants: list[Variant]) -> dict[str, Any]:

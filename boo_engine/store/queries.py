@@ -6,6 +6,7 @@ import sqlite3
 from typing import Any
 
 from ..results import DONE, FAILED, JobResult
+from .owner import effective_status
 from .rows import job_result_from_row, loads
 
 _RUN_SELECT = """
@@ -30,8 +31,12 @@ ORDER BY r.id
 
 
 def _run_dict(row: sqlite3.Row) -> dict[str, Any]:
+    """A run row; `status` as it stands (a `running` run whose process died here is interrupted), and
+    `stored_status` as the row says."""
     d = dict(row)
     d["config"] = loads(d.get("config"))
+    d["stored_status"] = d.get("status")
+    d["status"] = effective_status(d)
     return d
 
 
@@ -71,6 +76,14 @@ def finished_job_ids(conn: sqlite3.Connection, run_id: int) -> set[str]:
         "SELECT job_id FROM results WHERE run_id = ? AND status IN (?, ?)", (run_id, DONE, FAILED)
     ).fetchall()
     return {r[0] for r in rows}
+
+
+def run_commands(conn: sqlite3.Connection, run_id: int) -> list[tuple[str, str | None]]:
+    """The run's commands as recorded with its results, in the order first recorded: (text, source)."""
+    rows = conn.execute(
+        "SELECT c.text, MIN(r.source) FROM results r JOIN commands c ON c.id = r.command_id"
+        " WHERE r.run_id = ? GROUP BY c.text ORDER BY MIN(r.id)", (run_id,)).fetchall()
+    return [(r[0], r[1]) for r in rows]
 
 
 def last_run_id(conn: sqlite3.Connection) -> int | None:

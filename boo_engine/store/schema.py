@@ -144,6 +144,14 @@ def m001_initial(db: Database) -> None:
             db.execute(statement)
 
 
+@migrations()
+def m002_run_owner(db: Database) -> None:
+    """The process that owns a run (store/owner.py): a `running` run whose process died reads as interrupted."""
+    db.execute("ALTER TABLE runs ADD COLUMN owner_pid INTEGER")
+    db.execute("ALTER TABLE runs ADD COLUMN owner_host TEXT")
+    db.execute("ALTER TABLE runs ADD COLUMN owner_started INTEGER")   # /proc start time: tells a reused pid apart
+
+
 def apply(db: Database) -> None:
     """Bring `db` to the current schema. Safe to call on every open and from several processes at once: the
     whole check-and-apply runs under one write lock (BEGIN IMMEDIATE), so two processes opening a new file

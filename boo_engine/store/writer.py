@@ -25,6 +25,7 @@ from typing import Any
 
 from ..results import FINAL_STATUSES, INTERRUPTED, JobResult, RunStatus
 from .connection import StoreError, connect
+from .owner import owner_row
 from .rows import dumps, environment_row, kernel_row, result_row, variant_row
 
 log = logging.getLogger("boo_engine.store")
@@ -264,10 +265,12 @@ class WriteConnection:
         env = environment_row(environment)
         with self._tx() as c:
             env_id = self._upsert_returning_id(c, "environments", env, "hash")
+            owner = owner_row()
             cur = c.execute(
-                "INSERT INTO runs (started_at, status, command_line, tool_version, target, config, environment_id)"
-                " VALUES (?, 'running', ?, ?, ?, ?, ?)",
-                (_now_iso(), command_line, __version__, target, dumps(config), env_id),
+                "INSERT INTO runs (started_at, status, command_line, tool_version, target, config, environment_id,"
+                " owner_pid, owner_host, owner_started) VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)",
+                (_now_iso(), command_line, __version__, target, dumps(config), env_id,
+                 owner["owner_pid"], owner["owner_host"], owner["owner_started"]),
             )
             return _inserted_id(cur)
 
@@ -279,7 +282,10 @@ class WriteConnection:
 
     def resume_run(self, run_id: int) -> None:
         with self._tx() as c:
-            cur = c.execute("UPDATE runs SET status = 'running', finished_at = NULL WHERE id = ?", (run_id,))
+            owner = owner_row()   # this process owns the run now
+            cur = c.execute("UPDATE runs SET status = 'running', finished_at = NULL, owner_pid = ?, owner_host = ?,"
+                            " owner_started = ? WHERE id = ?",
+                            (owner["owner_pid"], owner["owner_host"], owner["owner_started"], run_id))
             if cur.rowcount == 0:
                 raise StoreError(f"no run {run_id} in {self.path}")
 
