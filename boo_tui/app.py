@@ -46,7 +46,14 @@ from .model import RunModel
 from .palette import BINDINGS as DASHBOARD_BINDINGS
 from .palette import BooCommands, palette_entries
 from .plots import PlotView
-from .process import GC_FREEZE_S, freeze_long_lived, route_child_output, start_resource_tracker, warm_plotext
+from .process import (
+    GC_FREEZE_S,
+    freeze_long_lived,
+    handle_stop_signals,
+    route_child_output,
+    start_resource_tracker,
+    warm_plotext,
+)
 from .table import ResultsTable
 
 __all__ = ["PALETTE", "BooApp", "BooCommands", "run_app"]
@@ -83,6 +90,7 @@ class BooApp(ActionsMixin, LiveTableMixin, App[int]):
         self._detail_for: tuple[Any, ...] | None = None
         self._engine = ThreadPoolExecutor(max_workers=1, thread_name_prefix="boo-tui-engine")
         self._quitting = False
+        self.stop_signals: Any = None   # run_app's StopSignals: SIGINT/SIGTERM/SIGHUP quit, the run interrupted
         self.max_flush_s = 0.0      # slowest table/plot/detail refresh (benchmarks report it)
         start_resource_tracker()
 
@@ -125,6 +133,8 @@ class BooApp(ActionsMixin, LiveTableMixin, App[int]):
         freeze_long_lived()
         self.set_interval(GC_FREEZE_S, freeze_long_lived)
         self._opening = self._open_session()
+        if self.stop_signals is not None:
+            handle_stop_signals(self, self.stop_signals)
 
     # ---- the session ------------------------------------------------------------------------------------
     @work(thread=True, group="session-open")
@@ -322,16 +332,27 @@ def run_app(config: Any, inputs: list[str], *, autostart: bool = True) -> int:
     """Run the dashboard until the user quits. `config` is a boo_engine SessionConfig, `inputs` the commands
     files and command strings to queue. Returns the process exit code (0 after a normal quit)."""
     route_child_output()
+    from boo_engine.cli.signals import StopSignals
+
     app = BooApp(config, inputs, autostart=autostart)
+    stops = app.stop_signals = StopSignals("boo-tui", hard_exit=lambda: _kill_children(app))
     try:
         app.run()
     finally:
         session = app.session or app._created_session
         if session is not None:
             try:
+                if stops.received:
+                    session.interrupt()  # every unfinished job and the run: interrupted, never failed
                 session.close()          # idempotent; covers ctrl+c and crashes
             except Exception:  # noqa: BLE001
                 pass
         app._engine.shutdown(wait=False, cancel_futures=True)
     rc = app.return_code
     return int(rc) if isinstance(rc, int) else 0
+
+
+def _kill_children(app: BooApp) -> None:
+    session = app.session or app._created_session
+    if session is not None:
+        session.kill_children()

@@ -3,6 +3,7 @@ and keeping worker processes' output off the screen."""
 from __future__ import annotations
 
 import gc
+from typing import Any
 
 #: How often objects that survived so far are moved out of the cyclic collector's way (see freeze_long_lived).
 GC_FREEZE_S = 2.0
@@ -52,3 +53,20 @@ def route_child_output() -> str:
     path = os.environ.get(CHILD_LOG_ENV) or os.path.join(tempfile.gettempdir(), f"boo-tui-{os.getpid()}-workers.log")
     os.environ[CHILD_LOG_ENV] = path
     return path
+
+
+def handle_stop_signals(app: Any, stops: Any) -> None:
+    """SIGINT, SIGTERM, SIGHUP (a `kill`, a closed terminal; Ctrl-C itself is a key in the dashboard) quit the
+    dashboard as its quit key does, the run ending `interrupted` (run_app interrupts the session); a second one
+    exits at once (boo_engine.cli.signals). Installed on the running event loop, from on_mount."""
+    import asyncio
+
+    from boo_engine.child import STOP_SIGNALS
+
+    def on_signal(signum: int) -> None:
+        stops.notice(signum)        # the second one exits here
+        app.exit(return_code=stops.exit_code)
+
+    loop = asyncio.get_running_loop()
+    for sig in STOP_SIGNALS:
+        loop.add_signal_handler(sig, on_signal, sig)

@@ -167,36 +167,59 @@ def _run(opts: dict[str, list[str]], command: list[str]) -> int:
     verbose = "--verbose" in opts and "--no-verbose" not in opts
 
     rows: list[tuple[str, dict[str, JobResult]]] = []
-    with Session(config) as session:
-        entries: list[tuple[str, list[JobResult]]] = []
-        extra = command if files else []
-        if files:
-            for f in files:
-                entries += session.add_file(f, extra)
-        else:
-            entries.append((" ".join(command), session.add_command(command)))
-        session.start()
-        session.wait()
-        failed = False
-        for text, jobs in entries:
-            by_backend: dict[str, JobResult] = {}
-            print(text)
-            for job in jobs:
-                if job.backend not in BACKENDS.values():  # a line that did not parse: it fails on every backend
-                    by_backend = {n: job for n in names}
-                    print(f">>> FAILED: {job.error}")
-                    failed = True
-                    continue
-                name = next(n for n in names if BACKENDS[n] == job.backend)
-                by_backend[name] = job
-                print(_line(name, job, len(names) > 1 or verbose))
-                failed = failed or not job_succeeded(job)
-            rows.append((text, by_backend))
+    from .signals import StopSignals
+
+    stops = StopSignals(PROG).install()   # a signal: the run ends interrupted (signals.py), no --csv written
+    try:
+        with Session(config) as session:
+            stops.hard_exit = session.kill_children
+            failed = _measure_and_print(session, files, command, names, verbose, rows, stops)
+    except KeyboardInterrupt:   # before the run started
+        return stops.exit_code
+    finally:
+        stops.restore()
+    if stops.received:
+        print(f"{PROG}: {stops.name}: run interrupted (--resume measures the rest)"
+              + ("; --csv not written" if csv_path is not None else ""), file=sys.stderr)
+        return stops.exit_code
     if csv_path is not None:
         from ..exporters import write_boo_driver_csv
 
         write_boo_driver_csv(csv_path, rows)
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def _measure_and_print(session, files, command, names, verbose, rows, stops) -> bool:
+    """Measure, then print every command's lines; True when some job failed."""
+    entries: list[tuple[str, list[JobResult]]] = []
+    extra = command if files else []
+    if files:
+        for f in files:
+            entries += session.add_file(f, extra)
+    else:
+        entries.append((" ".join(command), session.add_command(command)))
+    stops.raising = False
+    session.start()
+    while not session.wait(timeout=0.2) and not stops.event.is_set():
+        pass
+    if stops.event.is_set():
+        session.interrupt()
+    failed = False
+    for text, jobs in entries:
+        by_backend: dict[str, JobResult] = {}
+        print(text)
+        for job in jobs:
+            if job.backend not in BACKENDS.values():  # a line that did not parse: it fails on every backend
+                by_backend = {n: job for n in names}
+                print(f">>> FAILED: {job.error}")
+                failed = True
+                continue
+            name = next(n for n in names if BACKENDS[n] == job.backend)
+            by_backend[name] = job
+            print(_line(name, job, len(names) > 1 or verbose))
+            failed = failed or not job_succeeded(job)
+        rows.append((text, by_backend))
+    return failed
 
 
 def _line(name: str, job: JobResult, show_backend: bool) -> str:
@@ -212,6 +235,8 @@ def _line(name: str, job: JobResult, show_backend: bool) -> str:
         if job.error:
             text += f" ({job.error})"
         return text
+    if job.status in ("interrupted", "cancelled"):
+        return f">>> {who}{job.status.upper()}"
     return f">>> {who}FAILED: {job.error or job.status}"
 
 
