@@ -175,9 +175,13 @@ def _run(opts: dict[str, list[str]], command: list[str]) -> int:
                 entries += session.add_file(f, extra)
         else:
             entries.append((" ".join(command), session.add_command(command)))
-        session.start()
+        try:
+            session.start()
+        except BooError:
+            if session.failure is None:
+                raise
         session.wait()
-        failed = False
+        failed = session.failure is not None
         for text, jobs in entries:
             by_backend: dict[str, JobResult] = {}
             print(text)
@@ -196,6 +200,8 @@ def _run(opts: dict[str, list[str]], command: list[str]) -> int:
         from ..exporters import write_boo_driver_csv
 
         write_boo_driver_csv(csv_path, rows)
+    if session.failure is not None:  # the results database cannot be written: the run stopped; one line
+        print(f"{PROG}: error: {session.failure}", file=sys.stderr)
     return EXIT_FAILED if failed else EXIT_OK
 
 

@@ -83,10 +83,19 @@ class RunRecorder:
         `counts`: (done, failed) as they were when `status` was decided (default: now)."""
         if self.run_id is None:
             return
+        from ..store import StoreWriteError
+
         ok, failed = self._state.counts() if counts is None else counts
-        self.store.finish_run(self.run_id, status)
-        if flush:
-            self.store.flush()
+        if self._state.halted is not None:
+            status = RunStatus.INTERRUPTED   # left `running` in the file: --resume repairs and continues it
+        else:
+            try:
+                self.store.finish_run(self.run_id, status)
+                if flush:
+                    self.store.flush()
+            except StoreWriteError as e:   # the file filled up meanwhile: the writer already told the session
+                self._state.halt(str(e), store_halt_reason(e))
+                status = RunStatus.INTERRUPTED
         self._state.emit(ev.RunFinished(run_id=self.run_id, status=status, ok=ok, failed=failed))
 
     # ---- what the results refer to ---------------------------------------------------------------------------
@@ -123,6 +132,12 @@ class RunRecorder:
         result.finished_at = time.time()
         self._state.emit(ev.JobFinished(job_id=result.job_id, result=result))
         self.record(result)
+
+
+def store_halt_reason(error: BaseException) -> str:
+    """What the jobs a store failure leaves unmeasured say (short: the one line with the path is the run's)."""
+    reason = getattr(error, "reason", None) or "a write failed"
+    return f"the run stopped: the results database took no more writes ({reason})"
 
 
 def config_dict(cfg: SessionConfig, variants: list[Variant]) -> dict[str, Any]:
