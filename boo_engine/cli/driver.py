@@ -186,6 +186,8 @@ def _run(opts: dict[str, list[str]], command: list[str]) -> int:
         from ..exporters import write_boo_driver_csv
 
         write_boo_driver_csv(csv_path, rows)
+    if session.failure is not None:  # the results database cannot be written: the run stopped; one line
+        print(f"{PROG}: error: {session.failure}", file=sys.stderr)
     return EXIT_FAILED if failed else EXIT_OK
 
 
@@ -199,12 +201,16 @@ def _measure_and_print(session, files, command, names, verbose, rows, stops) -> 
     else:
         entries.append((" ".join(command), session.add_command(command)))
     stops.raising = False
-    session.start()
+    try:
+        session.start()
+    except BooError:
+        if session.failure is None:   # (a store that takes no writes is reported once, after the CSV)
+            raise
     while not session.wait(timeout=0.2) and not stops.event.is_set():
         pass
     if stops.event.is_set():
         session.interrupt()
-    failed = False
+    failed = session.failure is not None
     for text, jobs in entries:
         by_backend: dict[str, JobResult] = {}
         print(text)

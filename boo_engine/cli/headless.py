@@ -2,8 +2,10 @@
 
 stdout stays clean for data (a Markdown table when no --export is given); progress, one line per finished job
 and diagnostics go to stderr. Exit codes: 0 every job succeeded, 1 some job failed (it is still exported with its
-reason), 2 usage errors (bad arguments, missing input file, bad spec, unwritable export path), 3 a variant is
-significantly slower than the baseline by more than --fail-on-regression PCT.
+reason) or the run stopped because the results database cannot be written (one line says so; what was measured
+is still exported; the jobs not measured are interrupted, for --resume), 2 usage errors (bad arguments, missing
+input file, bad spec, unwritable export path), 3 a variant is significantly slower than the baseline by more than
+--fail-on-regression PCT.
 """
 from __future__ import annotations
 
@@ -101,7 +103,11 @@ def _run_stoppable(args: argparse.Namespace, config, worker, stops, session_clas
                 progress.console.print(_result_line(job), highlight=False, markup=False)
         progress.begin(sum(1 for j in jobs if j.status not in FINAL_STATUSES))
         stops.raising = False   # from now on a signal stops the run cleanly (the loop below notices it)
-        session.start()
+        try:
+            session.start()
+        except BooError as e:  # the database could not take the run (the session's error Log said so)
+            if session.failure is None:
+                return fail(PROG, str(e), EXIT_FAILED)
         while not session.wait(timeout=0.2) and not stops.event.is_set():
             pass
         if stops.event.is_set():
@@ -131,6 +137,8 @@ def _run_stoppable(args: argparse.Namespace, config, worker, stops, session_clas
         if stops.received:
             session.interrupt()   # (a signal before the run started: a resumed run is still interrupted)
         session.close()
+    if session.failure is not None:  # already said, in one line, when it happened
+        return EXIT_FAILED
     print(f"{PROG}: run {run_id} stored in {session.store.path}", file=sys.stderr)
     if stops.received:
         return stops.exit_code
@@ -238,14 +246,14 @@ class _Progress:
             r = event.result
             if self._progress is not None and self._task is not None:
                 self._progress.advance(self._task)
-            self.console.print(_result_line(r), highlight=False, markup=False)
+            self.console.print(_result_line(r), highlight=False, markup=False, soft_wrap=True)
         elif isinstance(event, ev.JobQueued) and self._progress is not None and self._task is not None:
             # jobs added while running grow the bar
             self._progress.update(self._task, total=(self._progress.tasks[0].total or 0) + 1)
         elif isinstance(event, ev.JobStatus) and self._progress is not None and self._task is not None:
             self._progress.update(self._task, description=event.status)
-        elif isinstance(event, ev.Log):
-            self.console.print(f"{event.level}: {event.message}", highlight=False, markup=False)
+        elif isinstance(event, ev.Log):  # one line, however long (a path may be in it)
+            self.console.print(f"{event.level}: {event.message}", highlight=False, markup=False, soft_wrap=True)
 
 
 def _result_line(r: JobResult) -> str:

@@ -84,7 +84,7 @@ class CompileStage:
         if job.artifact is not None or future is None or result.status in FINAL_STATUSES:
             return
         while True:
-            if job.cancelled or self._state.stop.is_set():
+            if job.cancelled or self._state.stop.is_set() or self._state.halted is not None:
                 future.cancel()
                 return
             try:

@@ -36,7 +36,7 @@ from .compiling import CompileStage
 from .finalize import Finalizer, compare_columns
 from .measuring import MeasureStage
 from .plan import InputEntry, Plan
-from .recording import RunRecorder
+from .recording import RunRecorder, store_halt_reason
 from .runner import Runner
 from .state import Listener, SessionState
 
@@ -74,7 +74,7 @@ class Session:
         self._interrupted = False   # interrupt(): the run ends INTERRUPTED even if it was idle
         self._environment: dict[str, Any] = {}
         self._tmp = tempfile.TemporaryDirectory(prefix="boo-session-")
-        self.store = Store(self.config.db_path or default_db_path())
+        self.store = Store(self.config.db_path or default_db_path(), on_failure=self._store_failed)
         # `iree-compile --version` and friends take ~0.3 s: done while the inputs are parsed.
         self._environment_thread = threading.Thread(target=self._collect_environment, name="boo-env", daemon=True)
         self._environment_thread.start()
@@ -86,6 +86,18 @@ class Session:
                               self._finalizer)
         if self.config.resume is not None:
             self._plan.resumed = self._recorder.resume(self.config.resume)
+
+    @property
+    def failure(self) -> str | None:
+        """Why the run stopped by itself, as the one line to show (the results database cannot be written:
+        disk full, I/O error), or None. Jobs not finished then are INTERRUPTED; exports still work."""
+        return self._state.halted
+
+    def _store_failed(self, error: BooError) -> None:
+        """The store's writer thread: the file takes no more writes. Stop the run (no lock taken: the caller
+        may be waiting for this very thread) and tell the front ends once."""
+        if self._state.halt(str(error), store_halt_reason(error)):
+            self._state.emit(ev.Log(level="error", message=str(error)))
 
     @property
     def run_id(self) -> int | None:
@@ -165,6 +177,8 @@ class Session:
         if self._closed or self._stopped:
             raise BooError("session is closed" if self._closed else "session was interrupted")
         state = self._state
+        if state.halted is not None:
+            raise BooError(state.halted)
         with state.lock:
             # The worker process starts first: importing torch there (~1 s) overlaps everything below.
             if any(r.status == QUEUED for r in self.jobs.values()):
@@ -275,8 +289,9 @@ class Session:
         with state.lock:
             for result in self.jobs.values():
                 if result.status not in FINAL_STATUSES:
-                    self._recorder.finish(result, INTERRUPTED,
-                                          error="interrupted: the session closed before this job finished")
+                    self._recorder.finish(result, INTERRUPTED, error=(
+                        f"not measured: {state.halt_reason}" if state.halted is not None
+                        else "interrupted: the session closed before this job finished"))
         if self.run_id is not None and (was_busy or not state.idle_reported):
             self._recorder.end_run(self._recorder.run_status(was_busy or self._interrupted))
 

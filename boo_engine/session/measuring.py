@@ -106,7 +106,7 @@ class MeasureStage:
         for r in range(rounds):
             last = r == rounds - 1
             for job_id in order:
-                if not self.measurable(job_id) or state.stop.is_set():
+                if not self.measurable(job_id) or self._stopping():
                     continue
                 job, result = state.job(job_id), state.jobs[job_id]
                 chunk = chunk_of(job.iters, rounds, r)
@@ -120,7 +120,7 @@ class MeasureStage:
                 with state.lock:  # cancel() and close() set the event of the measurement in flight
                     state.current = job_id
                     state.measure_cancel = threading.Event()
-                    if job.cancelled or state.stop.is_set():
+                    if job.cancelled or self._stopping():
                         state.measure_cancel.set()
                     cancel = state.measure_cancel
                 try:
@@ -137,15 +137,24 @@ class MeasureStage:
                 finally:
                     with state.lock:
                         state.current = None
-                if job.cancelled or state.stop.is_set():
+                if job.cancelled or self._stopping():
                     self._end_stopped(result)
                     continue
                 self._absorb(result, outcome, last, chunk_start)
         return order
 
+    def _stopping(self) -> bool:
+        """The session is closing, or the run halted (the results database cannot be written)."""
+        return self._state.stop.is_set() or self._state.halted is not None
+
     def _end_stopped(self, result: JobResult) -> None:
-        """A measurement stopped on request: cancelled by the user, or interrupted by the session closing."""
+        """A measurement stopped on request: cancelled by the user, or interrupted by the session closing or
+        the run halting."""
         if result.status not in FINAL_STATUSES:
+            halted = self._state.halted
+            if halted is not None:
+                self._recorder.finish(result, INTERRUPTED, error=f"interrupted: {self._state.halt_reason}")
+                return
             stopping = self._state.stop.is_set()
             self._recorder.finish(result, INTERRUPTED if stopping else CANCELLED,
                                   error="interrupted" if stopping else "cancelled")

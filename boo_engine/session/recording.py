@@ -108,10 +108,19 @@ class RunRecorder:
         `counts`: (done, failed) as they were when `status` was decided (default: now)."""
         if self.run_id is None:
             return
+        from ..store import StoreWriteError
+
         ok, failed = self._state.counts() if counts is None else counts
-        self.store.finish_run(self.run_id, status)
-        if flush:
-            self.store.flush()
+        if self._state.halted is not None:
+            status = RunStatus.INTERRUPTED   # left `running` in the file: --resume repairs and continues it
+        else:
+            try:
+                self.store.finish_run(self.run_id, status)
+                if flush:
+                    self.store.flush()
+            except StoreWriteError as e:   # the file filled up meanwhile: the writer already told the session
+                self._state.halt(str(e), store_halt_reason(e))
+                status = RunStatus.INTERRUPTED
         self._state.emit(ev.RunFinished(run_id=self.run_id, status=status, ok=ok, failed=failed))
 
     # ---- what the results refer to ---------------------------------------------------------------------------
@@ -156,6 +165,12 @@ def variant_from_dict(d: dict[str, Any]) -> Variant:
     return Variant(name=str(d.get("name") or BASELINE.name), tuning_specs=tuple(d.get("tuning_specs") or ()),
                    flags=tuple(d.get("flags") or ()), substitutions=subs, preprocess=d.get("preprocess"),
                    kernels=tuple(d.get("kernels") or ()))
+
+
+def store_halt_reason(error: BaseException) -> str:
+    """What the jobs a store failure leaves unmeasured say (short: the one line with the path is the run's)."""
+    reason = getattr(error, "reason", None) or "a write failed"
+    return f"the run stopped: the results database took no more writes ({reason})"
 
 
 def config_dict(cfg: SessionConfig, variants: list[Variant]) -> dict[str, Any]:

@@ -10,6 +10,8 @@ before its first measurement, our own pending DB writes are flushed before each 
 one at a time.
 
 The runner never dies silently: a crash fails what it was running and is reported as an error Log.
+A halted run (`state.halt`: the results database cannot be written) measures nothing more: every job it had
+not finished ends INTERRUPTED (not measured, so not failed), for --resume to pick up.
 """
 from __future__ import annotations
 
@@ -17,12 +19,12 @@ import sys
 import threading
 
 from .. import events as ev
-from ..results import FAILED, FINAL_STATUSES, IREE, MEASURING, QUEUED
+from ..results import FAILED, FINAL_STATUSES, INTERRUPTED, IREE, MEASURING, QUEUED, RunStatus
 from ..targets import Target
 from .compiling import CompileStage
 from .finalize import Finalizer
 from .measuring import MeasureStage
-from .recording import RunRecorder
+from .recording import RunRecorder, store_halt_reason
 from .state import SessionState
 
 #: how often an idle runner looks whether the session is closing
@@ -56,6 +58,12 @@ class Runner:
         state = self._state
         try:
             while not state.stop.is_set():
+                if state.halted is not None:
+                    self._interrupt_unfinished()
+                    if not state.wake.wait(timeout=IDLE_POLL_S) and state.stop.is_set():
+                        return
+                    state.wake.clear()
+                    continue
                 with state.lock:
                     batch = [j for j in state.queued
                              if state.jobs[j].status == QUEUED and not state.job(j).cancelled]
@@ -84,6 +92,20 @@ class Runner:
                 state.active = set()
                 state.queued = []
 
+    def _interrupt_unfinished(self) -> None:
+        """The run halted: the jobs it had not finished were not measured, and end INTERRUPTED with the reason."""
+        state = self._state
+        with state.lock:
+            for job_id in list(state.active) + list(state.queued):
+                r = state.jobs[job_id]
+                if r.status not in FINAL_STATUSES:
+                    self._recorder.finish(r, INTERRUPTED, error=f"not measured: {state.halt_reason}")
+            state.active = set()
+            state.queued = []
+            idle_reported, state.idle_reported = state.idle_reported, True
+        if not idle_reported:
+            self._recorder.end_run(RunStatus.INTERRUPTED)
+
     def _finish_run_if_idle(self) -> None:
         """Mark the run done/failed in the DB whenever the session goes idle (a later start reopens it)."""
         state = self._state
@@ -110,20 +132,28 @@ class Runner:
             for job_id in iree_jobs:
                 self._compiling.await_(job_id)
         for group in groups:
-            if state.stop.is_set():
+            if state.stop.is_set() or state.halted is not None:
                 return
             for job_id in group:
                 if state.job(job_id).backend == IREE:
                     self._compiling.await_(job_id)
             if self._target.kind == "cpu":
-                self._recorder.store.flush()  # our own DB writes of the last group must not run beside this measurement
+                self._flush()  # our own DB writes of the last group must not run beside this measurement
             self._measure(group)
+
+    def _flush(self) -> None:
+        from ..store import StoreWriteError
+
+        try:
+            self._recorder.store.flush()
+        except StoreWriteError as e:   # the writer told the session already; the batch loop sees the halt
+            self._state.halt(str(e), store_halt_reason(e))
 
     def _measure(self, group: list[str]) -> None:
         """Measure one group, finalise its jobs, then publish the command's verdicts (a job re-run alone changes
         them too)."""
         order = self._measuring.measure_group(group)
-        if not order:
+        if not order or self._state.halted is not None:   # halted: its unfinished jobs end interrupted
             return
         for job_id in order:
             if self._state.jobs[job_id].status == MEASURING:

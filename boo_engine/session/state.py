@@ -34,6 +34,10 @@ class SessionState:
         self.measure_cancel = threading.Event()
         self.current: str | None = None      # the job being measured
         self.idle_reported = False           # the run was marked finished since the last batch
+        # Why the run stopped by itself (the results database cannot be written, nothing can be compiled into
+        # the cache): one line for the front ends. Once set, nothing more is measured or started.
+        self.halted: str | None = None
+        self.halt_reason = ""                # the same, short, for the jobs it leaves unmeasured
         self._listener = listener
 
     @property
@@ -54,6 +58,18 @@ class SessionState:
             ok = sum(1 for r in self.jobs.values() if r.status == DONE)
             failed = sum(1 for r in self.jobs.values() if r.status == FAILED)
         return ok, failed
+
+    def halt(self, line: str, reason: str) -> bool:
+        """Stop the run (the first call wins): `line` for the front ends, `reason` (short) for the jobs left
+        unmeasured. The measurement in flight is stopped and the runner woken, without taking the lock (a store
+        thread calls this). True for the first call."""
+        if self.halted is not None:
+            return False
+        self.halt_reason = reason
+        self.halted = line
+        self.measure_cancel.set()
+        self.wake.set()
+        return True
 
     def emit(self, event: ev.Event) -> None:
         if self._listener is None:

@@ -2,6 +2,7 @@
 and read queries for history, comparison and resume. `datasette boo-results.db` browses it as-is."""
 from __future__ import annotations
 
-from .store import DB_ENV_VAR, DEFAULT_DB_NAME, RUN_STATUSES, Store, StoreError, default_db_path
+from .store import DB_ENV_VAR, DEFAULT_DB_NAME, RUN_STATUSES, Store, StoreError, StoreWriteError, default_db_path
 
-__all__ = ["DB_ENV_VAR", "DEFAULT_DB_NAME", "RUN_STATUSES", "Store", "StoreError", "default_db_path"]
+__all__ = ["DB_ENV_VAR", "DEFAULT_DB_NAME", "RUN_STATUSES", "Store", "StoreError", "StoreWriteError",
+           "default_db_path"]

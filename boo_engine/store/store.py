@@ -5,7 +5,10 @@ wait on disk, and SQLite allows one writer at a time anyway. Callers enqueue sna
 writer drains the queue, collapses repeated updates of the same job, and writes each result (row, kernel row,
 samples) in ONE transaction, so a process killed at any instant leaves either the previous or the new version of
 a result, never half of one (WAL + synchronous=NORMAL: a commit survives the process being killed).
-Writer errors are logged at once and raised from the next `flush()` / `close()`, never swallowed.
+Writer errors are logged at once and raised from the next `flush()` / `close()`, never swallowed. A file that
+cannot be written any more (disk full, I/O error, read-only) fails the store once: `failure` (a
+`StoreWriteError`, one line naming the file and how many results it holds) is handed to `on_failure`, raised by
+`flush()` and every call, and later writes are dropped.
 
 This module is the callers' side (the API, the reads, waiting for the writer); the thread, its queue items and
 its SQL are in `writer.py`.
@@ -31,7 +34,7 @@ from sqlite_utils import Database
 from .. import locations
 from ..results import JobResult, RunStatus
 from . import queries, schema
-from .connection import BUSY_TIMEOUT_S, StoreError, connect
+from .connection import BUSY_TIMEOUT_S, StoreError, StoreWriteError, connect
 from .rows import variant_row
 from .writer import (
     Call,
@@ -54,7 +57,7 @@ DEFAULT_DB_NAME = locations.DEFAULT_DB_NAME
 DB_ENV_VAR = locations.DB_ENV
 RUN_STATUSES = tuple(RunStatus)
 __all__ = ["BUSY_TIMEOUT_S", "DB_ENV_VAR", "DEFAULT_DB_NAME", "RUN_STATUSES", "Store", "StoreError",
-           "default_db_path"]
+           "StoreWriteError", "default_db_path"]
 
 
 def default_db_path() -> Path:
@@ -71,7 +74,9 @@ class Store:
     Reads open their own connection and may be called from any thread.
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None):
+    def __init__(self, path: str | os.PathLike[str] | None = None, *,
+                 on_failure: Callable[[StoreWriteError], None] | None = None):
+        """`on_failure`: told once, from the writer thread, when the file stops taking writes (see `failure`)."""
         self.path = Path(path) if path is not None else default_db_path()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -83,11 +88,17 @@ class Store:
         except (OSError, sqlite3.Error) as e:
             raise StoreError(f"results database {self.path}: {e}") from e
         self._closed = False
-        self._writer = WriterThread(self.path)
+        self._on_failure = on_failure
+        self._writer = WriterThread(self.path, on_failure)
         # A daemon thread never blocks interpreter exit; this hook still drains the queue if the caller forgot
         # close(), so queued results are not lost on a normal exit.
         self._atexit = _close_at_exit(weakref.ref(self))
         atexit.register(self._atexit)
+
+    @property
+    def failure(self) -> StoreWriteError | None:
+        """Set once the file could not take a write (disk full, I/O error, read-only): nothing more is written."""
+        return self._writer.failure
 
     # --- writes ------------------------------------------------------------------------------------------
 
@@ -136,6 +147,8 @@ class Store:
         self._put(Flush(done))
         ok = self._wait(done, timeout)
         self._raise_pending_error()
+        if self.failure is not None:
+            raise self.failure
         return ok
 
     def close(self) -> None:
@@ -148,6 +161,8 @@ class Store:
         while self._writer.is_alive():
             self._writer.join(0.5)
         self._raise_pending_error()
+        if self.failure is not None and self._on_failure is None:   # nobody was told yet
+            raise self.failure
 
     def __enter__(self) -> Store:
         return self
@@ -207,6 +222,8 @@ class Store:
     def _put(self, item: Item) -> None:
         if self._closed:
             raise StoreError(f"results database {self.path} is closed")
+        if self.failure is not None and isinstance(item, (WriteResult, RegisterVariant, RegisterCommand)):
+            return   # the file takes no more writes; the failure was reported
         self._writer.put(item)
 
     def _call(self, call: Call) -> Any:
@@ -226,7 +243,7 @@ class Store:
     def _result_of(self, fut: Future[Any], timeout: float | None) -> Any:
         try:
             return fut.result(timeout)
-        except (TimeoutError, StoreError):
+        except (TimeoutError, StoreError):   # StoreWriteError included: its one line is the message
             raise
         except Exception as e:
             raise StoreError(f"results database {self.path}: {e}") from e

@@ -8,6 +8,14 @@ written before it is answered.
 
 Errors: a call's error goes back to its caller through its `reply` future; any other write error is logged at
 once and kept for the next `Store.flush()` / `close()` to raise (`take_error`), never swallowed.
+A write the file cannot take at all (disk full, I/O error, read-only: `unwritable_reason`) is different: the
+first one becomes the writer's `failure` (a `StoreWriteError`, one line, no traceback), is handed to
+`on_failure` at once, and every later write is dropped and every later call answered with it: the transaction
+that failed rolled back, so the file holds exactly the results committed before it.
+
+The WAL stays small: SQLite checkpoints it whenever it passes WAL_CHECKPOINT_PAGES (`wal_autocheckpoint`), the
+writer checkpoints it after each drained batch (before a Flush is answered), and `journal_size_limit` cuts the
+file back when it restarts: it holds a few results, not the whole run.
 """
 from __future__ import annotations
 
@@ -24,11 +32,16 @@ from pathlib import Path
 from typing import Any
 
 from ..results import FINAL_STATUSES, INTERRUPTED, JobResult, RunStatus
-from .connection import StoreError, connect
+from .connection import StoreError, StoreWriteError, connect, unwritable_reason
 from .owner import owner_row
 from .rows import dumps, environment_row, kernel_row, result_row, variant_row
 
 log = logging.getLogger("boo_engine.store")
+
+#: SQLite checkpoints the WAL at the first commit that leaves it over this many pages (its default: 1000)
+WAL_CHECKPOINT_PAGES = 16
+#: the WAL file is cut back to this size whenever it restarts after a checkpoint
+WAL_SIZE_LIMIT = 128 * 1024
 
 
 # ---- queue items ------------------------------------------------------------------------------------------
@@ -126,10 +139,15 @@ def coalesce(batch: list[Item]) -> list[Item]:
 class WriterThread:
     """The one thread that opens the write connection and drains the queue; started at construction."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, on_failure: Callable[[StoreWriteError], None] | None = None) -> None:
+        """`on_failure`: called once, on the writer thread, when the file stops taking writes (it must be quick
+        and must not wait for the store)."""
         self.path = path
         self._queue: queue.Queue[Item] = queue.Queue()
         self._error: BaseException | None = None
+        self.failure: StoreWriteError | None = None
+        self._on_failure = on_failure
+        self._stored: set[tuple[int, str]] = set()   # final results this writer committed
         self._error_lock = threading.Lock()
         self._thread = threading.Thread(target=self._main, name="boo-store-writer", daemon=True)
         self._thread.start()
@@ -153,7 +171,11 @@ class WriterThread:
         try:
             conn = WriteConnection(self.path)
         except Exception as e:   # reported by the next flush/close/start_run instead of a silent dead thread
-            self._record_error(e, "opening the write connection")
+            if unwritable_reason(e) is not None:
+                self._fail(e)
+            else:
+                self._record_error(e, "opening the write connection")
+            self._drain_failed()
             return
         try:
             while True:
@@ -168,27 +190,59 @@ class WriterThread:
         finally:
             conn.close()
 
+    def _drain_failed(self) -> None:
+        """No connection: answer what comes (calls get the error, flushes are released) until a Stop."""
+        while True:
+            item = self._queue.get()
+            if isinstance(item, Stop):
+                return
+            if isinstance(item, Flush):
+                item.done.set()
+            elif isinstance(item, (StartRun, FinishRun, ResumeRun, MarkInterrupted)):
+                item.reply.set_exception(self.failure or StoreError(f"results database {self.path}: not open"))
+
     def _process(self, conn: WriteConnection, batch: list[Item]) -> bool:
-        """Write one drained batch in order; True once a Stop was met."""
+        """Write one drained batch in order, then checkpoint the WAL; True once a Stop was met."""
+        wrote = False
         for item in coalesce(batch):
+            if self.failure is not None and not isinstance(item, (Stop, Flush, StartRun, FinishRun, ResumeRun,
+                                                                  MarkInterrupted)):
+                continue   # the file takes no more writes: the failure was reported once, drop the rest
             match item:
                 case WriteResult(run_id=run_id, result=result):
-                    self._guard("write_result", conn.write_result, run_id, result)
+                    wrote = True
+                    if self._guard("write_result", conn.write_result, run_id, result) is True:
+                        self._stored.add((run_id, result.job_id))
                 case Stop():
+                    self._checkpoint(conn, wrote)
                     return True
                 case Flush(done=done):
+                    wrote = self._checkpoint(conn, wrote)
                     done.set()
                 case RegisterVariant(run_id=run_id, name=name, row=row):
                     self._guard("variant", conn.variant, run_id, name, row)
                 case RegisterCommand(text=text, op=op, func_name=func_name, signature=signature):
+                    wrote = True
                     self._guard("command", conn.command, text, op, func_name, signature)
                 case StartRun() | FinishRun() | ResumeRun() | MarkInterrupted():
+                    wrote = True
                     self._answer(conn, item)
+        self._checkpoint(conn, wrote)
+        return False
+
+    def _checkpoint(self, conn: WriteConnection, wrote: bool) -> bool:
+        """Checkpoint the WAL into the database file after writes (a full disk shows here too); always False:
+        nothing is left unwritten."""
+        if wrote and self.failure is None:
+            self._guard("checkpoint", conn.checkpoint)
         return False
 
     def _answer(self, conn: WriteConnection, call: Call) -> None:
         """Run a call and hand its result or error to the caller waiting on `reply`."""
         value: Any = None
+        if self.failure is not None:
+            call.reply.set_exception(self.failure)
+            return
         try:
             match call:
                 case StartRun():
@@ -201,15 +255,37 @@ class WriterThread:
                     value = conn.mark_interrupted(call.run_id)
         except Exception as e:   # the caller waits on this one: it gets the error directly
             log.debug("results store %s: %s failed: %s", self.path, type(call).__name__, e)
-            call.reply.set_exception(e)
+            if unwritable_reason(e) is not None:
+                self._fail(e)
+                call.reply.set_exception(self.failure or e)
+            else:
+                call.reply.set_exception(e)
         else:
             call.reply.set_result(value)
 
-    def _guard(self, what: str, fn: Callable[..., None], *args: Any) -> None:
+    def _guard(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """`fn(*args)`'s value; None when it failed (the error recorded, or the store failed)."""
         try:
-            fn(*args)
+            return fn(*args)
         except Exception as e:
-            self._record_error(e, what)
+            if unwritable_reason(e) is not None:
+                self._fail(e)
+            else:
+                self._record_error(e, what)
+            return None
+
+    def _fail(self, e: BaseException) -> None:
+        """The first write the file could not take: from now on the store is failed (see the module doc)."""
+        if self.failure is not None:
+            return
+        log.debug("results store %s: cannot write: %s", self.path, e)   # no traceback: it is no bug of ours
+        self.failure = StoreWriteError(self.path, unwritable_reason(e) or str(e), len(self._stored))
+        self.failure.__cause__ = e
+        if self._on_failure is not None:
+            try:
+                self._on_failure(self.failure)
+            except Exception:   # noqa: BLE001 - the listener's bug must not kill the writer
+                log.exception("results store %s: on_failure failed", self.path)
 
     def _record_error(self, e: BaseException, what: str) -> None:
         log.error("results store %s: %s failed: %s", self.path, what, e, exc_info=e)
@@ -239,7 +315,14 @@ class WriteConnection:
         self.conn = connect(path)
         self.conn.execute("PRAGMA synchronous=NORMAL")   # with WAL: durable across a process kill, far faster
         self.conn.execute("PRAGMA foreign_keys=ON")      # a result for an unknown run is an error, not an orphan
+        self.conn.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_PAGES}")
+        self.conn.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
         self.variants: dict[tuple[int, str], dict[str, Any]] = {}
+
+    def checkpoint(self) -> None:
+        """Copy the WAL into the database file without waiting for readers; the WAL restarts (cut back to
+        WAL_SIZE_LIMIT) at the next write."""
+        self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
     def close(self) -> None:
         self.conn.close()
@@ -251,11 +334,12 @@ class WriteConnection:
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             yield self.conn
+            self.conn.execute("COMMIT")   # a full disk may show only here: then it rolls back as well
         except BaseException:
             if self.conn.in_transaction:   # some errors (disk full) already rolled it back
-                self.conn.execute("ROLLBACK")
+                with contextlib.suppress(sqlite3.Error):   # the first error is the one to report
+                    self.conn.execute("ROLLBACK")
             raise
-        self.conn.execute("COMMIT")
 
     # run lifecycle
 
@@ -318,7 +402,8 @@ class WriteConnection:
 
     # results
 
-    def write_result(self, run_id: int, r: JobResult) -> None:
+    def write_result(self, run_id: int, r: JobResult) -> bool:
+        """Upsert one result in one transaction; True when it was a final one (it counts as stored)."""
         with self._tx() as c:
             command_id = self._command_id(c, r.command, r.op, r.func_name)
             variant_id = self._variant_id(c, run_id, r.variant)
@@ -338,6 +423,7 @@ class WriteConnection:
             if r.samples_us:
                 c.executemany("INSERT INTO samples (result_id, idx, latency_us) VALUES (?, ?, ?)",
                               ((result_id, i, float(s)) for i, s in enumerate(r.samples_us)))
+        return r.status in FINAL_STATUSES
 
     def _variant_id(self, c: sqlite3.Connection, run_id: int, name: str) -> int:
         """The registered description of this run's variant; else the one this run used before under that name
