@@ -168,6 +168,8 @@ def _run(opts: dict[str, list[str]], command: list[str]) -> int:
 
     rows: list[tuple[str, dict[str, JobResult]]] = []
     with Session(config) as session:
+        if session.cache_notice:
+            print(f"{PROG}: {session.cache_notice}", file=sys.stderr)
         entries: list[tuple[str, list[JobResult]]] = []
         extra = command if files else []
         if files:
@@ -231,8 +233,10 @@ def _preload(opts, files, command, variant, target) -> int:
                     bad.append(line.message)
     else:
         commands.append(parse_invocation(command))
-    summary = preload(commands, target, (variant,), workers=_number(opts, "--jobs", int),
-                      cache=KernelCache(_last(opts, "--cache-dir")))
+    cache = KernelCache(_last(opts, "--cache-dir"))  # a root that cannot be used: CacheRootError, exit 2
+    if cache.notice:
+        print(f"{PROG}: {cache.notice}", file=sys.stderr)
+    summary = preload(commands, target, (variant,), workers=_number(opts, "--jobs", int), cache=cache)
     for message in bad:
         print(f"invalid {message}")
     print(format_summary(summary) + (f"; {len(bad)} invalid command line(s) not compiled" if bad else ""))
