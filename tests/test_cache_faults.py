@@ -125,7 +125,7 @@ def test_a_run_over_a_damaged_entry_rebuilds_it_and_reports_the_spec_applied(tmp
     first = boo_tui(args + ["--export", "a.json"], env, tmp_path)
     assert first.returncode == 0, first.stderr
     fast = next(r for r in json.loads((tmp_path / "a.json").read_text())["results"] if r["variant"] == "fast")
-    assert not fast["error"] and fast["spec_applied"] is True
+    assert not fast["error"] and fast["compile"]["spec_applied"] is True
     damage(_module(fast).parent)
     second = boo_tui(args + ["--export", "b.json"], env, tmp_path)
     assert second.returncode == 0, second.stderr
@@ -133,7 +133,7 @@ def test_a_run_over_a_damaged_entry_rebuilds_it_and_reports_the_spec_applied(tmp
     results = json.loads((tmp_path / "b.json").read_text())["results"]
     fast = next(r for r in results if r["variant"] == "fast")
     assert fast["status"] == "done" and not fast["error"], fast["error"]
-    assert fast["spec_applied"] is True and fast["cache_hit"] is False  # rebuilt
+    assert fast["compile"]["spec_applied"] is True and fast["compile"]["cache_hit"] is False  # rebuilt
 
 
 def test_a_truncated_input_is_rewritten_and_the_reproducer_runs(tmp_path):
@@ -193,8 +193,8 @@ def test_a_read_only_cache_serves_hits_and_compiles_misses_into_the_overlay(tmp_
         results = {r["command"]: r for r in json.loads((tmp_path / "r.json").read_text())["results"]}
         hit, miss = results[SMALL], results[OTHER]
         assert hit["status"] == miss["status"] == "done" and not hit["error"] and not miss["error"]
-        assert hit["cache_hit"] and str(_module(hit)).startswith(str(ro))
-        assert not miss["cache_hit"] and str(_module(miss)).startswith(str(overlay.resolve()))
+        assert hit["compile"]["cache_hit"] and str(_module(hit)).startswith(str(ro))
+        assert not miss["compile"]["cache_hit"] and str(_module(miss)).startswith(str(overlay.resolve()))
         # the hit's reproducer inputs could not go beside its read-only entry: they are in the overlay
         assert str(overlay.resolve()) in hit["reproducer"] and str(ro) in hit["reproducer"]
 
@@ -202,7 +202,8 @@ def test_a_read_only_cache_serves_hits_and_compiles_misses_into_the_overlay(tmp_
         p = boo_tui([SMALL, "--backend", "iree", "--iter", "5", "--db", str(tmp_path / "r.db"),
                      "--export", "s.json"], _env(ro), tmp_path)
         assert p.returncode == 0, p.stderr
-        assert p.stderr.count("is read-only") == 1 and "deleted at exit" in p.stderr, p.stderr
+        said = " ".join(p.stderr.split())  # rich wraps long lines
+        assert said.count("is read-only") == 1 and "(deleted at exit)" in said, p.stderr
         p = boo_driver([*SMALL.split(), "--iter", "5", "--db", str(tmp_path / "r.db")], _env(ro), tmp_path)
         assert p.returncode == 0 and ">>> min=" in p.stdout, p.stderr
     assert sorted(str(p.relative_to(warm)) for p in warm.rglob("*")) == before, "the read-only cache was written"
