@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 
 from boo_engine.commands import parse_command
-from boo_engine.compile.cache import CacheRootError, KernelCache
+from boo_engine.compile.cache import KernelCache
 from boo_engine.compile.pool import compile_signature, lookup_cached
+from boo_engine.errors import BooError
 from boo_engine.variants import BASELINE, Variant, preflight_variant, spec_applied
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -214,7 +215,7 @@ def test_an_uncreatable_cache_root_is_a_usage_error(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     bad = blocker / "kernels"
-    with pytest.raises(CacheRootError, match="cannot be created"):
+    with pytest.raises(BooError, match="cannot be created"):  # CacheRootError: a usage error
         KernelCache(bad)
     for run, args in ((boo_tui, [SMALL, "--export", "x.csv", "--cache-dir", str(bad)]),
                       (boo_tui, [SMALL, "--export", "x.csv"]),
