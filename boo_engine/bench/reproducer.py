@@ -4,6 +4,10 @@
 Inputs are written once per (seed, splat value) into `<artifact_dir>/inputs_<tag>/`: `.npy` for dtypes numpy
 has (float32, float16), raw little-endian bytes for bfloat16, which iree-benchmark-module reads with
 `--input=<shape>xbf16=@file.bin` (checked with iree-benchmark-module 3.13).
+
+A saved input is reused only when it is whole: readable, of the signature's shape and dtype, and of the size its
+header promises (a truncated `.npy` would make the stored command fail); otherwise it is written again. When the
+artifact's folder cannot be written (a read-only cache), the inputs go to `scratch_dir` (the overlay's entry).
 """
 from __future__ import annotations
 
@@ -31,6 +35,7 @@ def write_reproducer(
     *,
     vmfb_path: str | None = None,
     splat_value: float | None = None,
+    scratch_dir: str | None = None,
     repetitions: int = 10,
     min_time_s: float = 0.1,
 ) -> str:
@@ -45,6 +50,8 @@ def write_reproducer(
         raise ReproducerError(f"no such artifact: {vmfb}")
     tag = f"seed{seed}" if splat_value is None else f"splat{splat_value:g}"
     folder = os.path.join(artifact_dir, f"inputs_{tag}")
+    if scratch_dir and not _inputs_whole(folder, sig) and not os.access(artifact_dir, os.W_OK):
+        folder = os.path.join(os.path.abspath(scratch_dir), f"inputs_{tag}")
     input_flags = _write_inputs(folder, sig, seed, splat_value)
     device_flags = _device_flags(driver, threads)
     cmd = [
@@ -79,7 +86,7 @@ def _write_inputs(folder: str, sig, seed: int, splat_value: float | None) -> lis
     cached kernels reports its results without paying for it) and return the --input flags for them."""
     shapes, dtypes = sig.input_shapes(), sig.input_dtype_names()
     names = [_file_name(i, dt) for i, dt in enumerate(dtypes)]
-    if not all(os.path.isfile(os.path.join(folder, n)) for n in names):
+    if not _inputs_whole(folder, sig):
         args = sig.get_sample_args(seed, splat_value=splat_value)
         parent = os.path.dirname(folder) or "."
         try:
@@ -97,6 +104,34 @@ def _write_inputs(folder: str, sig, seed: int, splat_value: float | None) -> lis
         except OSError as e:
             raise ReproducerError(f"cannot write reproducer inputs in {parent}: {e.strerror or e}") from None
     return [_input_flag(os.path.join(folder, n), shape, dt) for n, shape, dt in zip(names, shapes, dtypes)]
+
+
+def _inputs_whole(folder: str, sig) -> bool:
+    """Every input file of `sig` in `folder` is there, readable and complete."""
+    dtypes = sig.input_dtype_names()
+    return all(_input_whole(os.path.join(folder, _file_name(i, dt)), tuple(int(d) for d in shape), dt)
+               for i, (shape, dt) in enumerate(zip(sig.input_shapes(), dtypes)))
+
+
+def _input_whole(path: str, shape: tuple[int, ...], dtype_name: str) -> bool:
+    count = 1
+    for d in shape:
+        count *= d
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if dtype_name == "bfloat16":
+                return size == 2 * count
+            import numpy as np
+
+            version = np.lib.format.read_magic(f)
+            header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                      else np.lib.format.read_array_header_2_0)(f)
+            got_shape, fortran, dtype = header
+            return (tuple(got_shape) == shape and not fortran and dtype == np.dtype(dtype_name)
+                    and size == f.tell() + count * dtype.itemsize)
+    except (OSError, ValueError, TypeError):
+        return False
 
 
 def _merge(tmp: str, folder: str) -> None:

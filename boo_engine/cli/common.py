@@ -75,6 +75,7 @@ def config_from_args(args: argparse.Namespace):
     for v in variants:
         preflight_variant(v, target)
     backends = tuple(dict.fromkeys(args.backend or [IREE, TORCH]))
+    check_cache_root(args.cache_dir)
     resume = args.resume
     if resume is not None and resume != "last":
         try:
@@ -101,6 +102,16 @@ def config_from_args(args: argparse.Namespace):
         resume=resume,
         command_line=" ".join(shlex.quote(a) for a in [os.path.basename(sys.argv[0])] + sys.argv[1:]),
     )
+
+
+def check_cache_root(explicit: str | None) -> None:
+    """A kernel cache root that cannot be created or read is a usage error (CacheRootError), answered before
+    any work; a read-only one is fine (the session compiles into an overlay)."""
+    from .. import locations
+    from ..compile.cache import check_root
+
+    if explicit or locations.cache_enabled():
+        check_root(locations.cache_root(explicit).resolve())
 
 
 def job_succeeded(r) -> bool:

@@ -173,6 +173,8 @@ def _run(opts: dict[str, list[str]], command: list[str]) -> int:
     try:
         with Session(config) as session:
             stops.hard_exit = session.kill_children
+            if session.cache_notice:
+                print(f"{PROG}: {session.cache_notice}", file=sys.stderr)
             failed = _measure_and_print(session, files, command, names, verbose, rows, stops)
     except KeyboardInterrupt:   # before the run started
         return stops.exit_code
@@ -262,8 +264,10 @@ def _preload(opts, files, command, variant, target) -> int:
                     bad.append(line.message)
     else:
         commands.append(parse_invocation(command))
-    summary = preload(commands, target, (variant,), workers=_number(opts, "--jobs", int),
-                      cache=KernelCache(_last(opts, "--cache-dir")))
+    cache = KernelCache(_last(opts, "--cache-dir"))  # a root that cannot be used: CacheRootError, exit 2
+    if cache.notice:
+        print(f"{PROG}: {cache.notice}", file=sys.stderr)
+    summary = preload(commands, target, (variant,), workers=_number(opts, "--jobs", int), cache=cache)
     for message in bad:
         print(f"invalid {message}")
     print(format_summary(summary) + (f"; {len(bad)} invalid command line(s) not compiled" if bad else ""))

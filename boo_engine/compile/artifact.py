@@ -29,6 +29,8 @@ class Artifact:
     mlir_path: str
     flags: list[str] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)  # the entry's meta.json
+    scratch_dir: str = ""           # a writable folder for this kernel's extras (reproducer inputs): `dir`
+                                    # itself, or the overlay's when the entry is in a read-only cache
 
     def to_compile_info(self) -> CompileInfo:
         return CompileInfo(seconds=self.compile_seconds, cache_hit=self.cache_hit, command=list(self.command),
@@ -38,11 +40,12 @@ class Artifact:
 
 def artifact_from_meta(cache: KernelCache, meta: dict[str, Any], target: Target, variant: Variant, *,
                        cache_hit: bool, seconds: float) -> Artifact:
-    """The Artifact of the cache entry whose validated meta.json is `meta`."""
+    """The Artifact of the cache entry whose validated meta.json is `meta` (where `cache.load` found it: a hit
+    may live in a read-only cache)."""
     func, key = meta["func_name"], meta["key"]
-    d = cache.entry_dir(func, key)
+    d = cache.found_dir(func, key)
     return Artifact(func_name=func, target=target, variant=variant, vmfb_path=str(d / VMFB), dir=str(d), key=key,
                     command=list(meta["command"]), compile_seconds=seconds, cache_hit=cache_hit,
                     compiler_version=meta["compiler_version"], num_dispatches=int(meta["num_dispatches"]),
-                    configs_dir=str(d / CONFIGS), mlir_path=str(cache.mlir_path(func)), flags=list(meta["flags"]),
-                    meta=meta)
+                    configs_dir=str(d / CONFIGS), mlir_path=str(d.parent / f"{func}.mlir"), flags=list(meta["flags"]),
+                    meta=meta, scratch_dir=str(cache.entry_dir(func, key)))

@@ -20,9 +20,16 @@ Root: an explicit `root` argument, else `$BOO_CACHE_DIR`, else `~/.cache/boo-tui
 (when no explicit root is given) uses a private temporary cache that is deleted when the process exits.
 
 Writes are atomic: an entry is built in a temporary folder next to its final place and renamed into place, so a
-reader never sees half an entry. An entry whose meta.json does not parse or whose kernel.vmfb has the wrong size
-or checksum is treated as absent and rebuilt. A per-key fcntl lock makes concurrent compiles of the same kernel
-(threads or processes) compile it once.
+reader never sees half an entry. An entry is validated as a whole when loaded (`entry_problem`: meta.json an
+object with the documented fields and types, kernel.vmfb of the recorded size and checksum, compile_command.sh,
+configs/ holding every file meta lists); anything missing or damaged is treated as absent and rebuilt.
+
+A root that exists but cannot be written (a team's warm cache on a read-only or shared mount) is used as-is for
+hits, and misses are compiled into a writable overlay: `overlay` when given, else a private temporary cache
+deleted at exit (`notice` says so, once, for the front end to show). A root that cannot be created, or is not a
+readable folder, is a `CacheRootError` (a usage error).
+
+A per-key fcntl lock makes concurrent compiles of the same kernel (threads or processes) compile it once.
 """
 from __future__ import annotations
 
@@ -42,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import iree_tools, locations
-from ..errors import CompileError
+from ..errors import BooError, CompileError
 from ..fsutil import atomic_write
 
 VMFB = "kernel.vmfb"
@@ -51,6 +58,65 @@ COMMAND = "compile_command.sh"
 CONFIGS = "configs"
 #: bump when the layout or the key recipe changes, so old entries are never misread
 SCHEMA = 1
+#: meta.json fields an entry needs, with their types (a damaged meta is rebuilt, never trusted)
+META_TYPES: dict[str, type] = {
+    "schema": int, "key": str, "func_name": str, "vmfb_size": int, "vmfb_sha256": str, "command": list,
+    "flags": list, "compiler_version": str, "num_dispatches": int, "configs": list,
+}
+
+
+class CacheRootError(BooError):
+    """The cache root cannot be created or used (a usage error: the front ends answer it in one line, exit 2)."""
+
+
+def check_root(root: Path) -> bool:
+    """Create `root` if needed and say whether it is writable (False: a read-only cache, usable for hits).
+    Raises CacheRootError when it cannot be created or is not a readable folder."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        if not root.is_dir():
+            raise CacheRootError(f"kernel cache {root} cannot be created: {e.strerror or e}") from None
+    if not root.is_dir():
+        raise CacheRootError(f"kernel cache {root} is not a folder")
+    if not os.access(root, os.R_OK | os.X_OK):
+        raise CacheRootError(f"kernel cache {root} cannot be read (permission denied)")
+    try:  # a real write: os.access is not the whole truth (root on a read-only mount, ACLs, quotas)
+        fd, probe = tempfile.mkstemp(dir=root, prefix=".probe-")
+    except OSError:
+        return False
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(probe)
+    return True
+
+
+def entry_problem(d: Path, func_name: str, key: str, meta: object) -> str | None:
+    """What is wrong with the entry in `d` whose parsed meta.json is `meta`, or None when it is whole."""
+    if not isinstance(meta, dict):
+        return f"meta.json is a {type(meta).__name__}, not an object"
+    for name, kind in META_TYPES.items():
+        value = meta.get(name)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            return f"meta.json field {name!r} is missing or not a {kind.__name__}"
+    if meta["key"] != key or meta["schema"] != SCHEMA or meta["func_name"] != func_name:
+        return "meta.json belongs to another entry or schema"
+    if not all(isinstance(x, str) for x in meta["command"] + meta["flags"] + meta["configs"]):
+        return "meta.json lists a non-string"
+    if meta["num_dispatches"] != len(meta["configs"]):
+        return "meta.json num_dispatches does not match its configs"
+    vmfb = d / VMFB
+    if vmfb.stat().st_size != meta["vmfb_size"] or file_sha256(vmfb) != meta["vmfb_sha256"]:
+        return "kernel.vmfb has the wrong size or checksum"
+    if not (d / COMMAND).is_file():
+        return f"{COMMAND} is missing"
+    configs = d / CONFIGS
+    if not configs.is_dir():
+        return f"{CONFIGS}/ is missing"
+    for name in meta["configs"]:
+        if Path(name).name != name or not (configs / name).is_file():
+            return f"{CONFIGS}/{name} is missing"
+    return None
 
 
 def _compiler_stamp(exe: str) -> str:
@@ -112,8 +178,13 @@ class KernelCache:
     misses); by default it is read once per compiler build and remembered in the cache root.
     """
 
-    def __init__(self, root: str | os.PathLike | None = None, *, compiler_version: str | None = None):
+    def __init__(self, root: str | os.PathLike | None = None, *, compiler_version: str | None = None,
+                 overlay: str | os.PathLike | None = None, _lower: str | None = None):
         self.temporary = False
+        #: a line for the user when the cache is not what they asked for (a read-only root with an overlay)
+        self.notice: str | None = None
+        #: a read-only cache whose valid entries are hits; `root` (the overlay) takes every write
+        self.lower: Path | None = Path(_lower) if _lower else None
         if root is None:
             if not locations.cache_enabled():
                 root = tempfile.mkdtemp(prefix="boo-kernels-")
@@ -122,16 +193,37 @@ class KernelCache:
             else:
                 root = locations.cache_root()
         self.root = Path(root).expanduser().resolve()
-        self.root.mkdir(parents=True, exist_ok=True)
+        if _lower is None and not check_root(self.root):
+            self.lower, self.root = self.root, self._overlay(overlay)
         self._compiler_version = compiler_version
         self._thread_locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
+        self._found: dict[tuple[str, str], Path] = {}
+
+    def _overlay(self, overlay: str | os.PathLike | None) -> Path:
+        """The writable cache misses are compiled into when the root is read-only."""
+        if overlay is not None:
+            path = Path(overlay).expanduser().resolve()
+            if not check_root(path):
+                raise CacheRootError(f"kernel cache {self.root} is read-only and so is the overlay {path}")
+        else:
+            path = Path(tempfile.mkdtemp(prefix="boo-kernels-overlay-")).resolve()
+            self.temporary = True
+            atexit.register(shutil.rmtree, str(path), True)
+        self.notice = (f"kernel cache {self.root} is read-only: its kernels are used as they are, new ones are "
+                       f"compiled into {path}" + (" (deleted at exit)" if overlay is None else ""))
+        return path
 
     def __repr__(self) -> str:
-        return f"KernelCache({str(self.root)!r})"
+        lower = f", lower={str(self.lower)!r}" if self.lower else ""
+        return f"KernelCache({str(self.root)!r}{lower})"
 
-    def __reduce__(self):  # picklable into worker processes: same root, same version override
-        return (_rebuild_cache, (str(self.root), self._compiler_version))
+    def __reduce__(self):  # picklable into worker processes: same layers, same version override, no new overlay
+        return (_rebuild_cache, (str(self.root), self._compiler_version, str(self.lower) if self.lower else None))
+
+    def roots(self) -> list[Path]:
+        """Where entries are looked up, first match wins: the writable root, then the read-only one."""
+        return [self.root] + ([self.lower] if self.lower is not None else [])
 
     # ---- compiler version -----------------------------------------------------------------------------
     @property
@@ -143,14 +235,15 @@ class KernelCache:
     def _read_compiler_version(self) -> str:
         exe = iree_tools.tool_path("iree-compile", CompileError)
         stamp = _compiler_stamp(exe)
-        memo = self.root / ".compiler-version.json"
-        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-            known = json.loads(memo.read_text())
-            if known["stamp"] == stamp:
-                return str(known["version"])
+        memo = ".compiler-version.json"
+        for root in self.roots():
+            with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+                known = json.loads((root / memo).read_text())
+                if known["stamp"] == stamp:
+                    return str(known["version"])
         version = iree_tools.compiler_version(exe, error=CompileError)
         with contextlib.suppress(OSError):
-            _atomic_write(memo, json.dumps({"stamp": stamp, "version": version}))
+            _atomic_write(self.root / memo, json.dumps({"stamp": stamp, "version": version}))
         return version
 
     # ---- keys -----------------------------------------------------------------------------------------
@@ -168,16 +261,18 @@ class KernelCache:
                     variant_key, self.compiler_version]
         return hashlib.sha256(json.dumps(material).encode()).hexdigest()
 
-    def _index_path(self, ikey: str) -> Path:
-        return self.root / ".index" / ikey[:2] / ikey
+    def _index_path(self, ikey: str, root: Path | None = None) -> Path:
+        return (root or self.root) / ".index" / ikey[:2] / ikey
 
     def index_lookup(self, ikey: str) -> tuple[str, str] | None:
         """(func_name, key) recorded for an index key, or None."""
-        try:
-            rec = json.loads(self._index_path(ikey).read_text())
-            return str(rec["func_name"]), str(rec["key"])
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
+        for root in self.roots():
+            try:
+                rec = json.loads(self._index_path(ikey, root).read_text())
+                return str(rec["func_name"]), str(rec["key"])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+        return None
 
     def index_record(self, ikey: str, func_name: str, key: str) -> None:
         _atomic_write(self._index_path(ikey), json.dumps({"func_name": func_name, "key": key}))
@@ -187,7 +282,12 @@ class KernelCache:
         return self.root / func_name
 
     def entry_dir(self, func_name: str, key: str) -> Path:
+        """Where the entry is (re)built: always under the writable root."""
         return self.func_dir(func_name) / key[:16]
+
+    def found_dir(self, func_name: str, key: str) -> Path:
+        """Where `load` last found the entry valid (the read-only root's folder for its hits)."""
+        return self._found.get((func_name, key)) or self.entry_dir(func_name, key)
 
     def mlir_path(self, func_name: str) -> Path:
         return self.func_dir(func_name) / f"{func_name}.mlir"
@@ -203,18 +303,18 @@ class KernelCache:
         return path
 
     def load(self, func_name: str, key: str) -> dict[str, Any] | None:
-        """The validated meta of an entry, or None when absent, truncated or corrupt (then it gets rebuilt)."""
-        d = self.entry_dir(func_name, key)
-        try:
-            meta = json.loads((d / META).read_text())
-            if meta.get("key") != key or meta.get("schema") != SCHEMA:
-                return None
-            vmfb = d / VMFB
-            if vmfb.stat().st_size != meta["vmfb_size"] or file_sha256(vmfb) != meta["vmfb_sha256"]:
-                return None
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-        return meta
+        """The validated meta of an entry, or None when absent, truncated or damaged in any part (then it gets
+        rebuilt, in the writable root). The writable root's copy wins over the read-only one's."""
+        for root in self.roots():
+            d = root / func_name / key[:16]
+            try:
+                meta = json.loads((d / META).read_text())
+                if entry_problem(d, func_name, key, meta) is None:
+                    self._found[(func_name, key)] = d
+                    return meta
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+        return None
 
     def staging_dir(self, func_name: str, key: str) -> Path:
         """A fresh temporary folder next to the entry's final place (same filesystem, so rename is atomic).
@@ -285,16 +385,29 @@ class KernelCache:
 
     def entries(self) -> Iterator[tuple[str, str, Path]]:
         """(func_name, key, dir) of every valid entry, for listing and tests."""
-        for fdir in sorted(p for p in self.root.iterdir() if p.is_dir() and not p.name.startswith(".")):
-            for edir in sorted(p for p in fdir.iterdir() if p.is_dir() and not p.name.startswith(".")):
-                with contextlib.suppress(OSError, ValueError):
-                    meta = json.loads((edir / META).read_text())
-                    if self.load(fdir.name, meta["key"]) is not None:
-                        yield fdir.name, meta["key"], edir
+        for root in self.roots():
+            for fdir in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+                for edir in sorted(p for p in fdir.iterdir() if p.is_dir() and not p.name.startswith(".")):
+                    with contextlib.suppress(OSError, ValueError, KeyError, TypeError, AttributeError):
+                        meta = json.loads((edir / META).read_text())
+                        if entry_problem(edir, fdir.name, meta["key"], meta) is None:
+                            yield fdir.name, meta["key"], edir
 
 
-def _rebuild_cache(root: str, compiler_version: str | None) -> KernelCache:
-    return KernelCache(root, compiler_version=compiler_version)
+def open_cache(explicit: str | os.PathLike | None = None) -> KernelCache:
+    """A session's cache: `explicit` (--cache-dir), else $BOO_CACHE_DIR or the default. When --cache-dir is
+    given separately from a read-only $BOO_CACHE_DIR (a team's warm cache), that cache serves the hits and
+    --cache-dir takes the compiles (the overlay)."""
+    if explicit and locations.cache_enabled():
+        shared = locations.cache_root().resolve()
+        mine = Path(explicit).expanduser().resolve()
+        if shared != mine and shared.is_dir() and not check_root(shared):
+            return KernelCache(shared, overlay=mine)
+    return KernelCache(explicit)
+
+
+def _rebuild_cache(root: str, compiler_version: str | None, lower: str | None = None) -> KernelCache:
+    return KernelCache(root, compiler_version=compiler_version, _lower=lower)
 
 
 _default: KernelCache | None = None

@@ -59,7 +59,7 @@ class Session:
                  worker: BenchWorker | None = None) -> None:
         """`worker`: a BenchWorker the caller started early (so its torch import overlapped the caller's); the
         session owns and closes it."""
-        from ..compile.cache import KernelCache
+        from ..compile.cache import open_cache
         from ..store import Store, default_db_path
 
         self.config = config or SessionConfig()
@@ -68,7 +68,11 @@ class Session:
         self._plan = Plan(self.target.name, self.config.backends, self.config.iters)
         self._state = SessionState(self._plan, listener)
         self.jobs: dict[str, JobResult] = self._plan.jobs
-        self._cache = KernelCache(self.config.cache_dir)
+        self._cache = open_cache(self.config.cache_dir)  # a root that cannot be used: CacheRootError
+        #: said once when the cache is not what was asked for (a read-only cache and its overlay)
+        self.cache_notice: str | None = self._cache.notice
+        if self.cache_notice:
+            self._state.emit(ev.Log(level="warning", message=self.cache_notice))
         self._closed = False
         self._stopped = False       # the work stopped (interrupt() or close()): no job runs any more
         self._interrupted = False   # interrupt(): the run ends INTERRUPTED even if it was idle

@@ -64,7 +64,8 @@ class Finalizer:
 
                 result.reproducer = write_reproducer(
                     job.artifact.dir, sig, self._config.seed, self._target.driver, self._config.threads,
-                    splat_value=self._config.splat_value,
+                    vmfb_path=job.artifact.vmfb_path, splat_value=self._config.splat_value,
+                    scratch_dir=job.artifact.scratch_dir or None,
                 )
             except Exception as e:  # noqa: BLE001 - a missing reproducer must not lose a measurement
                 self._state.emit(ev.Log(job_id=job_id, level="warning", message=f"reproducer not written: {e}"))
