@@ -38,7 +38,9 @@ def wait_for_rows(n: int):
         if app.session is None:
             return False
         table = app.query_one("#results")
-        return table.row_count >= n and table.virtual_size.height >= table.header_height + n
+        laid_out = table.row_count >= n and table.virtual_size.height >= table.header_height + n
+        # and the columns measured: the "op" column wider than its header (its cells: "gemm", "conv", ...)
+        return laid_out and (n == 0 or table.columns["op"].content_width > len("op"))
 
     async def run_before(pilot) -> None:
         app = pilot.app
