@@ -139,7 +139,6 @@ def run_spec(spec: BenchSpec, cache: RuntimeCache, send: Callable[[list[float]],
     import torch
 
     from .harness import measure
-
     from .memory import check_fits
 
     torch.set_num_threads(spec.threads)

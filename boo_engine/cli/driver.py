@@ -80,12 +80,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(PROG, str(e))
     if command and len(command[0].split()) > 1:
         # the command quoted as one argument (as boo-tui takes it): split it shell-style
-        import shlex
+        from ..commands.split import split_words
+        from ..errors import elide
 
         try:
-            command = shlex.split(command[0]) + command[1:]
+            command = split_words(command[0]) + command[1:]
         except ValueError as e:
-            return fail(PROG, f"cannot split the command {command[0]!r}: {e}")
+            return fail(PROG, f"cannot split the command {elide(command[0])!r}: {e}")
     if "-h" in opts or "--help" in opts:
         print(USAGE)
         return EXIT_OK
