@@ -39,7 +39,7 @@ def split_words(line: str) -> list[str]:
     words: list[str] = []
     pieces: list[str] | None = None   # the word being read (None between words; [] for a word such as '')
     for m in _PIECE.finditer(line):
-        kind = m.lastgroup
+        kind = m.lastgroup or ""   # every alternative is a named group
         if kind == "space":
             if pieces is not None:
                 words.append("".join(pieces))
