@@ -6,8 +6,26 @@ class BooError(Exception):
     """Base of every deliberate boo_engine error: the message is fit to show a user as-is."""
 
 
+#: the most characters of user input (a command line, a token) a one-line message quotes
+QUOTE_LIMIT = 200
+
+
+def elide(text: str, limit: int = QUOTE_LIMIT) -> str:
+    """`text` when it has at most `limit` characters, else its start and end around ` ... `, `limit` long in all:
+    what a one-line message quotes of a line the user may have made a megabyte long."""
+    if len(text) <= limit:
+        return text
+    tail = max(limit // 4, 1)
+    head = max(limit - tail - 5, 1)
+    return f"{text[:head]} ... {text[-tail:]}"
+
+
 class CommandError(BooError, ValueError):
-    """A malformed MIOpenDriver command (or commands-file line). The message names the offending token."""
+    """A malformed MIOpenDriver command (or commands-file line). The message names the offending token, and is
+    kept to one readable line: past QUOTE_LIMIT + 50 characters it is elided in the middle."""
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(elide(str(message), QUOTE_LIMIT + 50))
 
 
 class TargetError(BooError, ValueError):

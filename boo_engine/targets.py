@@ -171,6 +171,19 @@ def detect_gpu_archs(kind: str) -> tuple[str, ...]:
         return ()
 
 
+def gpu_device_count(kind: str) -> int:
+    """How many `kind` ("hip", "cuda") devices the IREE runtime sees here (after *_VISIBLE_DEVICES); 0 when none
+    or when anything goes wrong."""
+    try:
+        import iree.runtime as rt
+
+        if kind not in rt.query_available_drivers():
+            return 0
+        return len(rt.get_driver(kind).query_available_devices())
+    except Exception:  # noqa: BLE001 - detection must never crash the caller
+        return 0
+
+
 def _hip_archs() -> tuple[str, ...]:
     archs: list[str] = []
     tool = shutil.which("amdgpu-arch") or shutil.which("rocm_agent_enumerator")

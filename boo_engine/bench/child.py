@@ -141,9 +141,12 @@ def run_spec(spec: BenchSpec, cache: RuntimeCache, send: Callable[[list[float]],
     import torch
 
     from .harness import measure
+    from .memory import check_fits
 
     torch.set_num_threads(spec.threads)
     device = _torch_device(spec.target_name)
+    # before anything is allocated: a job too big for the device fails as one line naming its size
+    check_fits(spec.sig, device, numerics=spec.verify_numerics or bool(spec.save_outputs_to))
     args = spec.sig.get_sample_args(spec.seed, splat_value=spec.splat_value)
     driver = None
     call: Callable[[], object]

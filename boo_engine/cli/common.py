@@ -114,6 +114,45 @@ def check_cache_root(explicit: str | None) -> None:
         check_root(locations.cache_root(explicit).resolve())
 
 
+#: the environment variable that limits which GPUs a process (IREE's runtime and torch alike) sees, per kind
+VISIBLE_DEVICES = {"hip": "HIP_VISIBLE_DEVICES", "cuda": "CUDA_VISIBLE_DEVICES"}
+
+
+def apply_gpu_id(text: str, target, *, runs: bool = True) -> str | None:
+    """iree-boo-driver's `--gpu-id N`: measure on GPU N, by making it the only device the benchmark worker (a
+    child process, started later) sees. Raises UsageError (one line) where it cannot mean that: on the cpu
+    target, for a GPU this machine does not have, and for -1 (iree-boo-driver's "every GPU": this driver
+    measures on one) when there are several GPUs. `runs=False` (--preload: nothing is measured) returns a note
+    that it has no effect instead. Returns a note to print, or None."""
+    try:
+        gpu = int(text)
+    except ValueError:
+        raise UsageError(f"--gpu-id expects a GPU index or -1, got {text[:40]!r}") from None
+    if gpu < -1:
+        raise UsageError(f"--gpu-id expects a GPU index (0, 1, ...) or -1 (all), got {gpu}")
+    if target.kind == "cpu":
+        raise UsageError(f"--gpu-id {gpu}: the cpu target measures on this host's CPU, there is no GPU to pick "
+                         "(give --target hip:ARCH or cuda:ARCH to measure on a GPU)")
+    if not runs:
+        return f"--gpu-id {gpu} has no effect with --preload (nothing is measured)"
+    from ..targets import gpu_device_count
+
+    count = gpu_device_count(target.kind)
+    if count == 0:
+        raise UsageError(f"--gpu-id {gpu}: this machine has no {target.kind} GPU")
+    if gpu >= count:
+        raise UsageError(f"--gpu-id {gpu}: this machine has {count} {target.kind} GPU(s), ids 0 to {count - 1}")
+    if gpu == -1:
+        if count > 1:
+            raise UsageError(f"--gpu-id -1 (all {count} GPUs) is not supported: boo-driver measures on one GPU; "
+                             "give --gpu-id N")
+        return None
+    var = VISIBLE_DEVICES[target.kind]
+    visible = [v.strip() for v in os.environ.get(var, "").split(",") if v.strip()]
+    os.environ[var] = visible[gpu] if gpu < len(visible) else str(gpu)
+    return None
+
+
 def job_succeeded(r) -> bool:
     """Measured AND correct: a kernel whose numerics check failed is a failed job for the exit code."""
     return r.status == "done" and not (r.numerics is not None and r.numerics.verdict == "fail")

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from ..errors import BooError
 from ..results import DONE, IREE, TORCH, JobResult
-from .common import EXIT_FAILED, EXIT_OK, fail, internal_error, job_succeeded
+from .common import EXIT_FAILED, EXIT_OK, apply_gpu_id, fail, internal_error, job_succeeded
 
 PROG = "boo-driver"
 
@@ -36,12 +36,13 @@ FLAGS = {
 USAGE = """usage: boo-driver [COMMAND ...] [--commands-file FILE] [--csv FILE] [--backend NAME]...
                   [--verify-numerics] [--cache-dir DIR] [--splat-input-value V] [--verbose | --no-verbose]
                   [--target cpu|hip:ARCH|cuda:ARCH] [--tuning-spec SPEC.mlir] [--db PATH] [--preload]
-                  [--jobs N] [--threads N] [--seed N] [--min-time S] [--gpu-id N]
+                  [--jobs N] [--threads N] [--seed N] [--min-time S] [--gpu-id N|-1]
 
 A drop-in for iree-boo-driver: COMMAND is an MIOpenDriver command (conv*, layernorm*, gemm*), with its own
 --iter (and -t/--time, accepted and ignored: every kernel is timed).
 --backend: iree (also iree_boo, iree_boo_experimental, iree_boo_legacy) and/or torch; default iree.
 --preload compiles every command into the cache (in parallel) without running anything.
+--gpu-id N measures on GPU N (-1: the only GPU); refused on the cpu target and for a GPU this machine lacks.
 Exit codes: 0 all commands succeeded, 1 some failed (CSV cells N.A.), 2 usage error."""
 
 
@@ -79,12 +80,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(PROG, str(e))
     if command and len(command[0].split()) > 1:
         # the command quoted as one argument (as boo-tui takes it): split it shell-style
-        import shlex
+        from ..commands.split import split_words
+        from ..errors import elide
 
         try:
-            command = shlex.split(command[0]) + command[1:]
+            command = split_words(command[0]) + command[1:]
         except ValueError as e:
-            return fail(PROG, f"cannot split the command {command[0]!r}: {e}")
+            return fail(PROG, f"cannot split the command {elide(command[0])!r}: {e}")
     if "-h" in opts or "--help" in opts:
         print(USAGE)
         return EXIT_OK
@@ -138,6 +140,10 @@ def _run(opts: dict[str, list[str]], command: list[str]) -> int:
     else:
         variant = variant_from_env() or variant
     preflight_variant(variant, target)
+    if "--gpu-id" in opts:
+        note = apply_gpu_id(_last(opts, "--gpu-id"), target, runs="--preload" not in opts)
+        if note:
+            print(f"{PROG}: note: {note}", file=sys.stderr)
 
     if "--preload" in opts:
         return _preload(opts, files, command, variant, target)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from boo_engine.commands.command import Command, parse_command, parse_invocation
 from boo_engine.commands.files import CommandLine, looks_like_commands_file, read_commands_file
 from boo_engine.commands.registry import OPS
+from boo_engine.commands.split import split_words
 from boo_engine.errors import CommandError
 
 __all__ = [
@@ -23,4 +24,5 @@ __all__ = [
     "parse_command",
     "parse_invocation",
     "read_commands_file",
+    "split_words",
 ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from boo_engine.commands.flags import Flag, parse_flags, require
+from boo_engine.commands.flags import Flag, parse_flags, require, show
 from boo_engine.ops.bnorm import BatchNormSignature
 
 BNORM_FLAGS: tuple[Flag, ...] = (
@@ -50,7 +50,7 @@ def parse_bnorm(op: str, dtype_name: str, tokens: Sequence[str]) -> BatchNormSig
         layout = "NCDHW" if in_d else "NCHW"
     layout = layout.upper()
     require(op, len(layout) == (5 if in_d else 4),
-            f"{name('layout')} {layout!r} does not fit a {'3' if in_d else '2'}-D input"
+            f"{name('layout')} {show(layout)} does not fit a {'3' if in_d else '2'}-D input"
             f" ({name('in_d')} {in_d})")
     sizes = {"N": values["batchsize"], "C": values["in_channels"], "D": in_d, "H": values["in_h"],
              "W": values["in_w"]}

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from boo_engine.commands.flags import Flag, parse_flags, require
+from boo_engine.commands.flags import Flag, parse_flags, require, show
 from boo_engine.ops.conv import SPATIAL_LETTERS, ConvSignature
 
 CONV_FLAGS: tuple[Flag, ...] = (
@@ -52,7 +52,7 @@ def _spatial_dims(op: str, values: dict, spelled: dict) -> int:
     ranks = set()
     for name, layout in given.items():
         require(op, 3 <= len(layout) <= 5,
-                f"{spelled[name]} {layout!r} is not a 1-D, 2-D or 3-D layout (3 to 5 letters)")
+                f"{spelled[name]} {show(layout)} is not a 1-D, 2-D or 3-D layout (3 to 5 letters)")
         ranks.add(len(layout) - 2)
     shown = ", ".join(f"{spelled[n]} {v}" for n, v in given.items())
     require(op, len(ranks) <= 1, f"layouts disagree on the number of spatial dims ({shown})")
@@ -73,7 +73,7 @@ def parse_conv(op: str, dtype_name: str, tokens: Sequence[str]) -> ConvSignature
     bias = values["bias"]
     require(op, bias in (0, 1), f"-b expects 0 or 1, got {bias}")
     mode = values["mode"]
-    require(op, mode in ("conv", "trans"), f"-m expects 'conv' or 'trans', got {mode!r}")
+    require(op, mode in ("conv", "trans"), f"-m expects 'conv' or 'trans', got {show(mode)}")
     layouts = {name: (values[name] or "").upper() for name in ("in_layout", "fil_layout", "out_layout")}
     return ConvSignature(
         dtype_name=dtype_name,

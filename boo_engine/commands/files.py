@@ -7,14 +7,14 @@ overrides the file's own (the last occurrence of a flag wins).
 from __future__ import annotations
 
 import os
-import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, overload
 
 from boo_engine.commands.command import Command, parse_invocation
-from boo_engine.errors import CommandError
+from boo_engine.commands.split import split_words
+from boo_engine.errors import CommandError, elide
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ def _split_line(line: str, tsv: bool) -> list[str]:
     if tsv:
         return [tok.strip() for tok in line.split("\t") if tok.strip()]
     try:
-        return shlex.split(line)
+        return split_words(line)
     except ValueError as exc:
         raise CommandError(f"cannot split line: {exc}") from None
 
@@ -103,7 +103,7 @@ def read_commands_file(path, extra_args=(), errors="raise"):
         except CommandError as exc:
             if errors == "raise":
                 raise CommandError(f"{source}: {exc}") from None
-            out.append(CommandLine(source=source, text=text, command=None, error=str(exc)))
+            out.append(CommandLine(source=source, text=elide(text), command=None, error=str(exc)))
             continue
         out.append(command if errors == "raise" else CommandLine(source, text, command, None))
     return out

@@ -29,7 +29,7 @@ class Flag:
     default: Any
 
 
-def _show(token: str) -> str:
+def show(token: str) -> str:
     """A token as it appears in error messages: quoted and kept to one line."""
     text = token if len(token) <= 40 else token[:37] + "..."
     return repr(text)
@@ -41,15 +41,15 @@ def _convert(op: str, spelled: str, kind: str, raw: str) -> Any:
         # plain decimal integers only (int() would also take '1_000' and ' 7 ')
         body = text[1:] if text[:1] in "+-" else text
         if not body.isascii() or not body.isdigit() or len(body) > 18:
-            raise CommandError(f"{op}: {spelled} expects an integer, got {_show(raw)}")
+            raise CommandError(f"{op}: {spelled} expects an integer, got {show(raw)}")
         return int(text)
     if kind == "float":
         try:
             value = float(raw)
         except ValueError:
-            raise CommandError(f"{op}: {spelled} expects a number, got {_show(raw)}") from None
+            raise CommandError(f"{op}: {spelled} expects a number, got {show(raw)}") from None
         if not math.isfinite(value):
-            raise CommandError(f"{op}: {spelled} expects a finite number, got {_show(raw)}")
+            raise CommandError(f"{op}: {spelled} expects a finite number, got {show(raw)}")
         return value
     return raw
 
@@ -74,19 +74,19 @@ def parse_flags(op: str, tokens: Sequence[str], table: Iterable[Flag]) -> tuple[
             name, eq, inline = token[2:].partition("=")
             flag = by_long.get(name)
             if flag is None:
-                raise CommandError(f"{op}: unknown flag {_show('--' + name)}")
+                raise CommandError(f"{op}: unknown flag {show('--' + name)}")
             used = "--" + name
             if eq:
                 raw = inline
         elif token.startswith("-") and len(token) == 2:
             flag = by_short.get(token[1])
             if flag is None:
-                raise CommandError(f"{op}: unknown flag {_show(token)}")
+                raise CommandError(f"{op}: unknown flag {show(token)}")
             used = token
         elif token.startswith("-") and len(token) > 2 and not _looks_numeric(token):
-            raise CommandError(f"{op}: unknown flag {_show(token)}")
+            raise CommandError(f"{op}: unknown flag {show(token)}")
         else:
-            raise CommandError(f"{op}: unexpected argument {_show(token)}")
+            raise CommandError(f"{op}: unexpected argument {show(token)}")
         if raw is None:
             if i + 1 >= len(tokens):
                 raise CommandError(f"{op}: {used} expects a value")

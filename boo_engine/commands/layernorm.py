@@ -6,10 +6,15 @@ meaning. Given explicitly, it is honoured: normalize over dims [o, rank).
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
-from boo_engine.commands.flags import Flag, parse_flags, require
+from boo_engine.commands.flags import Flag, parse_flags, require, show
 from boo_engine.ops.layernorm import LayerNormSignature
+
+#: a shape: dims of at most 10 decimal digits, joined by x
+_SHAPE = re.compile(r"[0-9]{1,10}(?:x[0-9]{1,10})*")
+MAX_RANK = 16
 
 LAYERNORM_FLAGS: tuple[Flag, ...] = (
     Flag("input", "X", "str", "100x3x32x32"),
@@ -22,13 +27,12 @@ LAYERNORM_FLAGS: tuple[Flag, ...] = (
 
 def parse_shape(op: str, flag: str, text: str) -> tuple[int, ...]:
     """`16x128x768` -> (16, 128, 768); every part a positive decimal integer."""
-    parts = text.strip().lower().split("x")
-    dims = []
-    for part in parts:
-        require(op, part.isascii() and part.isdigit() and len(part) <= 10,
-                f"{flag} expects a shape like 16x128x768, got {text!r}")
-        dims.append(int(part))
-    return tuple(dims)
+    shape = text.strip().lower()
+    # one pass over the text (a message built per part would quote the whole text once per part: quadratic)
+    require(op, _SHAPE.fullmatch(shape) is not None, f"{flag} expects a shape like 16x128x768, got {show(text)}")
+    rank = shape.count("x") + 1
+    require(op, rank <= MAX_RANK, f"{flag} has {rank} dims, at most {MAX_RANK} are supported")
+    return tuple(int(part) for part in shape.split("x"))
 
 
 def parse_layernorm(op: str, dtype_name: str, tokens: Sequence[str]) -> LayerNormSignature:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -10,6 +9,7 @@ from boo_engine.commands.bnorm import parse_bnorm
 from boo_engine.commands.conv import parse_conv
 from boo_engine.commands.gemm import parse_gemm
 from boo_engine.commands.layernorm import parse_layernorm
+from boo_engine.commands.split import split_words
 from boo_engine.errors import CommandError
 from boo_engine.ops.base import OpSignature
 
@@ -53,7 +53,7 @@ def tokenize(cmd: str | Sequence[str]) -> list[str]:
     MIOpen's logs) is dropped, so commands can be pasted from a log."""
     if isinstance(cmd, str):
         try:
-            tokens = shlex.split(cmd)
+            tokens = split_words(cmd)
         except ValueError as exc:
             raise CommandError(f"cannot split command: {exc}") from None
     else:

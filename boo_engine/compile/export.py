@@ -24,9 +24,8 @@ def export_mlir(sig: OpSignature) -> str:
     from iree.compiler import ir
     from iree.compiler.extras.fx_importer import FxImporter
 
-    # Meta-free sample tensors: export only needs shapes and dtypes, values are irrelevant.
-    args = tuple(torch.zeros(s, dtype=d) for s, d in zip(sig.input_shapes(), sig.input_dtypes()))
     try:
+        args = fake_sample_args(sig)
         with torch.no_grad():
             program = torch.export.export(sig.as_module(), args, strict=False)
         importer = FxImporter(context=ir.Context())
@@ -36,3 +35,14 @@ def export_mlir(sig: OpSignature) -> str:
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise CompileError(f"{sig.func_name}: export to MLIR failed: {first}", stderr=str(e)) from None
     return text
+
+
+def fake_sample_args(sig: OpSignature) -> tuple[torch.Tensor, ...]:
+    """The arguments export traces with: fake tensors (shapes and dtypes, no storage), so exporting a kernel
+    whose inputs would not fit in this machine's memory (a 16384^3 gemm cross-compiled for a GPU) costs no more
+    than a small one. Unlike meta-device tensors, fake CPU tensors give the same MLIR as real ones (meta
+    tensors change the layouts torch.export records for some convs and layer norms), so cache keys stay."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        return tuple(torch.empty(s, dtype=d) for s, d in zip(sig.input_shapes(), sig.input_dtypes()))

@@ -9,7 +9,6 @@ caller's (e.g. the UI's) thread.
 from __future__ import annotations
 
 import os
-import shlex
 import tempfile
 import threading
 import time
@@ -18,9 +17,9 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 from .. import events as ev
-from ..commands import looks_like_commands_file, parse_invocation, read_commands_file
+from ..commands import looks_like_commands_file, parse_invocation, read_commands_file, split_words
 from ..config import SessionConfig
-from ..errors import BooError, CommandError
+from ..errors import BooError, CommandError, elide
 from ..results import (
     CANCELLED,
     FAILED,
@@ -134,9 +133,9 @@ class Session:
         """One command string; raises CommandError (one line) when it does not parse."""
         if isinstance(text, str):
             try:
-                tokens = shlex.split(text)
+                tokens = split_words(text)
             except ValueError as e:  # an unbalanced quote
-                raise CommandError(f"cannot split command {text!r}: {e}") from None
+                raise CommandError(f"cannot split command {elide(text)!r}: {e}") from None
         else:
             tokens = list(text)
         command = parse_invocation(tokens + list(self.config.extra_args))
