@@ -129,7 +129,8 @@ class CompileStage:
                 str(e), f"the run stopped: nothing can be stored in the kernel cache ({e.reason})"):
             state.emit(ev.Log(level="error", message=str(e)))
         if state.halted is not None:   # the run's one line says it all
-            self._recorder.finish(result, FAILED, error=f"compile failed: the kernel cache takes no writes ({e.reason})")
+            self._recorder.finish(result, FAILED,
+                                  error=f"compile failed: the kernel cache takes no writes ({e.reason})")
         else:
             self._recorder.finish(result, FAILED, error=str(e))
         return True
