@@ -6,6 +6,7 @@ is then a CompileError, never the death of the caller, every compile gets its ow
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
@@ -24,6 +25,7 @@ from .artifact import Artifact, artifact_from_meta
 from .cache import COMMAND, CONFIGS, VMFB, KernelCache
 from .flags import as_target, compile_flags, run_flags
 from .runner import run_compiler
+from .storage import storing
 
 DEFAULT_TIMEOUT_S = 600.0
 
@@ -69,14 +71,16 @@ def compile_signature(sig: OpSignature, target: Target | str = "cpu", variant: V
     hit = True
     meta = cache.load(func, key)
     if meta is None:
-        with cache.lock(func, key):
+        # a write the cache cannot take (full disk, quota, file size limit, read-only) is one line naming it
+        with storing(cache.root), cache.lock(func, key):
             meta = cache.load(func, key)  # another process may have built it while we waited
             if meta is None:
                 hit = False
                 mlir_path = cache.write_mlir(func, mlir)
                 meta = _build(cache, sig, target, variant, flags, key, mlir_path, timeout_s,
                               export_s=export_s, identity=identity, variant_key=vkey)
-    cache.index_record(ikey, func, key)
+    with contextlib.suppress(OSError):  # the index only saves the next export: the entry itself is stored
+        cache.index_record(ikey, func, key)
     seconds = 0.0 if hit else time.perf_counter() - t0
     return artifact_from_meta(cache, meta, target, variant, cache_hit=hit, seconds=seconds)
 

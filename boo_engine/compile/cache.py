@@ -363,7 +363,11 @@ class KernelCache:
         final = self.entry_dir(func_name, key)
         if not final.exists():
             return
-        trash = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".trash-{key[:16]}-{_owner_tag()}-"))
+        try:
+            trash = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".trash-{key[:16]}-{_owner_tag()}-"))
+        except OSError:  # a full disk may refuse even an empty folder: remove it in place
+            shutil.rmtree(final, ignore_errors=True)
+            return
         with contextlib.suppress(OSError):
             os.rename(final, trash / "old")
         shutil.rmtree(trash, ignore_errors=True)

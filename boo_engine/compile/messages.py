@@ -11,6 +11,7 @@ from ..ops.base import OpSignature
 from ..targets import Target
 from ..variants import Variant
 from .artifact import Artifact
+from .storage import CacheStoreError
 
 
 @dataclass(frozen=True)
@@ -55,16 +56,21 @@ class Dumped:
 
 @dataclass(frozen=True)
 class Failed:
-    """The job failed: a CompileError (or, for a bad dump folder, a VariantError) to raise in the caller."""
+    """The job failed: a CompileError (or, for a bad dump folder, a VariantError; for a cache that takes no
+    more writes, a CacheStoreError: `cache_root` and `cache_reason` set) to raise in the caller."""
 
     message: str
     stderr: str = ""
     command: tuple[str, ...] = ()
     variant_error: bool = False
+    cache_root: str = ""
+    cache_reason: str = ""
 
     def error(self) -> BooError:
         if self.variant_error:
             return VariantError(self.message)
+        if self.cache_reason:
+            return CacheStoreError(self.cache_root, self.cache_reason, stderr=self.stderr, command=list(self.command))
         return CompileError(self.message, stderr=self.stderr, command=list(self.command))
 
 

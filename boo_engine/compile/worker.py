@@ -22,6 +22,7 @@ from .cache import KernelCache
 from .dump import dump_dispatches
 from .messages import Compiled, CompileRequest, Dumped, DumpRequest, Failed, Reply, Request
 from .procs import kill_tree
+from .storage import CacheStoreError
 
 COMPILE_NICENESS = 5
 
@@ -57,6 +58,8 @@ def handle(request: Request, cache: KernelCache, timeout_s: float) -> Reply:
         art = compile_signature(sig, request.target, request.variant, cache=cache, timeout_s=timeout_s,
                                 extra_flags=request.extra_flags)
         return Compiled(art)
+    except CacheStoreError as e:
+        return Failed(str(e), e.stderr, tuple(e.command), cache_root=e.root, cache_reason=e.reason)
     except CompileError as e:
         return Failed(str(e), e.stderr, tuple(e.command))
     except VariantError as e:

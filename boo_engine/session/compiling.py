@@ -48,6 +48,8 @@ class CompileStage:
         self._target = target
         self._cache = cache
         self._pool: CompilePool | None = None
+        #: a compile of this session made it into the cache (so the cache can take writes)
+        self._stored = False
 
     def _ensure_pool(self) -> CompilePool:
         if self._pool is None:
@@ -95,6 +97,8 @@ class CompileStage:
             except Exception as e:  # noqa: BLE001 - a cancelled future, a broken pool: a failed job, not a dead session
                 if job.cancelled or self._state.stop.is_set() or future.cancelled():
                     return  # stopped on request, not a failed compile: cancel() / close() give the job its status
+                if isinstance(e, CompileError) and self._not_stored(job_id, e):
+                    return
                 if isinstance(e, CompileError):
                     result.compile = CompileInfo(error=e.stderr or str(e), command=list(e.command))
                     self._state.emit(ev.CompileFinished(job_id=job_id, ok=False, error=str(e)))
@@ -103,8 +107,33 @@ class CompileStage:
                 self._state.emit(ev.CompileFinished(job_id=job_id, ok=False, error=repr(e)))
                 self._recorder.finish(result, FAILED, error=f"compile failed: {first_line(str(e) or repr(e))}")
                 return
+        self._stored = True
         job.artifact = artifact
         self._compiled(result, artifact)
+
+    def _not_stored(self, job_id: str, e: CompileError) -> bool:
+        """A compile whose kernel the cache could not take (compile.storage): True when handled here. The job
+        fails with the one line naming the cache. When nothing was stored in this session and no cached kernel
+        waits to be measured, nothing can be done: the run stops (`state.halt`), said once."""
+        from ..compile.storage import CacheStoreError
+
+        if not isinstance(e, CacheStoreError):
+            return False
+        result, state = self._state.jobs[job_id], self._state
+        result.compile = CompileInfo(error=e.stderr or str(e), command=list(e.command))
+        with state.lock:
+            hits_waiting = any(state.job(j).artifact is not None and state.jobs[j].status not in FINAL_STATUSES
+                               for j in state.active)
+        self._state.emit(ev.CompileFinished(job_id=job_id, ok=False, error=str(e)))
+        if not self._stored and not hits_waiting and state.halt(
+                str(e), f"the run stopped: nothing can be stored in the kernel cache ({e.reason})"):
+            state.emit(ev.Log(level="error", message=str(e)))
+        if state.halted is not None:   # the run's one line says it all
+            self._recorder.finish(result, FAILED,
+                                  error=f"compile failed: the kernel cache takes no writes ({e.reason})")
+        else:
+            self._recorder.finish(result, FAILED, error=str(e))
+        return True
 
     def _compiled(self, result: JobResult, artifact: Artifact) -> None:
         info = result.compile = artifact.to_compile_info()
