@@ -33,7 +33,6 @@ COLUMNS: list[tuple[str, str]] = [
     ("noisy", "noisy"),
     ("kernel", "kernel"),
 ]
-COLUMN_KEYS = [k for k, _ in COLUMNS]
 #: columns of a fixed width: the engine's verdicts arrive as row updates, which keep column widths (table.py), so
 #: "vs base" is wide enough for them from the start (`0.912x ✅`, `0.0912x ❓`: the mark takes two cells)
 COLUMN_WIDTHS: dict[str, int] = {"vs_base": 10}
