@@ -19,7 +19,7 @@ import sys
 import threading
 
 from .. import events as ev
-from ..results import FAILED, FINAL_STATUSES, INTERRUPTED, IREE, MEASURING, QUEUED, RunStatus
+from ..results import FAILED, FINAL_STATUSES, INTERRUPTED, IREE, MEASURING, QUEUED, RunStatus, Status
 from ..targets import Target
 from .compiling import CompileStage
 from .finalize import Finalizer
@@ -85,26 +85,27 @@ class Runner:
             traceback.print_exc(file=sys.stderr)
             state.emit(ev.Log(level="error", message=f"session runner crashed: {e!r}"))
             with state.lock:
-                for job_id in list(state.active) + list(state.queued):
-                    r = state.jobs[job_id]
-                    if r.status not in FINAL_STATUSES:
-                        self._recorder.finish(r, FAILED, error=f"internal error: {e!r}")
-                state.active = set()
-                state.queued = []
+                self._end_unfinished(FAILED, f"internal error: {e!r}")
 
     def _interrupt_unfinished(self) -> None:
         """The run halted: the jobs it had not finished were not measured, and end INTERRUPTED with the reason."""
         state = self._state
         with state.lock:
-            for job_id in list(state.active) + list(state.queued):
-                r = state.jobs[job_id]
-                if r.status not in FINAL_STATUSES:
-                    self._recorder.finish(r, INTERRUPTED, error=f"not measured: {state.halt_reason}")
-            state.active = set()
-            state.queued = []
+            self._end_unfinished(INTERRUPTED, f"not measured: {state.halt_reason}")
             idle_reported, state.idle_reported = state.idle_reported, True
         if not idle_reported:
             self._recorder.end_run(RunStatus.INTERRUPTED)
+
+    def _end_unfinished(self, status: Status, error: str) -> None:
+        """Every job of the batch in hand and of the queue that is not final ends `status` with `error`; the
+        runner is left with nothing to do. Called with the state lock held."""
+        state = self._state
+        for job_id in list(state.active) + list(state.queued):
+            r = state.jobs[job_id]
+            if r.status not in FINAL_STATUSES:
+                self._recorder.finish(r, status, error=error)
+        state.active = set()
+        state.queued = []
 
     def _finish_run_if_idle(self) -> None:
         """Mark the run done/failed in the DB whenever the session goes idle (a later start reopens it)."""
