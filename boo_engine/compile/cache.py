@@ -51,6 +51,7 @@ from typing import Any
 from .. import iree_tools, locations
 from ..errors import BooError, CompileError
 from ..fsutil import atomic_write
+from .procs import pid_alive
 
 VMFB = "kernel.vmfb"
 META = "meta.json"
@@ -449,10 +450,4 @@ def _owner_pid(name: str) -> int | None:
 
 
 def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's live process
-        return True
-    return True
+    return pid_alive(pid) is not False   # unknown counts as alive: never sweep what may be in use

@@ -17,6 +17,28 @@ def proc_stat(pid: int | str) -> list[bytes] | None:
         return None
 
 
+def pid_alive(pid: int) -> bool | None:
+    """Whether a process of this pid exists (another user's counts); None when the system cannot tell."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    except (OSError, OverflowError):
+        return None
+    return True
+
+
+def start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (field 22 of /proc/PID/stat): with the pid, it tells a
+    process from an unrelated one that got the same pid later. None when unknown."""
+    fields = proc_stat(pid)
+    if not fields or len(fields) < 20 or not fields[19].isdigit():
+        return None
+    return int(fields[19])
+
+
 def cpu_ticks(pid: int) -> int | None:
     """user + system CPU ticks of a process (all its threads), or None where /proc cannot tell."""
     fields = proc_stat(pid)

@@ -9,26 +9,17 @@ import os
 import socket
 from typing import Any
 
+from ..compile.procs import pid_alive, start_ticks
+
 
 def this_host() -> str:
     return socket.gethostname()
 
 
-def process_start(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot (/proc/PID/stat field 22): with the pid, it tells a
-    live owner from an unrelated process that got the same pid later. None when unknown."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-        return int(stat[stat.rindex(b")") + 2:].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 def owner_row() -> dict[str, Any]:
     """This process, as the owner columns of a run."""
     pid = os.getpid()
-    return {"owner_pid": pid, "owner_host": this_host(), "owner_started": process_start(pid)}
+    return {"owner_pid": pid, "owner_host": this_host(), "owner_started": start_ticks(pid)}
 
 
 def owner_alive(run: dict[str, Any]) -> bool | None:
@@ -37,16 +28,11 @@ def owner_alive(run: dict[str, Any]) -> bool | None:
     pid, host = run.get("owner_pid"), run.get("owner_host")
     if not pid or host != this_host():
         return None
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # alive, another user's
-    except OSError:
-        return None
+    alive = pid_alive(int(pid))
+    if not alive:
+        return alive
     started = run.get("owner_started")
-    return started is None or process_start(int(pid)) in (None, started)
+    return started is None or start_ticks(int(pid)) in (None, started)
 
 
 def effective_status(run: dict[str, Any]) -> str:
