@@ -19,7 +19,7 @@ from .. import events as ev
 from ..config import SessionConfig
 from ..errors import BooError
 from ..results import JobResult, RunStatus, Status
-from ..variants import BASELINE, Variant
+from ..variants import Variant
 from .plan import InputEntry
 from .state import SessionState
 
@@ -78,7 +78,7 @@ class RunRecorder:
                 entries.append(InputEntry(source, text, parse_invocation(shlex.split(text) + extra)))
             except (BooError, ValueError) as e:   # a bad line of the run: failed again, as it was
                 entries.append(InputEntry(source, text, None, str(e)))
-        variants = [variant_from_dict(d) for d in config.get("variants") or []]
+        variants = [Variant.from_description(d) for d in config.get("variants") or []]
         backends = [str(b) for b in config.get("backends") or []]
         iters = config.get("iters")
         return entries, variants, backends, int(iters) if iters else None
@@ -157,14 +157,6 @@ class RunRecorder:
         result.finished_at = time.time()
         self._state.emit(ev.JobFinished(job_id=result.job_id, result=result))
         self.record(result)
-
-
-def variant_from_dict(d: dict[str, Any]) -> Variant:
-    """A variant as `Variant.describe()` wrote it into a run's config (its spec files must still exist)."""
-    subs = tuple((str(k), str(n), str(p)) for k, n, p in d.get("substitutions") or ())
-    return Variant(name=str(d.get("name") or BASELINE.name), tuning_specs=tuple(d.get("tuning_specs") or ()),
-                   flags=tuple(d.get("flags") or ()), substitutions=subs, preprocess=d.get("preprocess"),
-                   kernels=tuple(d.get("kernels") or ()))
 
 
 def store_halt_reason(error: BaseException) -> str:

@@ -74,5 +74,13 @@ class Variant:
             d["kernels"] = list(self.kernels)
         return d
 
+    @classmethod
+    def from_description(cls, d: dict[str, Any]) -> Variant:
+        """The variant `describe()` wrote (e.g. into a run's stored config; its spec files must still exist)."""
+        subs = tuple((str(k), str(n), str(p)) for k, n, p in d.get("substitutions") or ())
+        return cls(name=str(d.get("name") or BASELINE_NAME), tuning_specs=tuple(d.get("tuning_specs") or ()),
+                   flags=tuple(d.get("flags") or ()), substitutions=subs, preprocess=d.get("preprocess"),
+                   kernels=tuple(d.get("kernels") or ()))
+
 
 BASELINE = Variant()
