@@ -17,7 +17,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 from .. import events as ev
-from ..commands import looks_like_commands_file, parse_invocation, read_commands_file, split_words
+from ..commands import Command, looks_like_commands_file, parse_invocation, read_commands_file, split_words
 from ..config import SessionConfig
 from ..errors import BooError, CommandError, elide
 from ..results import (
@@ -175,8 +175,10 @@ class Session:
         return added
 
     # ------------------------------------------------------------------ control
-    def start(self, job_ids: Iterable[str] | None = None) -> None:
-        """Run the queued jobs (all, or the given ones) in engine threads; returns at once."""
+    def start(self, job_ids: Iterable[str] | None = None, *, iters: int | None = None,
+              min_time_s: float | None = None) -> None:
+        """Run the queued jobs (all, or the given ones) in engine threads; returns at once. `iters` / `min_time_s`:
+        this measurement's goal (e.g. a tuner's short screening), instead of --iter / --min-time."""
         if self._closed or self._stopped:
             raise BooError("session is closed" if self._closed else "session was interrupted")
         state = self._state
@@ -192,27 +194,29 @@ class Session:
             for job_id in ids:
                 result = self.jobs.get(job_id)
                 if result is not None and result.status == QUEUED:
-                    state.job(job_id).cancelled = False
+                    state.job(job_id).prepare(iters, min_time_s)
                     state.queued.append(job_id)
                     self._recorder.record(result)
                 elif result is not None and result.status == FAILED and state.job(job_id).command is None:
                     self._recorder.record(result)  # bad input lines are stored as failed rows too
             self._runner.ensure_running()
 
-    def rerun(self, job_ids: Iterable[str]) -> None:
-        """Measure finished jobs again (their compiled kernels are reused)."""
+    def rerun(self, job_ids: Iterable[str], *, iters: int | None = None, min_time_s: float | None = None) -> None:
+        """Measure finished jobs again (compiled kernels reused) and queued ones in the same batch (interleaved)."""
         with self._state.lock:
             ids = []
             for job_id in job_ids:
                 result = self.jobs.get(job_id)
                 if result is None or self._state.job(job_id).command is None:
                     continue
+                if result.status == QUEUED:   # not measured yet: started with the others, in the same batch
+                    ids.append(job_id)
                 if result.status not in FINAL_STATUSES:
                     continue
                 self._plan.requeue(job_id)
                 ids.append(job_id)
                 self._state.emit(ev.JobStatus(job_id=job_id, status=QUEUED))
-        self.start(ids)
+        self.start(ids, iters=iters, min_time_s=min_time_s)
 
     def cancel(self, job_ids: Iterable[str] | None = None) -> None:
         """Cancel jobs (all when None): queued ones end CANCELLED at once; the one being measured is stopped
@@ -306,6 +310,10 @@ class Session:
         self.close()
 
     # ------------------------------------------------------------------ reading
+    def command_of(self, job_id: str) -> Command | None:
+        """The parsed command a job measures (None for a bad input line)."""
+        return self._plan.planned[job_id].command
+
     def export(self, path: str | os.PathLike[str], *,
                comparisons: dict[tuple[str, str, str], Comparison] | None = None) -> None:
         """Write every job to `path` (.csv, .json, .md). `comparisons`: from comparisons(), when the caller

@@ -183,7 +183,7 @@ class MeasureStage:
             driver=self._target.driver,
             threads=cfg.threads,
             iters=iters,
-            min_time_s=(cfg.min_time_s / rounds) if cfg.min_time_s else None,
+            min_time_s=(min_time / rounds) if (min_time := job.min_time_s or cfg.min_time_s) else None,
             max_time_s=cfg.max_time_s / rounds,
             seed=cfg.seed,
             splat_value=cfg.splat_value,

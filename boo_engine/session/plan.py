@@ -61,6 +61,7 @@ class PlannedJob:
     variant: Variant
     backend: Backend | None           # None for a bad input line
     iters: int                        # the measurement goal
+    min_time_s: float | None = None   # measure at least this long (None: the session's --min-time)
     artifact: Artifact | None = None  # once compiled (or found in the cache)
     future: Future[Artifact] | None = None   # the compile in flight
     outputs_path: str | None = None   # a baseline's saved outputs, to check its variants' numerics against
@@ -73,6 +74,14 @@ class PlannedJob:
     def is_iree_baseline(self) -> bool:
         """The job a command's variants are compared (and numerics-checked) against."""
         return self.backend == IREE and self.variant.is_baseline
+
+    def prepare(self, iters: int | None, min_time_s: float | None) -> None:
+        """About to be queued: not cancelled any more, and this measurement's goal when one is given."""
+        self.cancelled = False
+        if iters is not None:
+            self.iters = max(1, int(iters))
+        if min_time_s is not None:
+            self.min_time_s = float(min_time_s)
 
     def reset(self) -> None:
         """Forget what a previous measurement left (a rerun); the artifact stays, it is still valid."""

@@ -152,6 +152,80 @@ def m002_run_owner(db: Database) -> None:
     db.execute("ALTER TABLE runs ADD COLUMN owner_started INTEGER")   # /proc start time: tells a reused pid apart
 
 
+_TUNES = """
+CREATE TABLE tunes (
+    id INTEGER PRIMARY KEY,
+    started_at TEXT NOT NULL,
+    finished_at TEXT,
+    status TEXT NOT NULL DEFAULT 'running',   -- running | done | interrupted | failed
+    command_line TEXT,
+    target TEXT,
+    out_dir TEXT,
+    settings TEXT,                            -- JSON: budget, seed, min-effect, stage times ...
+    environment TEXT                          -- JSON: the machine it tuned on
+);
+
+CREATE TABLE tune_runs (
+    tune_id INTEGER NOT NULL REFERENCES tunes(id),
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    PRIMARY KEY (tune_id, run_id)
+);
+
+CREATE TABLE tune_kernels (
+    tune_id INTEGER NOT NULL REFERENCES tunes(id),
+    func_name TEXT NOT NULL,
+    command TEXT NOT NULL,
+    status TEXT NOT NULL,                     -- running | improved | no_better | failed
+    root TEXT,                                -- JSON: the op the specs configure
+    baseline_us REAL,
+    best_key TEXT,
+    best_us REAL,
+    ratio REAL,
+    ci_low REAL,
+    ci_high REAL,
+    p_value REAL,
+    verdict TEXT,
+    message TEXT,
+    candidates INTEGER,
+    seconds REAL,
+    PRIMARY KEY (tune_id, func_name)
+);
+
+CREATE TABLE tune_candidates (
+    tune_id INTEGER NOT NULL REFERENCES tunes(id),
+    func_name TEXT NOT NULL,
+    key TEXT NOT NULL,                        -- digest of the configuration: same config, same key
+    params TEXT NOT NULL,                     -- JSON: flags, formulation, tiles
+    variant TEXT NOT NULL,                    -- the variant name its jobs were measured as
+    spec TEXT,                                -- the tuning spec text (null: flags / formulation only)
+    stage TEXT NOT NULL,                      -- screen | halving-N | final: the last stage it reached
+    status TEXT NOT NULL,                     -- measured | compile_failed | not_applied | numerics_failed | failed
+    error TEXT,
+    compile_seconds REAL,
+    artifact_key TEXT,                        -- the cache key of its binary (identical binaries share one)
+    median_us REAL,
+    baseline_us REAL,
+    ratio REAL,                               -- median / the baseline's median measured beside it
+    ci_low REAL,
+    ci_high REAL,
+    verdict TEXT,
+    job_id TEXT,
+    run_id INTEGER,
+    updated_at TEXT,
+    PRIMARY KEY (tune_id, func_name, key)
+);
+CREATE INDEX tune_candidates_kernel ON tune_candidates(tune_id, func_name);
+"""
+
+
+@migrations()
+def m003_tunes(db: Database) -> None:
+    """`boo-tui tune`: every tune, the runs it measured in, each kernel's outcome and every candidate tried."""
+    for statement in _TUNES.split(";\n"):
+        if statement.strip():
+            db.execute(statement)
+
+
 def apply(db: Database) -> None:
     """Bring `db` to the current schema. Safe to call on every open and from several processes at once: the
     whole check-and-apply runs under one write lock (BEGIN IMMEDIATE), so two processes opening a new file

@@ -45,6 +45,7 @@ from .writer import (
     RegisterCommand,
     RegisterVariant,
     ResumeRun,
+    Execute,
     StartRun,
     Stop,
     WriteResult,
@@ -139,6 +140,11 @@ class Store:
         """Repair a run whose process died: every job not in a final status becomes interrupted, and the run
         (if still marked running) becomes interrupted. Returns how many jobs changed."""
         return int(self._call(MarkInterrupted(run_id)))
+
+    def execute(self, what: str, fn: Callable[[sqlite3.Connection], Any]) -> Any:
+        """Run `fn(connection)` in one write transaction on the writer thread (after everything queued before
+        it) and return its value: for tables the writer has no verb for (the tuner's). `what` names it in errors."""
+        return self._call(Execute(what, fn))
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until everything queued so far is written. Returns False if `timeout` expired first.

@@ -111,7 +111,16 @@ class MarkInterrupted:
     reply: Future[Any] = field(default_factory=Future, compare=False)
 
 
-Call = StartRun | FinishRun | ResumeRun | MarkInterrupted
+@dataclass(frozen=True)
+class Execute:
+    """Run `fn(connection)` in one write transaction (tables the writer has no verb for: the tuner's)."""
+
+    what: str
+    fn: Callable[[sqlite3.Connection], Any]
+    reply: Future[Any] = field(default_factory=Future, compare=False)
+
+
+Call = StartRun | FinishRun | ResumeRun | MarkInterrupted | Execute
 Item = WriteResult | RegisterVariant | RegisterCommand | Flush | Stop | Call
 
 
@@ -198,7 +207,7 @@ class WriterThread:
                 return
             if isinstance(item, Flush):
                 item.done.set()
-            elif isinstance(item, (StartRun, FinishRun, ResumeRun, MarkInterrupted)):
+            elif isinstance(item, (StartRun, FinishRun, ResumeRun, MarkInterrupted, Execute)):
                 item.reply.set_exception(self.failure or StoreError(f"results database {self.path}: not open"))
 
     def _process(self, conn: WriteConnection, batch: list[Item]) -> bool:
@@ -206,7 +215,7 @@ class WriterThread:
         wrote = False
         for item in coalesce(batch):
             if self.failure is not None and not isinstance(item, (Stop, Flush, StartRun, FinishRun, ResumeRun,
-                                                                  MarkInterrupted)):
+                                                                  MarkInterrupted, Execute)):
                 continue   # the file takes no more writes: the failure was reported once, drop the rest
             match item:
                 case WriteResult(run_id=run_id, result=result):
@@ -224,7 +233,7 @@ class WriterThread:
                 case RegisterCommand(text=text, op=op, func_name=func_name, signature=signature):
                     wrote = True
                     self._guard("command", conn.command, text, op, func_name, signature)
-                case StartRun() | FinishRun() | ResumeRun() | MarkInterrupted():
+                case StartRun() | FinishRun() | ResumeRun() | MarkInterrupted() | Execute():
                     wrote = True
                     self._answer(conn, item)
         self._checkpoint(conn, wrote)
@@ -253,6 +262,8 @@ class WriterThread:
                     conn.resume_run(call.run_id)
                 case MarkInterrupted():
                     value = conn.mark_interrupted(call.run_id)
+                case Execute():
+                    value = conn.execute(call.fn)
         except Exception as e:   # the caller waits on this one: it gets the error directly
             log.debug("results store %s: %s failed: %s", self.path, type(call).__name__, e)
             if unwritable_reason(e) is not None:
@@ -340,6 +351,10 @@ class WriteConnection:
                 with contextlib.suppress(sqlite3.Error):   # the first error is the one to report
                     self.conn.execute("ROLLBACK")
             raise
+
+    def execute(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
+        with self._tx() as c:
+            return fn(c)
 
     # run lifecycle
 

@@ -1,0 +1,211 @@
+"""What the tuner searches, per kernel: global choices (compiler flags, the kernel's formulation), then the root
+op's tile sizes under the best of them.
+
+Level 1, `global_choices`: a handful of ways to build the whole kernel, enumerated (each one a candidate):
+im2col on/off, data-tiling on/off (with and without microkernels), and every formulation the op offers (e.g. a
+backward conv written as a forward conv). Flags are written out in full (`=true` / `=false`), so a choice means
+the same whatever the per-op defaults were.
+
+Level 2, `TileSpace`: the lowering config of the root op (`dispatch.RootOp`, read from the build the search
+starts from), as a few categorical parameters derived from its loop sizes and the target's vector width:
+the two vector dimensions' tiles (the contiguous one in multiples of the SIMD lanes), the innermost reduction
+tile, and each parallel dimension's distribution tile as a multiple of its vector tile. A candidate that cannot
+compile is pruned by trying (its compiler error is kept), never guessed away.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..ops.base import OpSignature
+from ..targets import DATA_TILING, IM2COL, Target, per_op_default_flags
+from .dispatch import RootOp
+
+UKERNELS = "--iree-llvmcpu-enable-ukernels"
+AGGRESSIVE_FUSION = "--iree-dispatch-creation-enable-aggressive-fusion"
+SPLIT_REDUCTION = "--iree-dispatch-creation-enable-split-reduction"
+
+_BYTES = {"f64": 8, "f32": 4, "i32": 4, "f16": 2, "bf16": 2, "i16": 2, "i8": 1, "i64": 8}
+#: distribution tile = vector tile x factor; 0 = the whole loop
+DIST_FACTORS = (1, 2, 4, 8, 16, 32, 0)
+OUTER_VECTOR = (1, 2, 4, 6, 8, 16)
+REDUCTION_TILES = (1, 2, 4, 8, 16, 32, 64)
+
+
+@dataclass(frozen=True)
+class GlobalChoice:
+    """One way to build the whole kernel: compiler flags and a formulation."""
+
+    name: str                           # short, for reports: "im2col+dt", "fwdconv" ...
+    flags: tuple[str, ...] = ()
+    formulation: str | None = None
+
+    def params(self) -> dict[str, Any]:
+        return {"global": self.name, "flags": list(self.flags), "formulation": self.formulation}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A configuration to try on one kernel: a global choice, plus tiles for the root op (or none)."""
+
+    func_name: str
+    choice: GlobalChoice
+    root: RootOp | None = None
+    tiles: dict[str, tuple[int, ...]] | None = field(default=None, hash=False)
+
+    @property
+    def params(self) -> dict[str, Any]:
+        p = self.choice.params()
+        if self.tiles is not None:
+            p["tiles"] = {k: list(v) for k, v in sorted(self.tiles.items())}
+            if self.root is not None:
+                p["dispatch"] = self.root.dispatch
+        return p
+
+    @property
+    def key(self) -> str:
+        blob = json.dumps({"func": self.func_name, **self.params}, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+    def describe(self) -> str:
+        """One line: what this candidate changes."""
+        parts = [self.choice.name] if self.choice.name != "default" or self.tiles is None else []
+        if self.tiles is not None:
+            parts.append(" ".join(f"{k}={list(v)}" for k, v in sorted(self.tiles.items())
+                                  if k in ("distribution", "vector_common_parallel", "vector_reduction")))
+        return "; ".join(parts) or "compiler default"
+
+
+# ---- level 1 -----------------------------------------------------------------------------------------------
+
+def global_choices(sig: OpSignature, target: Target, formulations: Sequence[str] = ()) -> list[GlobalChoice]:
+    """The whole-kernel choices worth trying for this kernel on this target (the per-op defaults' own choice
+    excluded: that is the baseline). Only cpu has global flag choices today; every target gets formulations."""
+    out: list[GlobalChoice] = []
+    forms: list[str | None] = [None] + [f for f in formulations if f and f != "default"]
+    defaults = set(per_op_default_flags(sig, target))
+    if target.kind == "cpu":
+        if sig.op == "conv":
+            for form in forms:
+                for im2col in (False, True):
+                    for dt in (False, True):
+                        name = "+".join(([form] if form else []) + [("im2col" if im2col else "direct")]
+                                        + (["dt"] if dt else []))
+                        flags = (f"{IM2COL}={_b(im2col)}", f"{DATA_TILING}={_b(dt)}")
+                        out.append(GlobalChoice(name, flags, form))
+                        if dt:
+                            out.append(GlobalChoice(name + "+uk", flags + (f"{UKERNELS}=all",), form))
+        elif sig.op == "gemm":
+            out += [GlobalChoice("dt", (f"{DATA_TILING}=true",)),
+                    GlobalChoice("dt+uk", (f"{DATA_TILING}=true", f"{UKERNELS}=all"))]
+        else:   # reductions and elementwise kernels: fusion and reduction splitting
+            out += [GlobalChoice("fusion", (f"{AGGRESSIVE_FUSION}=true",)),
+                    GlobalChoice("split-reduction", (f"{SPLIT_REDUCTION}=true",)),
+                    GlobalChoice("fusion+split", (f"{AGGRESSIVE_FUSION}=true", f"{SPLIT_REDUCTION}=true"))]
+    else:
+        out += [GlobalChoice(form, (), form) for form in forms if form]
+    baseline = _state(list(defaults))
+    return [c for c in out if not (c.formulation is None and _state(c.flags) == baseline)]
+
+
+def _b(v: bool) -> str:
+    return "true" if v else "false"
+
+
+def _state(flags: Sequence[str]) -> dict[str, str]:
+    """What a flag list sets, with bare flags read as `=true` and missing im2col / data-tiling as false."""
+    st = {IM2COL: "false", DATA_TILING: "false"}
+    for f in flags:
+        k, _, v = f.partition("=")
+        st[k] = v or "true"
+    return st
+
+
+# ---- level 2 -----------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TileSpace:
+    """The tile parameters of one root op: name -> ordered choices (optuna categorical)."""
+
+    root: RootOp
+    choices: dict[str, tuple[int, ...]]
+    inner: int                  # the contiguous vector dim
+    outer: int | None           # the second vector dim (register blocking), if any
+    red: int | None             # the innermost reduction dim
+    lanes: int
+
+    def tiles(self, params: dict[str, int]) -> dict[str, tuple[int, ...]]:
+        """The lowering config's tile lists for one choice of every parameter."""
+        root = self.root
+        n = root.rank
+        base = root.tiles
+        par = set(root.parallel_dims())
+        vec = [0] * n
+        for d in par:
+            vec[d] = 1
+        base_vec = base.get("vector_common_parallel")
+        if base_vec and len(base_vec) == n:   # dims the search leaves alone keep the compiler's choice
+            vec = [int(base_vec[d]) if d in par else 0 for d in range(n)]
+        vec[self.inner] = params["vec_inner"]
+        if self.outer is not None:
+            vec[self.outer] = params["vec_outer"]
+        dist = [0] * n
+        for d in sorted(par):
+            f = params.get(f"dist_d{d}")
+            if f is None:
+                b = base.get("distribution")
+                dist[d] = int(b[d]) if b and len(b) == n else root.bounds[d]
+            else:
+                dist[d] = root.bounds[d] if f == 0 else min(root.bounds[d], max(1, vec[d]) * f)
+            if dist[d] and vec[d] > dist[d]:
+                vec[d] = dist[d]
+        red = [0] * n
+        base_red = base.get("vector_reduction")
+        for d in root.reduction_dims():
+            red[d] = int(base_red[d]) if base_red and len(base_red) == n else 1
+        if self.red is not None:
+            red[self.red] = params["vec_red"]
+        out = {"distribution": tuple(dist), "vector_common_parallel": tuple(vec), "vector_reduction": tuple(red)}
+        if "cache_parallel" in base:
+            out["cache_parallel"] = tuple(dist)
+        return out
+
+
+def tile_space(root: RootOp) -> TileSpace:
+    """The tile parameters worth searching for `root` (cpu)."""
+    n = root.rank
+    par = root.parallel_dims()
+    out_dims = [d for d in root.operand_dims()[2] if d is not None]
+    lanes = max(1, (root.vector_bytes or 32) // _BYTES.get(root.elem_types[2], 4))
+    base_vec = root.tiles.get("vector_common_parallel") or ()
+    # the contiguous dim: the output's last parallel dim with room for a vector
+    contiguous = [d for d in out_dims if d in par and root.bounds[d] > 1]
+    inner = contiguous[-1] if contiguous else par[-1]
+    rest = [d for d in par if d != inner and root.bounds[d] > 1]
+    if len(base_vec) == n:
+        rest.sort(key=lambda d: (-int(base_vec[d]), -out_dims.index(d) if d in out_dims else 0))
+    else:
+        rest.sort(key=lambda d: -(out_dims.index(d) if d in out_dims else -1))
+    outer = rest[0] if rest else None
+    choices: dict[str, tuple[int, ...]] = {
+        "vec_inner": _capped((lanes, 2 * lanes, 4 * lanes), root.bounds[inner]),
+    }
+    if outer is not None:
+        choices["vec_outer"] = _capped(OUTER_VECTOR, root.bounds[outer])
+    reds = root.reduction_dims()
+    base_red = root.tiles.get("vector_reduction") or ()
+    red = None
+    if reds:
+        red = max(reds, key=lambda d: (int(base_red[d]) if len(base_red) == n else 0, d))
+        choices["vec_red"] = _capped(REDUCTION_TILES, root.bounds[red])
+    for d in par:
+        if root.bounds[d] > 1:
+            choices[f"dist_d{d}"] = DIST_FACTORS
+    return TileSpace(root=root, choices=choices, inner=inner, outer=outer, red=red, lanes=lanes)
+
+
+def _capped(values: Sequence[int], bound: int) -> tuple[int, ...]:
+    return tuple(sorted({min(v, bound) for v in values}))
