@@ -29,6 +29,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["tune"]:   # `boo-tui tune ...`: the autotuner (headless; boo_engine/cli/tune.py)
+        from boo_engine.cli.tune import main as tune_main
+
+        return tune_main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         return _main(args)

@@ -18,7 +18,7 @@ def compile_flags(sig: OpSignature, target: Target, variant: Variant = BASELINE,
     """Every iree-compile flag that shapes the artifact, in order: target, per-op-class defaults, variant,
     extra. Later flags win, so a variant can override a default (e.g. `--iree-opt-data-tiling=false`)."""
     return (["--iree-input-type=torch"] + target.compile_flags() + per_op_default_flags(sig, target)
-            + variant.compile_flags() + list(extra_flags))
+            + variant.compile_flags() + variant.flags_for(sig.func_name) + list(extra_flags))
 
 
 #: How iree-compile runs, not what it builds (measured byte-identical vmfbs for cpu, gfx942 and sm_80): MLIR's

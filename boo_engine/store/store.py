@@ -38,6 +38,7 @@ from .connection import BUSY_TIMEOUT_S, StoreError, StoreWriteError, connect
 from .rows import variant_row
 from .writer import (
     Call,
+    Execute,
     FinishRun,
     Flush,
     Item,
@@ -45,7 +46,6 @@ from .writer import (
     RegisterCommand,
     RegisterVariant,
     ResumeRun,
-    Execute,
     StartRun,
     Stop,
     WriteResult,

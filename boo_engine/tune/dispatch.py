@@ -61,15 +61,15 @@ class RootOp:
     def reduction_dims(self) -> list[int]:
         return [i for i, it in enumerate(self.iterators) if it == "reduction"]
 
-    def operand_dims(self) -> tuple[list[list[int | None]], ...]:
+    def operand_dims(self) -> tuple[list[int | None], ...]:
         """Per operand (lhs, rhs, out), per result position: the loop dim it is indexed by plainly, or None
         for a compound expression (d2 + d5)."""
-        return tuple(_results(m) for m in self.maps)  # type: ignore[return-value]
+        return tuple(_results(m) for m in self.maps)
 
     def dim_groups(self) -> dict[str, list[int]]:
         """The groups a matcher pins: contraction (batch, m, n, k) or convolution (batch, output_image,
         output_channel, filter, input_channel, depth), each a sorted list of loop dims."""
-        lhs, rhs, out = (set(d for d in ds if d is not None) for ds in self.operand_dims())
+        lhs, rhs, out = ({d for d in ds if d is not None} for ds in self.operand_dims())
         if self.kind == "contraction":
             return {"batch": sorted(lhs & rhs & out), "m": sorted((lhs & out) - rhs),
                     "n": sorted((rhs & out) - lhs), "k": sorted((lhs & rhs) - out)}
@@ -79,8 +79,8 @@ class RootOp:
             "batch": sorted((lhs & out & par) - rhs),
             "output_image": sorted((in_compound & out & par) - rhs),
             "output_channel": sorted((rhs & out & par) - lhs - in_compound),
-            "filter": sorted((in_compound & rhs & red)),
-            "input_channel": sorted((lhs & rhs & red)),
+            "filter": sorted(in_compound & rhs & red),
+            "input_channel": sorted(lhs & rhs & red),
             "depth": sorted(lhs & rhs & out & par),
         }
 

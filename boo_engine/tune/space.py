@@ -62,7 +62,9 @@ class Candidate:
         if self.tiles is not None:
             p["tiles"] = {k: list(v) for k, v in sorted(self.tiles.items())}
             if self.root is not None:
-                p["dispatch"] = self.root.dispatch
+                r = self.root
+                p["root"] = {"dispatch": r.dispatch, "op": r.op_name, "kind": r.kind, "maps": list(r.maps),
+                             "iterators": list(r.iterators), "bounds": list(r.bounds), "types": list(r.elem_types)}
         return p
 
     @property

@@ -11,7 +11,7 @@ One entry per file while searching (a candidate); every winner in one file at th
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..variants.common import SPEC_MARKER
@@ -31,7 +31,7 @@ class SpecEntry:
     comment: tuple[str, ...] = ()
 
 
-def cpu_compilation_info(root: RootOp, tiles: dict[str, Sequence[int]]) -> str:
+def cpu_compilation_info(root: RootOp, tiles: Mapping[str, Sequence[int]]) -> str:
     """A llvm-cpu compilation_info: the given tile lists and the translation_info the compiler chose for the
     op (its pipeline and options, e.g. loop peeling)."""
     fields = ", ".join(f"{name} = [{', '.join(str(int(t)) for t in value)}]"
@@ -47,6 +47,7 @@ def matcher_text(entry: SpecEntry) -> str:
     lhs, rhs, out = root.elem_types
     maps = ",\n                          ".join(f"affine_map<{m}>" for m in root.maps)
     groups = root.dim_groups()
+    names: tuple[str, ...]
     if root.kind == "contraction":
         names = _CONTRACTION_GROUPS
         results = "%batch, %m, %n, %k"
@@ -80,7 +81,8 @@ def spec_module(entries: Sequence[SpecEntry], header: Sequence[str] = ()) -> str
     if len(set(names)) != len(names):
         raise ValueError(f"duplicate matcher names in a spec: {names}")
     lines = [f"// {h}" if h else "//" for h in header]
-    lines.append("module attributes {transform.with_named_sequence, iree_codegen.tuning_spec_with_default_entrypoint} {")
+    lines.append("module attributes {transform.with_named_sequence,"
+                 " iree_codegen.tuning_spec_with_default_entrypoint} {")
     lines.append(
         "  transform.named_sequence @apply_op_config(%op: !transform.any_op {transform.readonly},\n"
         "                                            %config: !transform.any_param {transform.readonly}) {\n"

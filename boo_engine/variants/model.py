@@ -26,10 +26,24 @@ class Variant:
     #: `main$async_dispatch_N` in EVERY kernel, so a dispatch folder only makes sense for the kernel it was
     #: dumped from: callers should skip a variant whose `applies_to(func_name)` is False.
     kernels: tuple[str, ...] = ()
+    #: (func_name, flags) pairs: flags added for that kernel only (after `flags`), e.g. what `boo-tui tune` found
+    #: per kernel, in one variant
+    kernel_flags: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    #: (func_name, formulation) pairs: how that kernel is written out (ops' formulations), per kernel
+    kernel_formulations: tuple[tuple[str, str], ...] = ()
 
     @property
     def is_baseline(self) -> bool:
-        return not (self.tuning_specs or self.flags or self.substitutions or self.preprocess)
+        return not (self.tuning_specs or self.flags or self.substitutions or self.preprocess or self.kernel_flags
+                    or self.kernel_formulations)
+
+    def flags_for(self, func_name: str) -> list[str]:
+        """The kernel-specific flags of this variant for `func_name` (after compile_flags())."""
+        return [f for name, flags in self.kernel_flags if name == func_name for f in flags]
+
+    def formulation_for(self, func_name: str) -> str | None:
+        """How kernel `func_name` is to be written out (None: the op's default formulation)."""
+        return next((f for name, f in self.kernel_formulations if name == func_name), None)
 
     def applies_to(self, func_name: str) -> bool:
         """False when this variant is scoped to other kernels (a dispatch folder dumped from another kernel)."""
@@ -60,6 +74,10 @@ class Variant:
         h.update(("preprocess\0" + (self.preprocess or "")).encode() + b"\0")
         for f in self.flags:
             h.update(b"flag\0" + f.encode() + b"\0")
+        for name, flags in self.kernel_flags:
+            h.update(f"kernel\0{name}\0".encode() + "\0".join(flags).encode() + b"\0")
+        for name, form in self.kernel_formulations:
+            h.update(f"formulation\0{name}\0{form}".encode() + b"\0")
         return h.hexdigest()
 
     def describe(self) -> dict[str, Any]:
@@ -72,6 +90,10 @@ class Variant:
         }
         if self.kernels:
             d["kernels"] = list(self.kernels)
+        if self.kernel_flags:
+            d["kernel_flags"] = {name: list(flags) for name, flags in self.kernel_flags}
+        if self.kernel_formulations:
+            d["kernel_formulations"] = dict(self.kernel_formulations)
         return d
 
     @classmethod
@@ -80,7 +102,10 @@ class Variant:
         subs = tuple((str(k), str(n), str(p)) for k, n, p in d.get("substitutions") or ())
         return cls(name=str(d.get("name") or BASELINE_NAME), tuning_specs=tuple(d.get("tuning_specs") or ()),
                    flags=tuple(d.get("flags") or ()), substitutions=subs, preprocess=d.get("preprocess"),
-                   kernels=tuple(d.get("kernels") or ()))
+                   kernels=tuple(d.get("kernels") or ()),
+                   kernel_flags=tuple((str(k), tuple(v)) for k, v in (d.get("kernel_flags") or {}).items()),
+                   kernel_formulations=tuple((str(k), str(v))
+                                             for k, v in (d.get("kernel_formulations") or {}).items()))
 
 
 BASELINE = Variant()

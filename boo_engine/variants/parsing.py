@@ -2,6 +2,7 @@
 a run's variants together (the baseline first) and refuses duplicate names."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import shlex
 from collections.abc import Iterable
@@ -77,6 +78,7 @@ def load_variants_file(path: str | os.PathLike[str]) -> list[Variant]:
         dispatches = "DIR"                           (a --dump-dispatches folder, as NAME=DIR/ on the CLI)
         substitute_sources = {EXE = "f.mlir"} | "DIR"    substitute_configurations = {EXE = "f.mlir"} | "DIR"
         preprocess = "builtin.module(canonicalize)" | "tool args"
+        [NAME.kernels.FUNC_NAME] flags = [...]  formulation = "..."   (that kernel only, as `boo-tui tune` writes)
     Paths are relative to the TOML file."""
     import tomllib
 
@@ -101,7 +103,8 @@ def load_variants_file(path: str | os.PathLike[str]) -> list[Variant]:
     return out
 
 
-_TABLE_KEYS = ("specs", "flags", "dispatches", "substitute_sources", "substitute_configurations", "preprocess")
+_TABLE_KEYS = ("specs", "flags", "dispatches", "substitute_sources", "substitute_configurations", "preprocess",
+               "kernels")
 
 
 def _variant_from_table(name: str, t: dict[str, Any], base: Path, where: str) -> Variant:
@@ -141,9 +144,39 @@ def _variant_from_table(name: str, t: dict[str, Any], base: Path, where: str) ->
     if pre is not None and not (isinstance(pre, str) and pre.strip()):
         raise VariantError(f"{where}: preprocess must be a non-empty string")
     v = _make(name, specs, flags, subs, pre.strip() if pre else None, kernels, where=where)
+    per_kernel, forms = _kernel_tables(t.get("kernels"), where)
+    if per_kernel or forms:
+        v = dataclasses.replace(v, kernel_flags=per_kernel, kernel_formulations=forms)
     if v.is_baseline:
         raise VariantError(f"{where}: defines nothing (give specs, flags, dispatches, substitutions or preprocess)")
     return v
+
+
+KernelTables = tuple[tuple[tuple[str, tuple[str, ...]], ...], tuple[tuple[str, str], ...]]
+
+
+def _kernel_tables(value: Any, where: str) -> KernelTables:
+    """`[NAME.kernels.FUNC] flags = [...]  formulation = "..."` tables -> ((func, flags), ...), ((func, form), ...)."""
+    if value is None:
+        return (), ()
+    if not isinstance(value, dict):
+        raise VariantError(f"{where}: kernels must be tables [NAME.kernels.FUNC_NAME] with flags = [...]")
+    flags_out, forms = [], []
+    for func, table in value.items():
+        if not isinstance(table, dict) or set(table) - {"flags", "formulation"}:
+            raise VariantError(f"{where}: kernels.{func}: expected a table with flags = [...] and/or formulation")
+        flags = _str_list(table.get("flags", []), where, f"kernels.{func}.flags", split=True)
+        bad = [f for f in flags if not f.startswith("-")]
+        if bad:
+            raise VariantError(f"{where}: kernels.{func}: flag {bad[0]!r} does not start with '-'")
+        if flags:
+            flags_out.append((str(func), tuple(flags)))
+        form = table.get("formulation")
+        if form is not None:
+            if not isinstance(form, str) or not form.strip():
+                raise VariantError(f"{where}: kernels.{func}: formulation must be a non-empty string")
+            forms.append((str(func), form.strip()))
+    return tuple(flags_out), tuple(forms)
 
 
 def variant_from_env(environ: dict[str, str] | None = None) -> Variant | None:
