@@ -50,8 +50,8 @@ from .records import (
     find_tune,
     load_kernels,
 )
-from .space import Candidate, GlobalChoice, TileSpace, global_choices, tile_space
-from .spec import SpecEntry, cpu_compilation_info, spec_module, symbol
+from .space import Candidate, GlobalChoice, SearchSpace, global_choices, tile_space
+from .spec import SpecEntry, spec_module, symbol
 
 #: samples per job per stage at least (with the stage's minimum time): one per interleaving round
 STAGE_ITERS = 5
@@ -233,9 +233,8 @@ class Tuner:
         """The variant that builds `cand` (its spec written under out_dir/candidates/) and the spec text."""
         specs: tuple[str, ...] = ()
         text = None
-        if cand.tiles is not None and cand.root is not None:
-            text = spec_module([SpecEntry(symbol(f"match_{cand.key}"), cand.root,
-                                          cpu_compilation_info(cand.root, cand.tiles), (cand.describe(),))],
+        if cand.info is not None and cand.root is not None:
+            text = spec_module([SpecEntry(symbol(f"match_{cand.key}"), cand.root, cand.info, (cand.describe(),))],
                                header=(f"boo-tui tune candidate {cand.key} for {cand.func_name}",))
             path = Path(self.settings.out_dir) / "candidates" / cand.func_name / f"{cand.key}.mlir"
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -339,7 +338,7 @@ class _KernelContext:
         return out
 
     # ---- tile search ------------------------------------------------------------------------------------
-    def tile_search(self, choice: GlobalChoice, space: TileSpace, budget: int) -> None:
+    def tile_search(self, choice: GlobalChoice, space: SearchSpace, budget: int) -> None:
         """Propose tile configurations with optuna's TPE sampler, `batch` at a time, telling it each ratio."""
         import optuna
 
@@ -356,7 +355,11 @@ class _KernelContext:
             while len(trials) < min(s.batch, budget - proposed) and stale < 3 * s.batch:
                 trial = study.ask()
                 params = {n: trial.suggest_categorical(n, list(space.choices[n])) for n in names}
-                cand = Candidate(self.k.func_name, choice, space.root, space.tiles(params))
+                cand = space.candidate(self.k.func_name, choice, params)
+                if isinstance(cand, str):   # breaks a constraint of the target (shared memory, divisibility)
+                    stale += 1
+                    study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+                    continue
                 if cand.key in self.tried_keys:   # a configuration already tried: tell its result again
                     stale += 1
                     old = next((t for t in self.k.tried if t.key == cand.key), None)

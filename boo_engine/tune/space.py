@@ -18,11 +18,12 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ..ops.base import OpSignature
 from ..targets import DATA_TILING, IM2COL, Target, per_op_default_flags
 from .dispatch import RootOp
+from .spec import cpu_compilation_info
 
 UKERNELS = "--iree-llvmcpu-enable-ukernels"
 AGGRESSIVE_FUSION = "--iree-dispatch-creation-enable-aggressive-fusion"
@@ -49,18 +50,20 @@ class GlobalChoice:
 
 @dataclass(frozen=True)
 class Candidate:
-    """A configuration to try on one kernel: a global choice, plus tiles for the root op (or none)."""
+    """A configuration to try on one kernel: a global choice, plus a configuration of the root op (tile lists
+    on the CPU, a GPU lowering config's fields) and the `compilation_info` attribute a spec sets for it."""
 
     func_name: str
     choice: GlobalChoice
     root: RootOp | None = None
-    tiles: dict[str, tuple[int, ...]] | None = field(default=None, hash=False)
+    tiles: dict[str, Any] | None = field(default=None, hash=False)   # JSON-able: what the config sets
+    info: str | None = None                                          # the #iree_codegen.compilation_info<...>
 
     @property
     def params(self) -> dict[str, Any]:
         p = self.choice.params()
         if self.tiles is not None:
-            p["tiles"] = {k: list(v) for k, v in sorted(self.tiles.items())}
+            p["tiles"] = {k: list(v) if isinstance(v, (list, tuple)) else v for k, v in sorted(self.tiles.items())}
             if self.root is not None:
                 r = self.root
                 p["root"] = {"dispatch": r.dispatch, "op": r.op_name, "kind": r.kind, "maps": list(r.maps),
@@ -76,9 +79,14 @@ class Candidate:
         """One line: what this candidate changes."""
         parts = [self.choice.name] if self.choice.name != "default" or self.tiles is None else []
         if self.tiles is not None:
-            parts.append(" ".join(f"{k}={list(v)}" for k, v in sorted(self.tiles.items())
-                                  if k in ("distribution", "vector_common_parallel", "vector_reduction")))
+            shown: list[str] = [k for k in ("distribution", "vector_common_parallel", "vector_reduction")
+                                if k in self.tiles]
+            parts.append(" ".join(f"{k}={_show(self.tiles[k])}" for k in shown or sorted(self.tiles)))
         return "; ".join(parts) or "compiler default"
+
+
+def _show(v: Any) -> str:
+    return str(list(v)) if isinstance(v, (list, tuple)) else str(v)
 
 
 # ---- level 1 -----------------------------------------------------------------------------------------------
@@ -128,16 +136,34 @@ def _state(flags: Sequence[str]) -> dict[str, str]:
 
 # ---- level 2 -----------------------------------------------------------------------------------------------
 
+class SearchSpace(Protocol):
+    """What the tile search needs of a space (cpu: TileSpace; GPUs: gpu_space): the root op, its categorical
+    parameters, and the candidate (or why not) for one choice of them."""
+
+    @property
+    def root(self) -> RootOp: ...
+
+    @property
+    def choices(self) -> dict[str, tuple[Any, ...]]: ...
+
+    def candidate(self, func_name: str, choice: GlobalChoice, params: dict[str, Any]) -> Candidate | str: ...
+
+
 @dataclass(frozen=True)
 class TileSpace:
     """The tile parameters of one root op: name -> ordered choices (optuna categorical)."""
 
     root: RootOp
-    choices: dict[str, tuple[int, ...]]
+    choices: dict[str, tuple[Any, ...]]
     inner: int                  # the contiguous vector dim
     outer: int | None           # the second vector dim (register blocking), if any
     red: int | None             # the innermost reduction dim
     lanes: int
+
+    def candidate(self, func_name: str, choice: GlobalChoice, params: dict[str, Any]) -> Candidate | str:
+        """The candidate for one choice of every parameter (a string: why that choice is not a configuration)."""
+        tiles = self.tiles(params)
+        return Candidate(func_name, choice, self.root, tiles, cpu_compilation_info(self.root, tiles))
 
     def tiles(self, params: dict[str, int]) -> dict[str, tuple[int, ...]]:
         """The lowering config's tile lists for one choice of every parameter."""
