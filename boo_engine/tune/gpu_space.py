@@ -21,8 +21,9 @@ need not divide the problem.
 
 Constraints (a broken one is the string `candidate` returns): tiles divide the problem (or, padded, do not exceed
 it rounded up to the intrinsic); workgroup size = subgroups x subgroup size <= the arch's maximum; the operand
-tiles staged in shared memory (promote_operands) fit the arch's limit; the subgroup's accumulators fit its
-registers. What the constraints let through is proven by compiling (tests/test_tune_gpu_space.py).
+tiles staged in shared memory (promote_operands) fit the arch's limit; a subgroup computes at most 16 intrinsic
+tiles (IREE's own heuristic's largest) and its accumulators fit its registers. What the constraints let through
+is proven by compiling (tests/test_tune_gpu_space.py).
 """
 from __future__ import annotations
 
@@ -53,6 +54,9 @@ OUTER_K = (1, 2, 4, 8, 16, 32)
 PREFETCH = (0, 2, 3)
 #: registers per thread where the target does not say (NVIDIA: 255 per thread)
 DEFAULT_REGISTERS = 255
+#: intrinsic tiles (M x N, outer dims included) one subgroup computes at most: IREE's own heuristic seeds a
+#: large gemm with 16; more only unrolls further (minutes of compile time, spilled accumulators)
+MAX_SUBGROUP_TILES = 16
 
 
 @dataclass(frozen=True)
@@ -136,6 +140,10 @@ class GpuSpace:
         if need > t.shared_memory_bytes:
             return (f"shared memory: the staged operand tiles need {need} bytes ({detail}), over the {t.arch} "
                     f"limit of {t.shared_memory_bytes} bytes")
+        per_subgroup = math.prod(sg[d] for d in v.m + v.n)
+        if per_subgroup > MAX_SUBGROUP_TILES:
+            return (f"subgroup tile: {per_subgroup} intrinsic tiles per subgroup, over {MAX_SUBGROUP_TILES} (the "
+                    "most IREE's own heuristic gives)")
         regs = self._accumulator_registers(mma, sg, sg_size)
         reg_limit = t.vgpr_bits // 32 if t.vgpr_bits else DEFAULT_REGISTERS
         if regs > reg_limit:
