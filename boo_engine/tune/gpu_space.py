@@ -197,6 +197,7 @@ class GpuSpace:
         with the tiles replaced, and its translation_info with the workgroup, subgroup and prefetch changed."""
         fields = dict(self.base.fields)
         fields.pop("thread", None)
+        fields.pop("padding_conv", None)   # in the conv's own loops: would contradict the new tiles
         fields["mma_kind"] = f"#iree_gpu.mma_layout<{cfg.mma.name}>"
         fields["workgroup"] = _list(cfg.workgroup)
         fields["subgroup"] = _list(cfg.subgroup)
