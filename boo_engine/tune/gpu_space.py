@@ -22,7 +22,8 @@ need not divide the problem.
 Constraints (a broken one is the string `candidate` returns): tiles divide the problem (or, padded, do not exceed
 it rounded up to the intrinsic); workgroup size = subgroups x subgroup size <= the arch's maximum; the operand
 tiles staged in shared memory (promote_operands) fit the arch's limit; a subgroup computes at most 16 intrinsic
-tiles (IREE's own heuristic's largest) and its accumulators fit its registers. What the constraints let through
+tiles (IREE's own heuristic's largest) and issues at most 128 intrinsic operations per reduction step (bigger
+steps compiled for minutes), and its accumulators fit its registers. What the constraints let through
 is proven by compiling (tests/test_tune_gpu_space.py).
 """
 from __future__ import annotations
@@ -57,6 +58,9 @@ DEFAULT_REGISTERS = 255
 #: intrinsic tiles (M x N, outer dims included) one subgroup computes at most: IREE's own heuristic seeds a
 #: large gemm with 16; more only unrolls further (minutes of compile time, spilled accumulators)
 MAX_SUBGROUP_TILES = 16
+#: intrinsic operations a subgroup issues per reduction step at most (its M x N tiles x the step's K tiles): IREE's
+#: own choices stay at or under 128 (an f32 gemm on gfx942: 8 tiles x 16 steps); 256 took 5+ minutes to compile
+MAX_STEP_MMAS = 128
 
 
 @dataclass(frozen=True)
@@ -144,6 +148,10 @@ class GpuSpace:
         if per_subgroup > MAX_SUBGROUP_TILES:
             return (f"subgroup tile: {per_subgroup} intrinsic tiles per subgroup, over {MAX_SUBGROUP_TILES} (the "
                     "most IREE's own heuristic gives)")
+        step = per_subgroup * math.prod(red[d] for d in v.k)
+        if step > MAX_STEP_MMAS:
+            return (f"reduction step: {step} intrinsic operations per subgroup per step ({per_subgroup} tiles x "
+                    f"{step // per_subgroup} K steps), over {MAX_STEP_MMAS}")
         regs = self._accumulator_registers(mma, sg, sg_size)
         reg_limit = t.vgpr_bits // 32 if t.vgpr_bits else DEFAULT_REGISTERS
         if regs > reg_limit:
