@@ -8,8 +8,8 @@ The parameters, in units that keep most choices valid (the compiler's own choice
 - `mma`: the MMA intrinsic, among the target's that compute the op's element types exactly;
 - `m` = "SxT": S subgroups along the innermost M dim, T intrinsic tiles each (workgroup tile S x T x intrinsic
   M); `n` the same for the innermost N dim. One parameter each, because S and T only fit the problem together;
-- `tile_d<i>`: the workgroup tile of an outer M / N dim (a conv's batch or output rows); on the innermost of them
-  (`split_dim`) "T/S": tile T spread over S subgroups (IREE spreads subgroups there too);
+- `tile_d<i>` = "T/S": the workgroup tile T of an outer M / N dim (a conv's batch, output rows, filter taps),
+  spread over S subgroups (IREE spreads subgroups along outer dims too);
 - `k_tiles` x intrinsic K = the reduction step of the innermost K dim, `k_d<i>` that of an outer K dim (a conv's
   input channels when its filter taps form their own K dim);
 - `prefetch`: shared-memory prefetch stages (0 = none; AMD only: IREE 3.13 pipelines only on ROCDL).
@@ -47,7 +47,7 @@ from .gpu_dispatch import (
 from .space import Candidate, GlobalChoice
 from .spec import gpu_compilation_info
 
-SUBGROUPS = (1, 2, 4)            # along the innermost M, N and the split outer dim
+SUBGROUPS = (1, 2, 4)            # along the innermost M, N dims and each outer one
 TILES = (1, 2, 4, 8)             # intrinsic tiles per subgroup along the innermost M / N dim
 K_TILES = (1, 2, 4, 8, 16)       # intrinsic-K steps per reduction iteration
 OUTER_TILES = (1, 2, 4, 8)
@@ -97,7 +97,6 @@ class GpuSpace:
     view: GemmView
     intrinsics: dict[str, Intrinsic]
     padded: bool                      # IREE pads the op to the tiles (tiles need not divide it)
-    split_dim: int | None             # the outer M / N dim whose tile is spread over subgroups too
 
     # ---- a choice -> a candidate ----------------------------------------------------------------------------
     def candidate(self, func_name: str, choice: GlobalChoice, params: dict[str, Any]) -> Candidate | str:
@@ -240,10 +239,10 @@ class GpuSpace:
                 return None
             p[name] = f"{wg[dim] // (sg[dim] * size)}x{sg[dim]}"
         for d in v.m[:-1] + v.n[:-1]:
-            if not sg[d] or wg[d] % sg[d] or (d != self.split_dim and sg[d] != wg[d]):
+            if not sg[d] or wg[d] % sg[d]:
                 return None
             if f"tile_d{d}" in self.choices:
-                p[f"tile_d{d}"] = f"{wg[d]}/{wg[d] // sg[d]}" if d == self.split_dim else wg[d]
+                p[f"tile_d{d}"] = f"{wg[d]}/{wg[d] // sg[d]}"
             elif wg[d] != 1:
                 return None
         p["k_tiles"] = red[v.k[-1]]
@@ -293,20 +292,16 @@ def gpu_space(root: RootOp) -> GpuSpace | None:
         "k_tiles": tuple(s for s in K_TILES if fits(s, smallest[2], bk)) or (1,),
     }
     outer = [d for d in view.m[:-1] + view.n[:-1] if view.bounds[d] > 1]
-    outer_n = [d for d in view.n[:-1] if d in outer]
-    outer_m = [d for d in view.m[:-1] if d in outer]
-    split_dim: int | None = (outer_n or outer_m)[-1] if outer_n or outer_m else None
     for d in outer:
         tiles = _outer(OUTER_TILES, view.bounds[d], padded)
-        choices[f"tile_d{d}"] = (tuple(f"{t}/{s}" for t in tiles for s in SUBGROUPS if t % s == 0)
-                                 if d == split_dim else tiles)
+        choices[f"tile_d{d}"] = tuple(f"{t}/{s}" for t in tiles for s in SUBGROUPS if t % s == 0)
     for d in view.k[:-1]:
         if view.bounds[d] > 1:
             choices[f"k_d{d}"] = _outer(OUTER_K, view.bounds[d], padded)
     if target.vendor == "amd":
         choices["prefetch"] = PREFETCH
     return GpuSpace(root=root, choices=choices, target=target, base=base, view=view,
-                    intrinsics={i.name: i for i in mmas}, padded=padded, split_dim=split_dim)
+                    intrinsics={i.name: i for i in mmas}, padded=padded)
 
 
 def _pair(value: Any, sep: str) -> tuple[int, int]:
