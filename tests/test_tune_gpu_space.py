@@ -39,8 +39,8 @@ CONV = ("convfp16 -n 2 -c 64 -H 28 -W 28 -k 64 -y 3 -x 3 -p 1 -q 1 -u 1 -v 1 -l 
 KERNELS = {("hip:gfx942", "gemm"): GEMM, ("hip:gfx942", "conv"): CONV,
            ("cuda:sm_80", "gemm"): GEMM, ("cuda:sm_80", "conv"): CONV, ("hip:gfx1100", "gemm"): GEMM}
 SAMPLES = int(os.environ.get("BOO_GPU_SPACE_SAMPLES", "3"))
-#: a gemm choice whose operand tiles (256x256 of K and N, 256 of K) need 256 KiB of shared memory
-TOO_BIG = {"m": "4x4", "n": "4x4", "k_tiles": 16, "prefetch": 2}
+#: a gemm choice (on a 16x16x16 intrinsic) whose operand tiles, 128x256 and 256x128, need 128 KiB of shared memory
+TOO_BIG = {"m": "4x2", "n": "4x2", "k_tiles": 16, "prefetch": 2}
 
 
 def sample(space: GpuSpace, n: int, seed: int = 0) -> list[Candidate]:
@@ -141,9 +141,9 @@ def test_a_shared_memory_overflow_is_refused_and_iree_agrees(roots, pool, tmp_pa
     params = {**space.baseline_params(), **TOO_BIG}
     why = space.candidate("k", GlobalChoice("default"), params)
     assert isinstance(why, str) and why.startswith("shared memory"), why
-    assert "262144 bytes" in why and "65536" in why and "gfx942" in why
-    # the same tiles with a quarter of the K step fit (64 KiB exactly)
-    assert isinstance(space.candidate("k", GlobalChoice("default"), {**params, "k_tiles": 4}), Candidate)
+    assert "131072 bytes" in why and "65536" in why and "gfx942" in why
+    # the same tiles with half the K step fit (64 KiB exactly)
+    assert isinstance(space.candidate("k", GlobalChoice("default"), {**params, "k_tiles": 8}), Candidate)
     # sm_80 has 163 KiB: 192 KiB is refused there, 96 KiB (which gfx942 could not hold) fits
     nv = gpu_space(roots["cuda:sm_80", "gemm"])
     assert nv is not None
@@ -172,9 +172,10 @@ def test_broken_choices_are_refused_with_the_reason(roots):
     conv = gpu_space(roots["hip:gfx942", "conv"])
     assert conv is not None
     cbase = conv.baseline_params()
-    split = next(k for k, v in conv.choices.items() if any("/" in str(x) for x in v))
-    assert "workgroup size 2048" in str(conv.candidate("k", choice, {**cbase, "m": "4x1", "n": "2x1", split: "4/4"}))
-    assert "subgroup tile" in str(conv.candidate("k", choice, {**cbase, "m": "1x4", "n": "1x2", split: "4/1"}))
+    # output rows (d2) 4 spread over 4 subgroups, with 4 x 2 more along M and N: 32 subgroups of 64 threads
+    assert "workgroup size 2048" in str(conv.candidate("k", choice, {**cbase, "m": "4x1", "n": "2x1", "tile_d2": "4/4"}))
+    # one subgroup computing 4 (M) x 2 (N) x 4 (rows) intrinsic tiles
+    assert "subgroup tile" in str(conv.candidate("k", choice, {**cbase, "m": "1x4", "n": "1x2", "tile_d2": "4/1"}))
 
 
 def test_no_space_without_an_intrinsic_for_the_types(pool):
