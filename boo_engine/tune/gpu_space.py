@@ -25,6 +25,11 @@ tiles staged in shared memory (promote_operands) fit the arch's limit; a subgrou
 tiles (IREE's own heuristic's largest) and at most 1024 tile x K elements per reduction step (bigger steps can
 compile for minutes), and its accumulators fit its registers. What the constraints let through
 is proven by compiling (tests/test_tune_gpu_space.py).
+
+A candidate's `info` is the compilation_info a tuning spec sets (spec.spec_module). IREE 3.13's cuda backend
+ignores tuning specs (--iree-codegen-tuning-spec-path never reaches its pipeline: a spec silently matches
+nothing), so on cuda a candidate is built from `gpu_dispatch.configured_source` instead: the dispatch's dumped
+configuration reconfigured, substituted as the executable's source.
 """
 from __future__ import annotations
 
