@@ -9,7 +9,9 @@ configuration with the root op reconfigured, substituted as the executable's sou
 shared memory is refused, naming it, and IREE agrees (compiling it fails with its shared-memory error).
 
 All compiles share one pool and one cache per module. BOO_GPU_SPACE_SAMPLES raises the number of candidates per
-kernel (default 3; the success rates of larger samples are in the commit message).
+kernel (default 3). A larger sample (5 per kernel, 16 kernels on gfx942, gfx950, gfx1100 and sm_80) compiled 78 of
+80, all applied; the 2 failures were iree-compile crashing (SIGSEGV) on an f32 gemm with a 4-element K step and 3
+prefetch stages (gfx942, gfx950), left to the search to prune by trying.
 """
 from __future__ import annotations
 
@@ -147,9 +149,11 @@ def test_a_shared_memory_overflow_is_refused_and_iree_agrees(roots, pool, tmp_pa
     # sm_80 has 163 KiB: 192 KiB is refused there, 96 KiB (which gfx942 could not hold) fits
     nv = gpu_space(roots["cuda:sm_80", "gemm"])
     assert nv is not None
-    nv_params = {**nv.baseline_params(), "m": "4x4", "n": "4x4"}
-    assert "196608 bytes" in str(nv.candidate("k", GlobalChoice("default"), {**nv_params, "k_tiles": 16}))
-    assert isinstance(nv.candidate("k", GlobalChoice("default"), {**nv_params, "k_tiles": 8}), Candidate)
+    nv_params = {**nv.baseline_params(), "k_tiles": 16}
+    assert "196608 bytes" in str(nv.candidate("k", GlobalChoice("default"), {**nv_params, "m": "4x4", "n": "4x4"}))
+    fits = nv.configuration({**nv_params, "m": "4x2", "n": "4x2"})
+    assert not isinstance(fits, str), fits
+    assert nv.shared_memory(fits.mma, list(fits.workgroup), list(fits.reduction))[0] == 98304
     # IREE's own check agrees with the refusal: the same choice forced through a spec fails to compile
     roomy = dataclasses.replace(space, target=dataclasses.replace(space.target, shared_memory_bytes=1 << 30))
     forced = roomy.candidate("k", GlobalChoice("default"), params)
