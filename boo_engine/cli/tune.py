@@ -48,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=1, metavar="N", help="CPU threads per kernel (default 1)")
     p.add_argument("--resume", nargs="?", const="last", default=None, metavar="TUNE_ID",
                    help="continue a stopped tune (the last one without an id): finished kernels are kept")
+    p.add_argument("--try-flags", action="append", default=[], metavar="'FLAGS'",
+                   help="a set of iree-compile flags to try on every kernel, beside the built-in choices (repeatable)")
     p.add_argument("--defaults", action="store_true",
                    help="measure the per-op-class compiler flags for THIS machine and keep the winners as its defaults")
     return p
@@ -79,6 +81,13 @@ def _check(args: argparse.Namespace) -> str | None:
         return "--batch, --threads and --compile-workers must be at least 1"
     if args.final_time <= 0:
         return "--final-time must be positive"
+    for f in args.try_flags:
+        try:
+            words = shlex.split(f)
+        except ValueError as e:
+            return f"--try-flags {f!r}: {e}"
+        if not words or any(not w.startswith("-") for w in words):
+            return f"--try-flags {f!r}: expected iree-compile flags (--flag=value ...)"
     if not args.inputs and args.resume is None:
         return "nothing to tune: give commands files or command lines (or --resume)"
     return None
@@ -101,7 +110,7 @@ def _main(args: argparse.Namespace, argv: list[str]) -> int:
         target=args.target, out_dir=args.out, budget=args.budget, time_budget_s=args.time_budget, seed=args.seed,
         min_effect=args.min_effect / 100.0, batch=args.batch, final_s=args.final_time, threads=args.threads,
         db_path=args.db, cache_dir=args.cache_dir, compile_workers=args.compile_workers, resume=args.resume,
-        command_line="boo-tui tune " + shlex.join(argv))
+        command_line="boo-tui tune " + shlex.join(argv), try_flags=tuple(args.try_flags))
     view = _TuneProgress()
     tuner = Tuner(settings, listener=view.on_event)
     return _run_stoppable(tuner, args, view)

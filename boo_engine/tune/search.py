@@ -19,6 +19,7 @@ already finished and reuses what it had screened.
 from __future__ import annotations
 
 import contextlib
+import shlex
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -44,6 +45,7 @@ from .records import (
     NO_BETTER,
     NOT_APPLIED,
     NUMERICS_FAILED,
+    RUNNING,
     Tried,
     TunedKernel,
     TuneRecords,
@@ -76,6 +78,7 @@ class TuneSettings:
     compile_workers: int | None = None
     resume: int | str | None = None
     command_line: str = ""
+    try_flags: tuple[str, ...] = ()      # the user's own flag sets, tried on every kernel as global choices
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -178,7 +181,13 @@ class Tuner:
                 k = self._tune_kernel(i, total, func, jid, prev)
                 self.kernels[func] = k
                 self._emit(KernelTuned(kernel=k, index=i, total=total))
-            done = all(f in self.kernels and self.kernels[f].status != "running" for f in unique)
+            for func, jid in unique.items():
+                if func not in self.kernels:   # not reached: stopped, or the time budget was spent
+                    self.kernels[func] = TunedKernel(
+                        func_name=func, command=session.jobs[jid].command, baseline_us=_median(session.jobs[jid]),
+                        message="not tuned: " + ("stopped (--resume continues)" if self.stopped
+                                                 else "the time budget was spent"))
+            done = all(self.kernels[f].status != RUNNING for f in unique)
             records.finish("done" if done else "interrupted")
         return self.kernels
 
@@ -206,7 +215,9 @@ class Tuner:
         k.root = _root_summary(root0)
         self.records.save_kernel(k)
         formulations = tuple(getattr(sig, "formulations", lambda: ())())
-        level1 = [Candidate(func, ch) for ch in global_choices(sig, session.target, formulations)]
+        choices = global_choices(sig, session.target, formulations)
+        choices += [GlobalChoice(f"try{i}:{' '.join(f)}", f) for i, f in enumerate(self._try_flags(), 1)]
+        level1 = [Candidate(func, ch) for ch in choices]
         ctx.screen(level1[: s.budget], stage="global")
         # tiles are searched under the fastest build whose root op a spec can configure (the default's, or a
         # global choice faster than it in screening); a data-tiled build, for one, has none
@@ -228,6 +239,9 @@ class Tuner:
         self.records.save_kernel(k)
         return k
 
+    def _try_flags(self) -> list[tuple[str, ...]]:
+        return [tuple(shlex.split(f)) for f in self.settings.try_flags if f.strip()]
+
     # ---- candidates as variants -------------------------------------------------------------------------
     def variant_for(self, cand: Candidate) -> tuple[Variant, str | None]:
         """The variant that builds `cand` (its spec written under out_dir/candidates/) and the spec text."""
@@ -240,11 +254,9 @@ class Tuner:
             path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(path, text)
             specs = (str(path.resolve()),)
-        extra: dict[str, Any] = {}
-        if cand.choice.formulation:
-            extra["formulation"] = cand.choice.formulation
-        return Variant(name=f"t-{cand.key}", tuning_specs=specs, flags=cand.choice.flags,
-                       kernels=(cand.func_name,), **extra), text
+        form = cand.choice.formulation
+        return Variant(name=f"t-{cand.key}", tuning_specs=specs, flags=cand.choice.flags, kernels=(cand.func_name,),
+                       kernel_formulations=((cand.func_name, form),) if form else ()), text
 
 
 class _KernelContext:
@@ -293,9 +305,8 @@ class _KernelContext:
                 continue
             self.tried_keys.add(c.key)
             old = self.known.get(c.key)
-            if old is not None and old.status != MEASURED or (old is not None and old.ratio is not None):
-                assert old is not None
-                old.stage = stage
+            if old is not None and (old.status != MEASURED or old.ratio is not None):
+                old.stage = stage   # screened by the tune being resumed: taken as it was
                 self.k.tried.append(old)
                 out.append(old)
                 continue
@@ -372,6 +383,14 @@ class _KernelContext:
             tried = {t.key: t for t in self.screen([c for _, c in trials], stage="tiles")}
             for trial, cand in trials:
                 _tell(study, trial, tried.get(cand.key))
+            built = [t for t in tried.values() if t.status != COMPILE_FAILED]
+            if built and all(t.status == NOT_APPLIED for t in built):
+                # seen on batch-1 convolutions: a later rewrite of the op drops what the spec set, so no tile
+                # configuration can take effect; the rest of the budget would be spent on the default kernel
+                self.tuner._emit(TuneLog(level="warning", message=(
+                    f"{self.k.func_name}: no tile configuration survives the compiler's rewrite of "
+                    f"{space.root.op_name} (spec not applied); tile search stopped")))
+                break
 
     # ---- successive halving and the final ---------------------------------------------------------------
     def narrow(self) -> None:
@@ -418,6 +437,8 @@ class _KernelContext:
 
     def _remeasure(self, tried: list[Tried], secs: float, stage: str, iters: int = 2 * STAGE_ITERS) -> None:
         session = self.session
+        for t in tried:
+            self._ensure_job(t)
         ids = [t.job_id for t in tried if t.job_id is not None]
         session.rerun([self.base_id, *ids], iters=iters, min_time_s=secs)
         session.wait()
@@ -427,6 +448,26 @@ class _KernelContext:
             t.stage = stage
             classify(t, session.jobs[t.job_id or ""], base_med)
             self.tuner.records.save_candidate(t)
+
+    def _ensure_job(self, t: Tried) -> None:
+        """A candidate screened by the tune being resumed has no job in this session yet: add its variant
+        again (its kernel is a cache hit)."""
+        session = self.session
+        if t.job_id is not None and t.job_id in session.jobs:
+            return
+        specs: tuple[str, ...] = ()
+        if t.spec:
+            path = Path(self.tuner.settings.out_dir) / "candidates" / t.func_name / f"{t.key}.mlir"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(path, t.spec)
+            specs = (str(path.resolve()),)
+        form = t.params.get("formulation")
+        variant = Variant(name=t.variant, tuning_specs=specs, flags=tuple(t.params.get("flags") or ()),
+                          kernels=(t.func_name,), kernel_formulations=((t.func_name, form),) if form else ())
+        base = session.jobs[self.base_id]
+        jobs = [j for j in session.add_variant(variant) if j.command == base.command]
+        t.job_id = jobs[0].job_id if jobs else None
+        t.run_id = session.run_id
 
     def finish(self, winner: Tried | None, message: str) -> None:
         k = self.k
