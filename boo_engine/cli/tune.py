@@ -131,8 +131,7 @@ def _run_stoppable(tuner: Any, args: argparse.Namespace, view: _TuneProgress) ->
             error.append(e)
 
     thread = threading.Thread(target=work, name="boo-tune", daemon=True)
-    view.start()
-    thread.start()
+    thread.start()   # the progress display starts with the first event: an input error is one line, alone
     try:
         while thread.is_alive():
             thread.join(0.2)
@@ -203,9 +202,10 @@ class _TuneProgress:
         self.console = Console(stderr=True)
         self._progress: Any = None
         self._task: Any = None
+        self._stopped = False
         self._lock = threading.Lock()
 
-    def start(self) -> None:
+    def _start(self) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         self._progress = Progress(TextColumn("[bold]tune"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -215,6 +215,7 @@ class _TuneProgress:
 
     def stop(self) -> None:
         with self._lock:
+            self._stopped = True
             if self._progress is not None:
                 self._progress.stop()
                 self._progress = None
@@ -226,6 +227,8 @@ class _TuneProgress:
         from ..tune.events import KernelTuned, TuneLog, TuneUpdate
 
         with self._lock:
+            if self._progress is None and not self._stopped:
+                self._start()
             p = self._progress
             if isinstance(event, TuneUpdate) and p is not None:
                 best = f", best {event.best_ratio:.3f}x" if event.best_ratio else ""

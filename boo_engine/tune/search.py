@@ -499,13 +499,13 @@ def classify(t: Tried, r: JobResult, base_median: float | None) -> None:
     if r.compile is not None and r.compile.spec_applied is False:
         t.status, t.error = NOT_APPLIED, "the spec matched no op (not applied)"
         return
+    t.median_us = r.stats.median_us   # kept for a wrong kernel too: "fast but wrong" is worth knowing
+    t.baseline_us = base_median
+    t.ratio = t.median_us / base_median if base_median else None
     if r.numerics is not None and r.numerics.verdict == "fail":
         t.status, t.error = NUMERICS_FAILED, "numerics differ from the baseline's outputs"
         return
     t.status, t.error = MEASURED, None
-    t.median_us = r.stats.median_us
-    t.baseline_us = base_median
-    t.ratio = t.median_us / base_median if base_median else None
 
 
 def _tell(study: Any, trial: Any, t: Tried | None) -> None:
