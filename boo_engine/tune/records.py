@@ -16,8 +16,8 @@ from ..errors import BooError
 from ..store import Store
 
 #: a candidate's status
-MEASURED, COMPILE_FAILED, NOT_APPLIED, NUMERICS_FAILED, FAILED = (
-    "measured", "compile_failed", "not_applied", "numerics_failed", "failed")
+MEASURED, COMPILE_FAILED, NOT_APPLIED, NUMERICS_FAILED, FAILED, DUPLICATE = (
+    "measured", "compile_failed", "not_applied", "numerics_failed", "failed", "duplicate")
 #: a kernel's status
 RUNNING, IMPROVED, NO_BETTER, KERNEL_FAILED = "running", "improved", "no_better", "failed"
 

@@ -19,6 +19,7 @@ already finished and reuses what it had screened.
 from __future__ import annotations
 
 import contextlib
+import json
 import shlex
 import threading
 import time
@@ -38,6 +39,7 @@ from .dispatch import RootOp, read_root
 from .events import KernelTuned, TuneEvent, TuneLog, TuneUpdate
 from .records import (
     COMPILE_FAILED,
+    DUPLICATE,
     FAILED,
     IMPROVED,
     KERNEL_FAILED,
@@ -337,11 +339,18 @@ class _KernelContext:
                       min_time_s=tuner.settings.screen_s)
         session.wait()
         base_med = _median(session.jobs[self.base_id])
+        binaries = {binary_hash(session.jobs[self.base_id]): "the default"}
+        binaries.update({t.artifact_key: t.description for t in self.k.tried if t.ok})
         out = []
         for c, variant, text, job_id in entries:
             t = Tried(func_name=c.func_name, key=c.key, params=c.params, variant=variant.name,
                       description=c.describe(), spec=text, stage=stage, job_id=job_id, run_id=session.run_id)
             classify(t, session.jobs[job_id], base_med)
+            same = binaries.get(t.artifact_key) if t.artifact_key else None
+            if t.ok and same is not None:   # the same binary as one already measured: one candidate, not two
+                t.status, t.error = DUPLICATE, f"same binary as {same}"
+            elif t.ok:
+                binaries[t.artifact_key] = t.description
             tuner.records.save_candidate(t)
             self.k.tried.append(t)
             out.append(t)
@@ -489,7 +498,7 @@ class _KernelContext:
 def classify(t: Tried, r: JobResult, base_median: float | None) -> None:
     """What the candidate's job came to: measured (with its ratio to the baseline beside it), or why not."""
     t.compile_seconds = r.compile.seconds if r.compile is not None else None
-    t.artifact_key = r.compile.key if r.compile is not None else None
+    t.artifact_key = binary_hash(r)
     t.median_us = t.ratio = None
     if r.status != DONE or r.stats is None:
         compile_error = r.compile is not None and r.compile.error
@@ -508,10 +517,23 @@ def classify(t: Tried, r: JobResult, base_median: float | None) -> None:
     t.status, t.error = MEASURED, None
 
 
+def binary_hash(r: JobResult | None) -> str | None:
+    """The digest of the job's compiled binary (from its cache entry's meta.json): two configurations that
+    build the same binary are one candidate."""
+    if r is None or r.compile is None or not r.compile.artifact:
+        return None
+    try:
+        meta = json.loads((Path(r.compile.artifact).parent / "meta.json").read_text())
+    except (OSError, ValueError):
+        return None
+    sha = meta.get("vmfb_sha256")
+    return str(sha)[:16] if sha else None
+
+
 def _tell(study: Any, trial: Any, t: Tried | None) -> None:
     import optuna
 
-    if t is not None and t.ok and t.ratio is not None:
+    if t is not None and t.ratio is not None and t.status in (MEASURED, DUPLICATE):
         study.tell(trial, float(t.ratio))
     else:
         study.tell(trial, state=optuna.trial.TrialState.FAIL)
