@@ -32,7 +32,7 @@ from ..compare import DEFAULT_MIN_EFFECT, Verdict, compare_samples
 from ..config import SessionConfig
 from ..errors import BooError, first_line
 from ..fsutil import atomic_write
-from ..results import DONE, IREE, JobResult
+from ..results import CANCELLED, DONE, INTERRUPTED, IREE, JobResult
 from ..session import Session
 from ..variants import BASELINE, Variant
 from .dispatch import RootOp, read_root
@@ -238,6 +238,9 @@ class Tuner:
         ctx.narrow()
         k.candidates = len(k.tried)
         k.seconds = round(time.monotonic() - t0, 2)
+        if self.stopped:   # not decided: stored as running, so --resume searches it again (reusing what it had)
+            k.status, k.best_key = RUNNING, None
+            k.message = "stopped before it was decided (--resume continues)"
         self.records.save_kernel(k)
         return k
 
@@ -345,7 +348,10 @@ class _KernelContext:
         for c, variant, text, job_id in entries:
             t = Tried(func_name=c.func_name, key=c.key, params=c.params, variant=variant.name,
                       description=c.describe(), spec=text, stage=stage, job_id=job_id, run_id=session.run_id)
-            classify(t, session.jobs[job_id], base_med)
+            r = session.jobs[job_id]
+            if r.status in (INTERRUPTED, CANCELLED):   # stopped before it was measured: not a result
+                continue
+            classify(t, r, base_med)
             same = binaries.get(t.artifact_key) if t.artifact_key else None
             if t.ok and same is not None:   # the same binary as one already measured: one candidate, not two
                 t.status, t.error = DUPLICATE, f"same binary as {same}"
@@ -454,8 +460,11 @@ class _KernelContext:
         base_med = _median(session.jobs[self.base_id])
         assert self.tuner.records is not None
         for t in tried:
+            r = session.jobs[t.job_id or ""]
+            if r.status in (INTERRUPTED, CANCELLED):   # stopped: keep what the candidate had
+                continue
             t.stage = stage
-            classify(t, session.jobs[t.job_id or ""], base_med)
+            classify(t, r, base_med)
             self.tuner.records.save_candidate(t)
 
     def _ensure_job(self, t: Tried) -> None:
