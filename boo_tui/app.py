@@ -95,7 +95,6 @@ class BooApp(TuneMixin, ActionsMixin, LiveTableMixin, App[int]):
         self.stop_signals: Any = None   # run_app's StopSignals: SIGINT/SIGTERM/SIGHUP quit, the run interrupted
         self.max_flush_s = 0.0      # slowest table/plot/detail refresh (benchmarks report it)
         self.tune_run: Any = None   # the tune started from the dashboard (tuning.TuneMixin), if any
-        self.tune_overrides: dict[str, Any] = {}
         self._tune_pending = False
         start_resource_tracker()
 

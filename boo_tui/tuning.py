@@ -43,8 +43,6 @@ class TuneMixin(_AppBase):
     config: Any
     model: RunModel
     tune_run: TuneRun | None
-    #: extra TuneSettings fields for every tune started here (tests shorten the stage times with it)
-    tune_overrides: dict[str, Any]
     _tune_pending: bool
 
     if TYPE_CHECKING:
@@ -105,8 +103,12 @@ class TuneMixin(_AppBase):
                                     budget=DEFAULT_BUDGET, out_dir=DEFAULT_OUT), done)
 
     def _session_idle(self) -> bool:
-        """Engine thread: whether the dashboard's session has nothing queued or measuring."""
-        return bool(self.session.wait(timeout=0))
+        """Engine thread: whether the dashboard's session has nothing queued or measuring (a session that cannot
+        say counts as busy: the tune is refused, never started beside a measurement)."""
+        try:
+            return bool(self.session.wait(timeout=0))
+        except Exception:  # noqa: BLE001
+            return False
 
     def on_tune_gate(self, message: TuneGate) -> None:
         if not message.idle:
@@ -135,8 +137,7 @@ class TuneMixin(_AppBase):
             argv += ["--cache-dir", str(cfg.cache_dir)]
         return TuneSettings(target=target, out_dir=request.out_dir, budget=request.budget, seed=cfg.seed,
                             min_effect=cfg.min_effect, threads=cfg.threads, db_path=db, cache_dir=cfg.cache_dir,
-                            compile_workers=cfg.compile_workers, command_line=shlex.join(argv),
-                            **self.tune_overrides)
+                            compile_workers=cfg.compile_workers, command_line=shlex.join(argv))
 
     # ---- stopping ---------------------------------------------------------------------------------------------
     def stop_tune(self) -> None:
