@@ -46,6 +46,8 @@ class Seen:
     seconds: float = 0.0
     screen_after_close: str = ""
     tuning_after_close: bool = True
+    busy_refusal: list[str] = field(default_factory=list)    # notifications after `t` while the dashboard measures
+    tune_started_while_busy: bool = True
 
 
 async def wait_until(pilot, condition, timeout: float, what: str) -> None:
@@ -63,8 +65,9 @@ def text_of(app: BooApp, selector: str) -> str:
 async def _tune_from_the_dashboard(tmp: Path) -> Seen:
     seen = Seen(db_path=str(tmp / "results.db"), out_dir=tmp / "tuned")
     # one compile worker: on 2 shared cores a second one (another torch import) costs more than it saves here
+    # min_time_s: the dashboard's own run (started after the tune) is still measuring when a second tune is asked
     cfg = SessionConfig(target="cpu", db_path=seen.db_path, cache_dir=str(tmp / "kernels"), backends=("iree",),
-                        compile_workers=1)
+                        compile_workers=1, min_time_s=60.0)
     app = BooApp(cfg, [GEMM], autostart=False)
     async with app.run_test(size=(120, 36), notifications=True) as pilot:
         await wait_until(pilot, lambda: app.session is not None and app.query_one("#results").row_count == 1, 60,
@@ -114,6 +117,20 @@ async def _tune_from_the_dashboard(tmp: Path) -> Seen:
         await pilot.pause(0.1)
         seen.screen_after_close = type(app.screen).__name__
         seen.tuning_after_close = app.tuning
+
+        # the dashboard measures again; a tune asked for meanwhile is refused (one measurement at a time)
+        first = screen.tune_run
+        await pilot.press("r")
+        await wait_until(pilot, lambda: {str(v.status) for v in app.model.jobs.values()} & {"measuring"}, 120,
+                         "the dashboard's own run")
+        await pilot.press("t")
+        await wait_until(pilot, lambda: app.screen.id == "tune-dialog", 10, "the tune dialog")
+        app.screen.query_one("#tune-out").value = str(tmp / "second")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: any("dashboard is measuring" in n.message for n in app._notifications), 30,
+                         "the refusal")
+        seen.busy_refusal = [n.message for n in app._notifications]
+        seen.tune_started_while_busy = app.tune_run is not first or isinstance(app.screen, TuneScreen)
         await pilot.press("q")
         await wait_until(pilot, lambda: not app.is_running, 30, "the app to exit")
     return seen
@@ -168,6 +185,9 @@ def test_tune_screen_follows_a_kernel_to_done_and_writes_the_files(dashboard_tun
 
     # closing the finished tune's screen returns to the dashboard, free to measure again
     assert seen.screen_after_close == "Screen" and seen.tuning_after_close is False
+    # and a tune asked for while the dashboard measures does not start beside it
+    assert any("the dashboard is measuring" in m for m in seen.busy_refusal), seen.busy_refusal
+    assert seen.tune_started_while_busy is False and not (seen.out_dir.parent / "second").exists()
 
 
 def test_history_lists_the_stored_tune_and_opens_its_candidates(dashboard_tune):
