@@ -15,7 +15,6 @@ import sqlite3
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -71,13 +70,13 @@ def test_a_numerically_wrong_candidate_is_recorded_and_never_emitted(tuned):
 
 
 def test_ranking_never_takes_a_wrong_or_unapplied_candidate():
-    from boo_engine.tune.search import _KernelContext
+    from boo_engine.tune.kernel import KernelSearch
 
     k = TunedKernel(func_name="f", command="c")
     k.tried = [Tried("f", "a", {}, "t-a", status=NUMERICS_FAILED, ratio=0.2),
                Tried("f", "b", {}, "t-b", status="not_applied", ratio=0.3),
                Tried("f", "c", {}, "t-c", ratio=0.9)]
-    ctx = _KernelContext.__new__(_KernelContext)
+    ctx = KernelSearch.__new__(KernelSearch)
     ctx.k = k
     assert [t.key for t in ctx.ranked()] == ["c"]
 
@@ -165,3 +164,32 @@ def test_usage_errors_are_one_line_and_exit_2(tmp_path, args, needle):
 def test_resume_without_a_stored_tune_is_a_usage_error(tmp_path):
     r = _cli("--resume", "--db", str(tmp_path / "t.db"), "--out", str(tmp_path / "out"))
     assert r.returncode == 2 and "no tune" in r.stderr, r.stderr
+
+
+def test_a_stopped_tune_is_left_resumable_not_finished(tmp_path):
+    """stop() mid-search (the dashboard's Escape, a Ctrl-C): the kernel being searched is stored as running, no
+    interrupted measurement is stored as a failed candidate, and the tune ends interrupted."""
+    import threading
+
+    from boo_engine.store import Store
+    from boo_engine.tune.events import TuneUpdate
+    from boo_engine.tune.records import RUNNING, find_tune, load_kernels
+
+    holder = {}
+
+    def listener(event):
+        if isinstance(event, TuneUpdate) and event.stage == "tiles" and event.tried >= 1 and "t" not in holder:
+            holder["t"] = threading.Thread(target=holder["tuner"].stop)   # as a front end: from another thread
+            holder["t"].start()
+
+    settings = TuneSettings(out_dir=str(tmp_path / "out"), db_path=str(tmp_path / "t.db"),
+                            cache_dir=str(tmp_path / "kernels"), budget=12, batch=2)
+    holder["tuner"] = tuner = Tuner(settings, listener=listener)
+    kernels = tuner.run(["gemm --a_w 32 --a_h 32 --b_w 32"])
+    (k,) = kernels.values()
+    assert tuner.stopped and k.status == RUNNING, (k.status, k.message)
+    with Store(tmp_path / "t.db") as store:
+        assert find_tune(store, "last")["status"] == "interrupted"
+        stored = load_kernels(store, tuner.tune_id)
+    assert stored[k.func_name].status == RUNNING
+    assert all("interrupted" not in (t.error or "") for t in stored[k.func_name].tried)
