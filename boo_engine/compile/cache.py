@@ -120,16 +120,6 @@ def entry_problem(d: Path, func_name: str, key: str, meta: object) -> str | None
     return None
 
 
-def _compiler_stamp(exe: str) -> str:
-    """Identifies a compiler build cheaply: path, size and mtime of the binary and of its library."""
-    parts = []
-    for p in (Path(exe), Path(exe).parent / "libIREECompiler.so"):
-        with contextlib.suppress(OSError):
-            st = p.stat()
-            parts.append(f"{p}:{st.st_size}:{st.st_mtime_ns}")
-    return "|".join(parts)
-
-
 @functools.cache
 def torch_version() -> str:
     """The installed torch's version (the exported MLIR depends on it), read from its package metadata: a
@@ -235,7 +225,7 @@ class KernelCache:
 
     def _read_compiler_version(self) -> str:
         exe = iree_tools.tool_path("iree-compile", CompileError)
-        stamp = _compiler_stamp(exe)
+        stamp = iree_tools.compiler_stamp(exe)
         memo = ".compiler-version.json"
         for root in self.roots():
             with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
