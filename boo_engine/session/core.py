@@ -8,6 +8,7 @@ caller's (e.g. the UI's) thread.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 import threading
@@ -63,6 +64,8 @@ class Session:
 
         self.config = config or SessionConfig()
         self.target: Target = parse_target(self.config.target) if self.config.target else default_target()
+        if not self.config.per_op_defaults:  # IREE's plain defaults (what tune --defaults measures against)
+            self.target = dataclasses.replace(self.target, per_op_defaults=False)
         self.variants: list[Variant] = list(self.config.variants) or [BASELINE]
         self._plan = Plan(self.target.name, self.config.backends, self.config.iters)
         self._state = SessionState(self._plan, listener)
@@ -343,12 +346,17 @@ class Session:
 
     def _collect_environment(self) -> None:
         from ..environment import collect_environment
+        from ..targets import defaults_in_use
 
         try:
             version = self._cache.compiler_version  # remembered in the cache per compiler build
         except Exception:  # noqa: BLE001 - the environment is best effort
             version = None
-        self._environment = collect_environment(self.target.name, compiler_version=version)
+        defaults = defaults_in_use(self.target)
+        if defaults.get("warning"):  # a damaged defaults table: the rules decide, said once
+            self._state.emit(ev.Log(level="warning", message=str(defaults["warning"])))
+        self._environment = collect_environment(self.target.name, compiler_version=version,
+                                                per_op_defaults=defaults)
 
 
 def warm_imports() -> None:
