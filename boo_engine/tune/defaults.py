@@ -1,0 +1,345 @@
+"""`boo-tui tune --defaults FILE...`: which global compiler flags suit each op class on THIS machine.
+
+The best per-op-class flags differ between CPUs (data-tiling makes a bf16 NHWC 1x1 conv 4x faster on a Zen 5 with
+avx512bf16 and 28x slower on a Zen 3 without), so they are measured here rather than carried over:
+
+1. The commands are grouped into op classes (`targets.op_class`: op, dtype, channels-last or not, 1x1 or not,
+   forward or backward), the classes `per_op_default_flags` chooses flags for.
+2. Every command is compiled with IREE's plain defaults (the session's target has `per_op_defaults=False`, so no
+   table or rule of ours is on the line: a variant's flags then measure against plain IREE) and with each
+   candidate flag set: im2col, data-tiling, im2col + data-tiling (im2col only for convs: it rewrites nothing
+   else). A set that fails to compile for a command of the class is dropped for the class, with the compiler's
+   first error line; one whose numerics differ from the plain kernel's is dropped too.
+3. They are measured through the ordinary engine (one session, IREE only, interleaved rounds, every sample
+   stored in the results database as a run like any other), and compared with compare.py per command.
+4. A class's verdict for a set (`class_comparison`): the geometric mean of its commands' ratios, a conservative
+   CI (the geomean of the commands' CI bounds), the commands' Mann-Whitney p-values combined (Fisher), decided
+   by `compare.decide` with the run's --min-effect; a set that is significantly SLOWER on any command of the
+   class is not FASTER for it. A set wins only when FASTER; among winners the fastest, or one with fewer flags
+   within --min-effect of it. Otherwise the class keeps IREE's plain default (stored as no flags).
+5. The winners are stored in the per-machine table (defaults_table.py) under this machine's resolved CPU and
+   compiler version, merged with the classes measured before; `per_op_default_flags` applies them from then on.
+
+Data-tiling is measured for gemm classes but never chosen there: with it IREE 3.13 cannot apply a tuning spec to
+a matmul ("failed to build pass pipeline"), and tuning specs must keep working on the baseline.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import math
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from .. import events as ev
+from ..commands import Command, looks_like_commands_file, parse_invocation, read_commands_file, split_words
+from ..compare import FASTER, SLOWER, UNCLEAR, Comparison, decide, geomean
+from ..config import SessionConfig
+from ..defaults_table import machine_key, store_machine
+from ..errors import BooError, CommandError, elide
+from ..exporters import format_us
+from ..hostcpu import HostCpu
+from ..iree_tools import first_error
+from ..locations import defaults_table
+from ..results import DONE, FAILED, IREE, JobResult
+from ..targets import DATA_TILING, IM2COL, OpClass, host_cpu, op_class, parse_target
+from ..variants import BASELINE, Variant
+
+PROG = "boo-tui tune --defaults"
+PLAIN = "IREE default"
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A global flag set tried on every command of the classes it applies to."""
+
+    name: str
+    flags: tuple[str, ...]
+
+    def applies_to(self, cls: OpClass) -> bool:
+        return IM2COL not in self.flags or cls.is_conv
+
+    def ineligible(self, cls: OpClass) -> str | None:
+        """Why this set is measured but never chosen for `cls`, or None."""
+        if DATA_TILING in self.flags and cls.op == "gemm":
+            return "breaks tuning specs on matmuls"
+        return None
+
+
+CANDIDATES = (Candidate("im2col", (IM2COL,)), Candidate("data-tiling", (DATA_TILING,)),
+              Candidate("im2col+data-tiling", (IM2COL, DATA_TILING)))
+
+
+@dataclass
+class Outcome:
+    """One flag set on one class: its comparison with IREE's plain default, or why it has none."""
+
+    name: str
+    flags: tuple[str, ...]
+    comparison: Comparison | None = None
+    geomean_us: float | None = None
+    error: str | None = None        # compile failure (the compiler's first error line), numerics, ...
+    note: str | None = None         # measured but never chosen (why)
+
+    def describe(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"flags": list(self.flags)}
+        if self.geomean_us is not None:
+            d["geomean_us"] = round(self.geomean_us, 3)
+        c = self.comparison
+        if c is not None:
+            d.update(ratio=round(c.ratio, 4), ci=[_round(c.ci_low), _round(c.ci_high)], verdict=str(c.verdict))
+        if self.error:
+            d["error"] = self.error
+        if self.note:
+            d["note"] = self.note
+        return d
+
+
+@dataclass
+class ClassResult:
+    cls: OpClass
+    commands: list[str]
+    outcomes: list[Outcome] = field(default_factory=list)   # IREE's plain default first
+    winner: Outcome | None = None                           # None: not decided (the plain default failed)
+    skipped: list[str] = field(default_factory=list)        # commands left out: their plain kernel failed
+
+    def entry(self) -> dict[str, Any]:
+        assert self.winner is not None
+        return {"flags": list(self.winner.flags), "winner": self.winner.name, "commands": self.commands,
+                "candidates": {o.name: o.describe() for o in self.outcomes}}
+
+
+def _round(x: float) -> float | None:
+    return round(x, 4) if math.isfinite(x) else None
+
+
+def run_defaults(inputs: list[str], config: SessionConfig, *, out: TextIO | None = None) -> int:
+    """Measure the op classes of `inputs` (commands files and command strings) with each candidate flag set on
+    this machine's CPU, print a per-class table to `out`, store the winners in the per-machine defaults table.
+    Returns 0 when done (also when no set won anywhere), 1 when nothing could be measured or the table cannot be
+    written, 2 on usage errors (no or bad commands, a non-cpu target), 130 when interrupted (nothing stored).
+    `out`: where the progress and the table go (default: sys.stderr at the time of the call)."""
+    out = out if out is not None else sys.stderr
+    try:
+        if config.target is not None and parse_target(config.target).kind != "cpu":
+            raise BooError(f"measures the CPU's defaults: --target {config.target} is not the cpu")
+        commands = _read_inputs(inputs)
+        if not commands:
+            raise BooError("no commands: give a commands file (e.g. sample_commands.txt) or a quoted command")
+    except BooError as e:
+        print(f"{PROG}: error: {e}", file=out)
+        return EXIT_USAGE
+    classes: dict[OpClass, list[Command]] = {}
+    for cmd in commands:
+        classes.setdefault(op_class(cmd.signature), []).append(cmd)
+    cpu = host_cpu()
+    conv_kernels = tuple(c.signature.func_name for cls, cmds in classes.items() if cls.is_conv for c in cmds)
+    variants = [BASELINE] + [Variant(name=c.name, flags=c.flags,
+                                     kernels=conv_kernels if IM2COL in c.flags else ()) for c in CANDIDATES]
+    variants = [v for v in variants if IM2COL not in v.flags or conv_kernels]  # kernels=() would mean every kernel
+    cfg = dataclasses.replace(config, target="cpu", variants=variants, backends=(IREE,), per_op_defaults=False)
+    print(f"{PROG}: {len(classes)} op classes, {len(commands)} commands on {cpu.label()}; candidates: "
+          f"{PLAIN}, {', '.join(c.name for c in CANDIDATES)}", file=out)
+    try:
+        results = _measure(commands, cfg, out)
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted: nothing stored", file=out)
+        return EXIT_INTERRUPTED
+    except BooError as e:
+        print(f"{PROG}: error: {e}", file=out)
+        return EXIT_FAILED
+    decided = [_decide(cls, cmds, results, cfg.min_effect, seed=cfg.seed) for cls, cmds in classes.items()]
+    print_table(decided, out)
+    return _store(decided, cpu, cfg, out)
+
+
+def _read_inputs(inputs: Sequence[str]) -> list[Command]:
+    """Every command of the inputs once (by kernel); a bad line or command is a usage error (CommandError)."""
+    found: dict[str, Command] = {}
+    for item in inputs:
+        if looks_like_commands_file(item):
+            cmds = read_commands_file(item)
+        else:
+            try:
+                cmds = [parse_invocation(split_words(item))]
+            except ValueError as e:  # an unbalanced quote (CommandError is a ValueError too, and says enough)
+                raise e if isinstance(e, CommandError) else CommandError(f"{elide(item)!r}: {e}") from None
+        for cmd in cmds:
+            found.setdefault(cmd.signature.func_name, cmd)
+    return list(found.values())
+
+
+def _measure(commands: list[Command], cfg: SessionConfig, out: TextIO) -> dict[tuple[str, str], JobResult]:
+    """Measure every command with every variant that applies; {(func_name, variant name): final JobResult}."""
+    from ..session import Session
+
+    total = [0, 0]
+
+    def listener(event: ev.Event) -> None:
+        if isinstance(event, ev.JobFinished):
+            total[0] += 1
+            r = event.result
+            what = f"median {format_us(r.stats.median_us)} us" if r.status == DONE and r.stats else \
+                f"{r.status}: {first_error(r.error or '', limit=120)}"
+            print(f"  [{total[0]}/{total[1]}] {r.func_name} [{r.variant}]: {what}", file=out, flush=True)
+
+    with Session(cfg, listener) as session:
+        ids: dict[tuple[str, str], str] = {}
+        for cmd in commands:
+            for job in session.add_command(list(cmd.tokens)):
+                ids[(cmd.signature.func_name, job.variant)] = job.job_id
+        total[1] = len(ids)
+        session.start()
+        session.wait()
+        if session.failure:
+            raise BooError(session.failure)
+        return {key: session.jobs[job_id] for key, job_id in ids.items()}
+
+
+def _job_error(r: JobResult | None) -> str | None:
+    """None for a measured job with passing numerics, else why it cannot count (one line)."""
+    if r is None:
+        return "not measured"
+    if r.status == FAILED:
+        if r.compile is not None and r.compile.error:
+            return "compile failed: " + first_error(r.compile.error, limit=200)
+        return first_error(r.error or "failed", limit=200)
+    if r.status != DONE or not r.samples_us:
+        return str(r.status)
+    if r.numerics is not None and r.numerics.verdict != "pass":
+        return f"numerics {r.numerics.verdict} against IREE's plain kernel"
+    return None
+
+
+def _decide(cls: OpClass, cmds: list[Command], results: dict[tuple[str, str], JobResult], min_effect: float, *,
+            seed: int = 0) -> ClassResult:
+    from ..compare import compare_samples
+
+    res = ClassResult(cls, [c.text for c in cmds])
+    base = {c.signature.func_name: results.get((c.signature.func_name, BASELINE.name)) for c in cmds}
+    kept = [f for f, r in base.items() if _job_error(r) is None]
+    res.skipped = [f"{f}: {_job_error(r)}" for f, r in base.items() if f not in kept]
+    plain = Outcome(PLAIN, ())
+    res.outcomes.append(plain)
+    if not kept:
+        plain.error = res.skipped[0].split(": ", 1)[1] if res.skipped else "no commands"
+        return res
+    plain.geomean_us = geomean(_median(base[f]) for f in kept)
+    for cand in CANDIDATES:
+        if not cand.applies_to(cls):
+            continue
+        o = Outcome(cand.name, cand.flags, note=cand.ineligible(cls))
+        res.outcomes.append(o)
+        found = [results.get((f, cand.name)) for f in kept]
+        o.error = next((e for e in map(_job_error, found) if e), None)
+        jobs = [j for j in found if j is not None]
+        if o.error or len(jobs) != len(kept):
+            continue
+        comps = [compare_samples(b.samples_us, j.samples_us, min_effect=min_effect, seed=seed)
+                 for b, j in zip((base[f] for f in kept), jobs) if b is not None]
+        o.comparison = class_comparison(comps, min_effect)
+        o.geomean_us = geomean(_median(j) for j in jobs)
+    res.winner = choose(res.outcomes, min_effect)
+    return res
+
+
+def _median(r: JobResult | None) -> float:
+    return r.stats.median_us if r is not None and r.stats is not None else math.nan
+
+
+def class_comparison(comps: Sequence[Comparison], min_effect: float) -> Comparison:
+    """One comparison for a class from its commands' (see the module docstring, step 4). With one command it is
+    that command's comparison."""
+    if len(comps) == 1:
+        return comps[0]
+    from scipy.stats import combine_pvalues
+
+    ratio = geomean(c.ratio for c in comps)
+    low, high = geomean(c.ci_low for c in comps), geomean(c.ci_high for c in comps)
+    ps = [c.p_value for c in comps if math.isfinite(c.p_value)]
+    p = float(combine_pvalues(ps, method="fisher").pvalue) if len(ps) == len(comps) else math.nan
+    verdict = decide(ratio, low, high, p, min_effect=min_effect)
+    if verdict == FASTER and any(c.verdict == SLOWER for c in comps):
+        verdict = UNCLEAR  # faster on some shapes, slower on others: not a default for the class
+    return Comparison(ratio, low, high, p, verdict, sum(c.n_baseline for c in comps),
+                      sum(c.n_variant for c in comps), geomean(c.baseline_median_us for c in comps),
+                      geomean(c.variant_median_us for c in comps))
+
+
+def choose(outcomes: list[Outcome], min_effect: float) -> Outcome:
+    """The plain default (outcomes[0]) unless a set is FASTER (and eligible): then the fastest of those, or the
+    one with the fewest flags among those within min_effect of the fastest."""
+    winners = sorted((o for o in outcomes[1:] if o.comparison is not None and o.comparison.verdict == FASTER
+                      and not o.note), key=lambda o: o.comparison.ratio)  # type: ignore[union-attr]
+    if not winners:
+        return outcomes[0]
+    best = winners[0].comparison.ratio  # type: ignore[union-attr]
+    close = [o for o in winners if o.comparison.ratio <= best * (1 + min_effect)]  # type: ignore[union-attr]
+    return min(close, key=lambda o: (len(o.flags), o.comparison.ratio))  # type: ignore[union-attr]
+
+
+def print_table(decided: list[ClassResult], out: TextIO) -> None:
+    """The per-class table: class, commands, each set's geomean time, ratio and verdict, the winner; then the
+    reasons of the sets that could not be measured."""
+    names = [PLAIN] + [c.name for c in CANDIDATES]
+    rows = [["op class", "cmds", *names, "winner"]]
+    notes: list[str] = []
+    for res in decided:
+        row = [str(res.cls), str(len(res.commands))]
+        by_name = {o.name: o for o in res.outcomes}
+        for name in names:
+            o = by_name.get(name)
+            row.append(_cell(o))
+            if o is not None and (o.error or o.note):
+                notes.append(f"  {res.cls} {name}: {o.error or 'not chosen: ' + str(o.note)}")
+        row.append(res.winner.name if res.winner else "not decided")
+        rows.append(row)
+        notes += [f"  {res.cls}: left out {s}" for s in res.skipped]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip(), file=out)
+    if notes:
+        print("\n".join(["", *notes]), file=out)
+
+
+def _cell(o: Outcome | None) -> str:
+    if o is None:
+        return "-"
+    if o.error:
+        return "FAIL" if o.error.startswith("compile failed") else "n/a"
+    us = f"{format_us(o.geomean_us)} us"
+    c = o.comparison
+    return us if c is None else f"{us} {c.ratio:.2f}x {c.verdict}" + ("*" if o.note else "")
+
+
+def _store(decided: list[ClassResult], cpu: HostCpu, cfg: SessionConfig, out: TextIO) -> int:
+    classes = {str(r.cls): r.entry() for r in decided if r.winner is not None}
+    if not classes:
+        print(f"{PROG}: nothing measured: no table written", file=out)
+        return EXIT_FAILED
+    path = defaults_table()
+    if path is None:
+        print(f"{PROG}: CPU defaults tables are switched off ($BOO_DEFAULTS_TABLE): nothing stored", file=out)
+        return EXIT_OK
+    version = cpu.compiler_version
+    if version is None:
+        from ..iree_tools import compiler_version
+
+        version = compiler_version()
+    key = machine_key(cpu.machine_key, version)
+    entry = {"cpu": cpu.name, "features": cpu.key_features, "compiler_version": version,
+             "measured_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+             "min_effect": cfg.min_effect, "threads": cfg.threads, "classes": classes}
+    try:
+        written, warning = store_machine(key, entry, path)
+    except (OSError, ValueError) as e:
+        print(f"{PROG}: error: cannot write the CPU defaults table {path}: {e}", file=out)
+        return EXIT_FAILED
+    if warning:
+        print(f"{PROG}: warning: {warning}", file=out)
+    print(f"\n{PROG}: stored {len(classes)} op classes in {written} (machine {cpu.machine_key}); later cpu runs "
+          "on this machine and compiler use them", file=out)
+    return EXIT_OK
