@@ -196,3 +196,22 @@ def test_environment_and_exports_name_the_resolved_cpu_and_the_flags(tmp_path):
     assert f"`{IM2COL}` `{DATA_TILING}`" in md
     assert f"{IM2COL} {DATA_TILING}" in render_csv([result], {})
     assert HostCpu(name=None, features=frozenset(), source="x").label() == "unknown CPU (no key features)"
+
+
+def test_detail_pane_shows_the_flags_beyond_the_target(tmp_path):
+    from rich.console import Console
+
+    from boo_tui.detail import render_detail
+    from boo_tui.model import JobView
+
+    art = compile_signature(parse_command(SMALL), "cpu", cache=KernelCache(tmp_path / "k"))
+    result = JobResult(job_id="j", command=SMALL, func_name=art.func_name, op="conv", variant="baseline",
+                       target="cpu", backend="iree", status=DONE, compile=CompileInfo(command=art.command))
+    console = Console(width=300, record=True)
+    console.print(render_detail(JobView(result)))
+    text = console.export_text()
+    (line,) = [ln for ln in text.splitlines() if ln.startswith("flags")]
+    assert line.split()[1:] == [IM2COL]          # the per-op default: the rule for f32 NCHW convs
+    result.compile = CompileInfo(command=[a for a in art.command if a != IM2COL])
+    console.print(render_detail(JobView(result)))
+    assert re.search(r"^flags +none beyond the target's", console.export_text(), re.M)
