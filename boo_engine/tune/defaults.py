@@ -5,13 +5,16 @@ avx512bf16 and 28x slower on a Zen 3 without), so they are measured here rather 
 
 1. The commands are grouped into op classes (`targets.op_class`: op, dtype, channels-last or not, 1x1 or not,
    forward or backward), the classes `per_op_default_flags` chooses flags for.
-2. Every command is compiled with IREE's plain defaults (the session's target has `per_op_defaults=False`, so no
-   table or rule of ours is on the line: a variant's flags then measure against plain IREE) and with each
-   candidate flag set: im2col, data-tiling, im2col + data-tiling (im2col only for convs: it rewrites nothing
-   else). A set that fails to compile for a command of the class is dropped for the class, with the compiler's
-   first error line; one whose numerics differ from the plain kernel's is dropped too.
-3. They are measured through the ordinary engine (one session, IREE only, interleaved rounds, every sample
-   stored in the results database as a run like any other), and compared with compare.py per command.
+2. Every command is compiled first (the compile pool, into the kernel cache) with IREE's plain defaults (a target
+   with `per_op_defaults=False`: no table or rule of ours on the line, so a set's flags measure against plain
+   IREE) and with each candidate flag set: im2col, data-tiling, im2col + data-tiling (im2col only for convs). A
+   set that fails to compile for a command of the class is dropped for the class, with the compiler's first error
+   line. A set that compiles to the same kernel as the plain one (the same dumped executables and
+   configurations: im2col leaves backward and grouped convs alone, data-tiling leaves layer norms alone) is not
+   measured: its effect is exactly none, and measuring it would only offer noise a chance to win.
+3. The distinct kernels are measured through the ordinary engine (one session, IREE only, interleaved rounds,
+   every sample stored in the results database as a run like any other; numerics against the plain kernel's
+   outputs: a set that fails them is dropped) and compared with compare.py per command.
 4. A class's verdict for a set (`class_comparison`): the geometric mean of its commands' ratios, a conservative
    CI (the geomean of the commands' CI bounds), the commands' Mann-Whitney p-values combined (Fisher), decided
    by `compare.decide` with the run's --min-effect; a set that is significantly SLOWER on any command of the
@@ -27,24 +30,26 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import hashlib
 import math
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TextIO
 
 from .. import events as ev
 from ..commands import Command, looks_like_commands_file, parse_invocation, read_commands_file, split_words
-from ..compare import FASTER, SLOWER, UNCLEAR, Comparison, decide, geomean
+from ..compare import FASTER, SAME, SLOWER, UNCLEAR, Comparison, compare_samples, decide, geomean
 from ..config import SessionConfig
 from ..defaults_table import machine_key, store_machine
-from ..errors import BooError, CommandError, elide
+from ..errors import BooError, CommandError, CompileError, elide
 from ..exporters import format_us
 from ..hostcpu import HostCpu
-from ..iree_tools import first_error
+from ..iree_tools import compiler_version, first_error
 from ..locations import defaults_table
 from ..results import DONE, FAILED, IREE, JobResult
-from ..targets import DATA_TILING, IM2COL, OpClass, host_cpu, op_class, parse_target
+from ..targets import DATA_TILING, IM2COL, OpClass, Target, host_cpu, op_class, parse_target
 from ..variants import BASELINE, Variant
 
 PROG = "boo-tui tune --defaults"
@@ -71,6 +76,17 @@ class Candidate:
 
 CANDIDATES = (Candidate("im2col", (IM2COL,)), Candidate("data-tiling", (DATA_TILING,)),
               Candidate("im2col+data-tiling", (IM2COL, DATA_TILING)))
+
+
+@dataclass(frozen=True)
+class Built:
+    """One command compiled with one flag set: the kernel's fingerprint, or the compiler's first error line."""
+
+    fingerprint: str | None = None
+    error: str | None = None
+
+
+SAME_KERNEL = "compiles to the same kernel as IREE's default"
 
 
 @dataclass
@@ -136,22 +152,19 @@ def run_defaults(inputs: list[str], config: SessionConfig, *, out: TextIO | None
     for cmd in commands:
         classes.setdefault(op_class(cmd.signature), []).append(cmd)
     cpu = host_cpu()
-    conv_kernels = tuple(c.signature.func_name for cls, cmds in classes.items() if cls.is_conv for c in cmds)
-    variants = [BASELINE] + [Variant(name=c.name, flags=c.flags,
-                                     kernels=conv_kernels if IM2COL in c.flags else ()) for c in CANDIDATES]
-    variants = [v for v in variants if IM2COL not in v.flags or conv_kernels]  # kernels=() would mean every kernel
-    cfg = dataclasses.replace(config, target="cpu", variants=variants, backends=(IREE,), per_op_defaults=False)
+    cfg = dataclasses.replace(config, target="cpu", backends=(IREE,), per_op_defaults=False)
     print(f"{PROG}: {len(classes)} op classes, {len(commands)} commands on {cpu.label()}; candidates: "
           f"{PLAIN}, {', '.join(c.name for c in CANDIDATES)}", file=out)
     try:
-        results = _measure(commands, cfg, out)
+        built = _compile_all(classes, cfg, out)
+        results = _measure(commands, _variants(classes, built), cfg, out)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted: nothing stored", file=out)
         return EXIT_INTERRUPTED
     except BooError as e:
         print(f"{PROG}: error: {e}", file=out)
         return EXIT_FAILED
-    decided = [_decide(cls, cmds, results, cfg.min_effect, seed=cfg.seed) for cls, cmds in classes.items()]
+    decided = [_decide(cls, cmds, built, results, cfg.min_effect, seed=cfg.seed) for cls, cmds in classes.items()]
     print_table(decided, out)
     return _store(decided, cpu, cfg, out)
 
@@ -172,9 +185,62 @@ def _read_inputs(inputs: Sequence[str]) -> list[Command]:
     return list(found.values())
 
 
-def _measure(commands: list[Command], cfg: SessionConfig, out: TextIO) -> dict[tuple[str, str], JobResult]:
+def _compile_all(classes: dict[OpClass, list[Command]], cfg: SessionConfig, out: TextIO
+                 ) -> dict[tuple[str, str], Built]:
+    """Compile every command with IREE's plain defaults and each candidate that applies to its class, in the
+    pool, into the cache the session then measures from: {(func_name, set name): Built}."""
+    from ..compile.cache import open_cache
+    from ..compile.pool import CompilePool
+
+    target = Target("cpu", threads=cfg.threads, per_op_defaults=False)
+    jobs = [(c, v) for cls, cmds in classes.items() for c in cmds
+            for v in [BASELINE] + [Variant(name=k.name, flags=k.flags) for k in CANDIDATES if k.applies_to(cls)]]
+    print(f"  compiling {len(jobs)} kernels", file=out, flush=True)
+    built: dict[tuple[str, str], Built] = {}
+    with CompilePool(cfg.compile_workers, cfg.compile_timeout_s, open_cache(cfg.cache_dir)) as pool:
+        futures = [(c.signature.func_name, v.name, pool.submit(c.signature, target, v)) for c, v in jobs]
+        for func, name, future in futures:
+            try:
+                built[(func, name)] = Built(fingerprint=_fingerprint(future.result().configs_dir))
+            except CompileError as e:
+                built[(func, name)] = Built(error="compile failed: " + (first_error(e.stderr, limit=200)
+                                                                        if e.stderr else str(e)))
+    return built
+
+
+def _fingerprint(configs_dir: str) -> str | None:
+    """What a kernel is, for telling two flag sets apart: every dispatch's dumped executable and configuration."""
+    h = hashlib.sha256()
+    try:
+        for p in sorted(Path(configs_dir).glob("*.mlir")):
+            h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+    except OSError:
+        return None
+    return h.hexdigest()
+
+
+def _variants(classes: dict[OpClass, list[Command]], built: dict[tuple[str, str], Built]) -> list[Variant]:
+    """The plain baseline, and each candidate scoped to the kernels where it compiled to a different kernel."""
+    variants = [BASELINE]
+    for cand in CANDIDATES:
+        kernels = tuple(f for f in (c.signature.func_name for cmds in classes.values() for c in cmds)
+                        if (b := built.get((f, cand.name))) is not None and b.error is None
+                        and not _same_kernel(b, built.get((f, BASELINE.name))))
+        if kernels:  # (kernels=() would mean every kernel)
+            variants.append(Variant(name=cand.name, flags=cand.flags, kernels=kernels))
+    return variants
+
+
+def _same_kernel(a: Built | None, b: Built | None) -> bool:
+    return a is not None and b is not None and a.fingerprint is not None and a.fingerprint == b.fingerprint
+
+
+def _measure(commands: list[Command], variants: list[Variant], cfg: SessionConfig, out: TextIO
+             ) -> dict[tuple[str, str], JobResult]:
     """Measure every command with every variant that applies; {(func_name, variant name): final JobResult}."""
     from ..session import Session
+
+    cfg = dataclasses.replace(cfg, variants=variants)
 
     total = [0, 0]
 
@@ -183,7 +249,7 @@ def _measure(commands: list[Command], cfg: SessionConfig, out: TextIO) -> dict[t
             total[0] += 1
             r = event.result
             what = f"median {format_us(r.stats.median_us)} us" if r.status == DONE and r.stats else \
-                f"{r.status}: {first_error(r.error or '', limit=120)}"
+                f"{r.status}: {first_error((r.error or '').replace(f'{r.func_name}: ', ''), limit=120)}"
             print(f"  [{total[0]}/{total[1]}] {r.func_name} [{r.variant}]: {what}", file=out, flush=True)
 
     with Session(cfg, listener) as session:
@@ -214,34 +280,47 @@ def _job_error(r: JobResult | None) -> str | None:
     return None
 
 
-def _decide(cls: OpClass, cmds: list[Command], results: dict[tuple[str, str], JobResult], min_effect: float, *,
-            seed: int = 0) -> ClassResult:
-    from ..compare import compare_samples
-
+def _decide(cls: OpClass, cmds: list[Command], built: dict[tuple[str, str], Built],
+            results: dict[tuple[str, str], JobResult], min_effect: float, *, seed: int = 0) -> ClassResult:
     res = ClassResult(cls, [c.text for c in cmds])
-    base = {c.signature.func_name: results.get((c.signature.func_name, BASELINE.name)) for c in cmds}
-    kept = [f for f, r in base.items() if _job_error(r) is None]
-    res.skipped = [f"{f}: {_job_error(r)}" for f, r in base.items() if f not in kept]
+    funcs = [c.signature.func_name for c in cmds]
+    errors = {f: built.get((f, BASELINE.name), Built()).error or _job_error(results.get((f, BASELINE.name)))
+              for f in funcs}
+    kept = [f for f in funcs if errors[f] is None]
+    res.skipped = [f"{f}: {errors[f]}" for f in funcs if f not in kept]
     plain = Outcome(PLAIN, ())
     res.outcomes.append(plain)
     if not kept:
-        plain.error = res.skipped[0].split(": ", 1)[1] if res.skipped else "no commands"
+        plain.error = errors[funcs[0]] if funcs else "no commands"
         return res
+    base = {f: results[(f, BASELINE.name)] for f in kept}
     plain.geomean_us = geomean(_median(base[f]) for f in kept)
     for cand in CANDIDATES:
         if not cand.applies_to(cls):
             continue
         o = Outcome(cand.name, cand.flags, note=cand.ineligible(cls))
         res.outcomes.append(o)
-        found = [results.get((f, cand.name)) for f in kept]
-        o.error = next((e for e in map(_job_error, found) if e), None)
-        jobs = [j for j in found if j is not None]
-        if o.error or len(jobs) != len(kept):
+        comps, medians = [], []
+        for f in kept:
+            b = built.get((f, cand.name), Built(error="not compiled"))
+            if _same_kernel(b, built.get((f, BASELINE.name))):  # no effect to measure: exactly none
+                m = _median(base[f])
+                comps.append(Comparison(1.0, 1.0, 1.0, 1.0, SAME, len(base[f].samples_us), len(base[f].samples_us),
+                                        m, m))
+                medians.append(m)
+                continue
+            job = results.get((f, cand.name))
+            o.error = b.error or _job_error(job)
+            if o.error or job is None:
+                break
+            comps.append(compare_samples(base[f].samples_us, job.samples_us, min_effect=min_effect, seed=seed))
+            medians.append(_median(job))
+        if o.error:
             continue
-        comps = [compare_samples(b.samples_us, j.samples_us, min_effect=min_effect, seed=seed)
-                 for b, j in zip((base[f] for f in kept), jobs) if b is not None]
+        if all(_same_kernel(built.get((f, cand.name)), built.get((f, BASELINE.name))) for f in kept):
+            o.note = o.note or SAME_KERNEL
         o.comparison = class_comparison(comps, min_effect)
-        o.geomean_us = geomean(_median(j) for j in jobs)
+        o.geomean_us = geomean(medians)
     res.winner = choose(res.outcomes, min_effect)
     return res
 
@@ -294,7 +373,8 @@ def print_table(decided: list[ClassResult], out: TextIO) -> None:
             o = by_name.get(name)
             row.append(_cell(o))
             if o is not None and (o.error or o.note):
-                notes.append(f"  {res.cls} {name}: {o.error or 'not chosen: ' + str(o.note)}")
+                why = o.error or (o.note if o.note == SAME_KERNEL else f"not chosen: {o.note}")
+                notes.append(f"  {res.cls} {name}: {why}")
         row.append(res.winner.name if res.winner else "not decided")
         rows.append(row)
         notes += [f"  {res.cls}: left out {s}" for s in res.skipped]
@@ -310,6 +390,8 @@ def _cell(o: Outcome | None) -> str:
         return "-"
     if o.error:
         return "FAIL" if o.error.startswith("compile failed") else "n/a"
+    if o.note == SAME_KERNEL:
+        return "= " + PLAIN
     us = f"{format_us(o.geomean_us)} us"
     c = o.comparison
     return us if c is None else f"{us} {c.ratio:.2f}x {c.verdict}" + ("*" if o.note else "")
@@ -326,8 +408,6 @@ def _store(decided: list[ClassResult], cpu: HostCpu, cfg: SessionConfig, out: Te
         return EXIT_OK
     version = cpu.compiler_version
     if version is None:
-        from ..iree_tools import compiler_version
-
         version = compiler_version()
     key = machine_key(cpu.machine_key, version)
     entry = {"cpu": cpu.name, "features": cpu.key_features, "compiler_version": version,
