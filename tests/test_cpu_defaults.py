@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from boo_engine import events as ev
@@ -37,6 +38,7 @@ from boo_engine.variants import Variant
 NHWC = "--in_layout NHWC --out_layout NHWC --fil_layout NHWC"
 SMALL = "conv -n 1 -c 8 -H 8 -W 8 -k 8 -y 1 -x 1 -F 1"            # class conv:float32:nchw:1x1:forward
 OTHER = f"conv -n 1 -c 8 -H 8 -W 8 -k 8 -y 3 -x 3 -p 1 -q 1 -F 1 {NHWC}"   # conv:float32:nhwc:kxk:forward
+LAYERNORM = "layernorm --input 4x16 -F 1"                        # data-tiling leaves it as it is
 BF16_1X1 = f"convbfp16 -n 1 -c 8 -H 8 -W 8 -k 8 -y 1 -x 1 -F 1 {NHWC}"
 
 
@@ -120,7 +122,7 @@ def test_run_defaults_writes_a_table_that_per_op_defaults_then_uses(tmp_path, mo
     table = tmp_path / "cpu-defaults.json"
     monkeypatch.setenv(DEFAULTS_TABLE_ENV, str(table))
     commands = tmp_path / "cmds.txt"
-    commands.write_text(f"# one op class\n{SMALL}\n")
+    commands.write_text(f"# two op classes\n{SMALL}\n{LAYERNORM}\n")
     cfg = SessionConfig(db_path=str(tmp_path / "r.db"), cache_dir=str(tmp_path / "cache"), iters=15, rounds=2)
     assert run_defaults([str(commands)], cfg) == 0
     printed = capsys.readouterr().err
@@ -133,6 +135,12 @@ def test_run_defaults_writes_a_table_that_per_op_defaults_then_uses(tmp_path, mo
     entry = machine["classes"]["conv:float32:nchw:1x1:forward"]
     assert set(entry["candidates"]) == {"IREE default", "im2col", "data-tiling", "im2col+data-tiling"}
     assert entry["commands"] == [SMALL]
+    # a set that compiles to the plain kernel is not measured (noise must not win): it is reported as the same
+    norm = machine["classes"]["layernorm:float32:-:-:forward"]
+    assert norm["flags"] == [] and norm["winner"] == "IREE default"
+    assert norm["candidates"]["data-tiling"]["note"] == "compiles to the same kernel as IREE's default"
+    assert norm["candidates"]["data-tiling"]["ratio"] == 1.0 and "im2col" not in norm["candidates"]
+    assert f"{parse_command(LAYERNORM).func_name} [data-tiling]" not in printed
     sig, cpu_target = parse_command(SMALL), Target("cpu")
     assert per_op_default_flags(sig, cpu_target) == entry["flags"]
     # the table is what decides (not rules that happen to agree): change it and the flags follow
@@ -215,3 +223,24 @@ def test_detail_pane_shows_the_flags_beyond_the_target(tmp_path):
     result.compile = CompileInfo(command=[a for a in art.command if a != IM2COL])
     console.print(render_detail(JobView(result)))
     assert re.search(r"^flags +none beyond the target's", console.export_text(), re.M)
+
+
+def test_a_flag_earns_its_place_only_by_a_measured_gain():
+    from boo_engine.compare import compare_samples
+    from boo_engine.tune.defaults import Outcome, choose
+
+    rng = np.random.default_rng(0)
+    base = list(rng.normal(100, 2, 60))
+
+    def outcome(name, flags, scale, *, note=None, n=60, sd=0.02):
+        samples = list(rng.normal(100 * scale, 100 * scale * sd, n))
+        return Outcome(name, flags, compare_samples(base, samples), note=note, samples={"k": samples})
+
+    plain = Outcome("IREE default", ())
+    im2col = outcome("im2col", (IM2COL,), 0.40, n=10, sd=0.15)
+    # 5% apart on paper, but too noisy to tell apart: the extra flag has not earned its place
+    assert choose([plain, im2col, outcome("both", (IM2COL, DATA_TILING), 0.38, n=10, sd=0.15)], 0.03) is im2col
+    both = outcome("both", (IM2COL, DATA_TILING), 0.30)
+    assert choose([plain, im2col, both], 0.03) is both                                          # a real gain
+    assert choose([plain, outcome("dt", (DATA_TILING,), 1.0)], 0.03) is plain                    # not faster
+    assert choose([plain, outcome("dt", (DATA_TILING,), 0.5, note="breaks specs")], 0.03) is plain  # not eligible

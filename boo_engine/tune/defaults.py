@@ -18,8 +18,9 @@ avx512bf16 and 28x slower on a Zen 3 without), so they are measured here rather 
 4. A class's verdict for a set (`class_comparison`): the geometric mean of its commands' ratios, a conservative
    CI (the geomean of the commands' CI bounds), the commands' Mann-Whitney p-values combined (Fisher), decided
    by `compare.decide` with the run's --min-effect; a set that is significantly SLOWER on any command of the
-   class is not FASTER for it. A set wins only when FASTER; among winners the fastest, or one with fewer flags
-   within --min-effect of it. Otherwise the class keeps IREE's plain default (stored as no flags).
+   class is not FASTER for it. A set wins only when FASTER; among winners the fastest, unless one with fewer
+   flags is not significantly slower than it (compared directly, by the same rule). Otherwise the class keeps
+   IREE's plain default (stored as no flags).
 5. The winners are stored in the per-machine table (defaults_table.py) under this machine's resolved CPU and
    compiler version, merged with the classes measured before; `per_op_default_flags` applies them from then on.
 
@@ -99,6 +100,7 @@ class Outcome:
     geomean_us: float | None = None
     error: str | None = None        # compile failure (the compiler's first error line), numerics, ...
     note: str | None = None         # measured but never chosen (why)
+    samples: dict[str, list[float]] = field(default_factory=dict, repr=False)   # per kernel, for choose()
 
     def describe(self) -> dict[str, Any]:
         d: dict[str, Any] = {"flags": list(self.flags)}
@@ -308,6 +310,7 @@ def _decide(cls: OpClass, cmds: list[Command], built: dict[tuple[str, str], Buil
                 comps.append(Comparison(1.0, 1.0, 1.0, 1.0, SAME, len(base[f].samples_us), len(base[f].samples_us),
                                         m, m))
                 medians.append(m)
+                o.samples[f] = base[f].samples_us
                 continue
             job = results.get((f, cand.name))
             o.error = b.error or _job_error(job)
@@ -315,13 +318,14 @@ def _decide(cls: OpClass, cmds: list[Command], built: dict[tuple[str, str], Buil
                 break
             comps.append(compare_samples(base[f].samples_us, job.samples_us, min_effect=min_effect, seed=seed))
             medians.append(_median(job))
+            o.samples[f] = job.samples_us
         if o.error:
             continue
         if all(_same_kernel(built.get((f, cand.name)), built.get((f, BASELINE.name))) for f in kept):
             o.note = o.note or SAME_KERNEL
         o.comparison = class_comparison(comps, min_effect)
         o.geomean_us = geomean(medians)
-    res.winner = choose(res.outcomes, min_effect)
+    res.winner = choose(res.outcomes, min_effect, seed=seed)
     return res
 
 
@@ -348,16 +352,23 @@ def class_comparison(comps: Sequence[Comparison], min_effect: float) -> Comparis
                       geomean(c.variant_median_us for c in comps))
 
 
-def choose(outcomes: list[Outcome], min_effect: float) -> Outcome:
-    """The plain default (outcomes[0]) unless a set is FASTER (and eligible): then the fastest of those, or the
-    one with the fewest flags among those within min_effect of the fastest."""
+def choose(outcomes: list[Outcome], min_effect: float, *, seed: int = 0) -> Outcome:
+    """The plain default (outcomes[0]) unless a set is FASTER than it (and eligible). Then the fastest of those,
+    unless a winner with fewer flags is not significantly slower than it (the two compared directly, sample for
+    sample, by the same class rule): a flag earns its place only by a measured gain."""
     winners = sorted((o for o in outcomes[1:] if o.comparison is not None and o.comparison.verdict == FASTER
-                      and not o.note), key=lambda o: o.comparison.ratio)  # type: ignore[union-attr]
+                      and not o.note), key=lambda o: o.comparison.ratio if o.comparison else math.inf)
     if not winners:
         return outcomes[0]
-    best = winners[0].comparison.ratio  # type: ignore[union-attr]
-    close = [o for o in winners if o.comparison.ratio <= best * (1 + min_effect)]  # type: ignore[union-attr]
-    return min(close, key=lambda o: (len(o.flags), o.comparison.ratio))  # type: ignore[union-attr]
+    best = winners[0]
+    for simpler in sorted(winners[1:], key=lambda o: len(o.flags)):
+        if len(simpler.flags) >= len(best.flags) or set(simpler.samples) != set(best.samples):
+            continue
+        vs = class_comparison([compare_samples(simpler.samples[f], best.samples[f], min_effect=min_effect, seed=seed)
+                               for f in simpler.samples], min_effect)
+        if vs.verdict != FASTER:  # the extra flags bring no significant gain
+            return simpler
+    return best
 
 
 def print_table(decided: list[ClassResult], out: TextIO) -> None:
