@@ -352,13 +352,17 @@ def per_op_default_flags(sig: OpSignature, target: Target) -> list[str]:
     | f32 NCHW 1x1 c35         | Zen 5 | 491          | 78     | 530         | im2col |
     | f32 NHWC 3x3 c64         | Zen 5 | 21306        | 2568   | 21496       | im2col |
     | f32 NHWC 1x1 c128->384   | Zen 5 | 4868..5378   | 19594+ | 4461..10141 | none |
+    | f32 NHWC 1x1 c128->384   | Zen 3 | 53774*       | 1.84x  | 0.78x       | none (Zen 3's table: data-tiling) |
+    | f32 NCHW kxk, 3 shapes   | Zen 3 | 6755* geomean| 0.39x  | same kernel | im2col |
     | bf16 NHWC 1x1 c35        | Zen 5 | 439          | FAIL   | 105         | data-tiling with avx512bf16 |
     | bf16 NHWC 1x1 c35        | Zen 3 | 690          | FAIL   | 19400       | (no avx512bf16: none) |
     | fp16 NHWC 1x1 c35        | Zen 5 | 376          | FAIL   | 187         | data-tiling with avx512f |
     | fp16 NHWC 1x1 c35        | Zen 3 | 629          | FAIL   | 786         | (AVX2 only: none) |
     | fp16 NHWC 1x1 c128->384  | Zen 3 | 36927        | FAIL   | 31874       | (AVX2 only: none) |
 
-    The Zen 3 figures for the f32 classes and what tune --defaults chose there are in docs/performance.md.
+    * measured by tune --defaults on a loaded machine (ratios interleaved, times inflated): docs/performance.md
+    has every class and what the Zen 3's table holds. A rule's figures come from the CPU named beside them; what
+    this machine gets beyond the rules comes from its own table.
     """
     if target.kind != "cpu" or not target.per_op_defaults:
         return []
