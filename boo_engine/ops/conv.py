@@ -15,6 +15,7 @@ from boo_engine.ops._lazy import torch
 if TYPE_CHECKING:
     import torch  # noqa: F811
 
+from boo_engine.ops import conv_forms as forms
 from boo_engine.ops._common import (
     BACKWARD_MODE_NAMES,
     SHORT_DTYPES,
@@ -26,7 +27,7 @@ from boo_engine.ops._common import (
     shape_str,
     short_backward_mode,
 )
-from boo_engine.ops.base import OpSignature
+from boo_engine.ops.base import DEFAULT_FORMULATION, OpSignature
 
 #: MIOpen `-F` values and the gradients each selects (input, weight, bias); 1 is forward
 CONV_BACKWARD_MASKS: dict[int, tuple[bool, bool, bool]] = {
@@ -39,6 +40,9 @@ CONV_BACKWARD_MASKS: dict[int, tuple[bool, bool, bool]] = {
     10: (True, True, True),
 }
 CONV_FORW_VALUES = (1, *CONV_BACKWARD_MASKS)
+
+#: the formulation writing every convolution of a kernel as a forward, non-transposed one (ops/conv_forms.py)
+FWDCONV = "fwdconv"
 
 SPATIAL_LETTERS: dict[int, str] = {1: "H", 2: "HW", 3: "DHW"}
 DEFAULT_LAYOUTS: dict[int, str] = {n: "NC" + s for n, s in SPATIAL_LETTERS.items()}
@@ -273,23 +277,45 @@ class ConvSignature(OpSignature):
         return (list(self.stride), list(self.padding), list(self.dilation), self.transposed,
                 list(self.output_padding), self.groups)
 
+    # ---- formulations ---------------------------------------------------------------------------------
+    def formulations(self) -> tuple[str, ...]:
+        """"default" (the reference: aten.convolution_backward, transposed aten.convolution), plus "fwdconv"
+        where the kernel has a data or weight gradient or is transposed: every convolution written as a forward
+        one (ops/conv_forms.py), which IREE's im2col + matmul path applies to."""
+        names = [DEFAULT_FORMULATION]
+        dx, dw, _ = self.grad_mask
+        if self.transposed or dx or dw:
+            names.append(FWDCONV)
+        return tuple(names)
+
+    def formulated(self, formulation: str, *args: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        problem = self.formulation_problem(formulation)
+        if problem is not None:
+            raise ValueError(problem)
+        return self._compute(args, fwdconv=formulation == FWDCONV)
+
     def reference(self, *args: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        return self._compute(args, fwdconv=False)
+
+    def _compute(self, args: tuple[torch.Tensor, ...], *, fwdconv: bool) -> torch.Tensor | tuple[torch.Tensor, ...]:
         tl = self._torch_layout
         if self.is_forward:
             x = _permute(args[0], self.in_layout, tl)
             w = _permute(args[1], self.fil_layout, tl)
             b = args[2] if self.bias else None
-            y = torch.convolution(x, w, b, *self._conv_args())
+            if fwdconv and self.transposed:
+                y = forms.data_grad(x, w, self.out_spatial, self.stride, self.padding, self.dilation, self.groups)
+                if b is not None:
+                    y = y + b.reshape(1, -1, *([1] * self.num_spatial_dims))
+            else:
+                y = torch.convolution(x, w, b, *self._conv_args())
             return _permute(y, tl, self.out_layout)
         dy = _permute(args[0], self.out_layout, tl)
         x = _permute(args[1], self.in_layout, tl)
         w = _permute(args[2], self.fil_layout, tl)
         mask = list(self.grad_mask)
-        if self.transposed:
-            dx, dw, db = self._transposed_backward(dy, x, w, mask)
-        else:
-            bias_sizes = [self.out_channels] if mask[2] else None
-            dx, dw, db = torch.ops.aten.convolution_backward(dy, x, w, bias_sizes, *self._conv_args(), mask)
+        dx, dw, db = forms.gradients(dy, x, w, mask, self.transposed, self.in_spatial, self.fil_spatial,
+                                     self.stride, self.padding, self.dilation, self.groups, fwdconv=fwdconv)
         results = []
         if mask[0]:
             results.append(_permute(dx, tl, self.in_layout))
@@ -298,23 +324,6 @@ class ConvSignature(OpSignature):
         if mask[2]:
             results.append(db)
         return results[0] if len(results) == 1 else tuple(results)
-
-    def _transposed_backward(self, dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, mask: list[bool]):
-        """Gradients of a transposed conv, written with ordinary convolutions: IREE cannot lower
-        `convolution_backward` of a transposed conv, but the transposed conv is the adjoint of the ordinary
-        conv z = conv(dy, w), so dLdx = conv(dy, w) and dLdw is that conv's weight grad with x as its output
-        grad. (Needs output padding < stride, which validation enforces.)"""
-        stride, padding, dilation, _, _, groups = self._conv_args()
-        zeros = [0] * self.num_spatial_dims
-        dx = dw = db = None
-        if mask[0]:
-            dx = torch.convolution(dy, w, None, stride, padding, dilation, False, zeros, groups)
-        if mask[1]:
-            dw = torch.ops.aten.convolution_backward(
-                x, dy, w, None, stride, padding, dilation, False, zeros, groups, [False, True, False])[1]
-        if mask[2]:
-            db = dy.sum(dim=[0, *range(2, dy.dim())])
-        return dx, dw, db
 
     # ---- cost model -----------------------------------------------------------------------------------
     @property
