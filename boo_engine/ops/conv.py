@@ -28,6 +28,7 @@ from boo_engine.ops._common import (
     short_backward_mode,
 )
 from boo_engine.ops.base import DEFAULT_FORMULATION, OpSignature
+from boo_engine.ops.conv_forms import FWDCONV, MATMUL
 
 #: MIOpen `-F` values and the gradients each selects (input, weight, bias); 1 is forward
 CONV_BACKWARD_MASKS: dict[int, tuple[bool, bool, bool]] = {
@@ -40,9 +41,6 @@ CONV_BACKWARD_MASKS: dict[int, tuple[bool, bool, bool]] = {
     10: (True, True, True),
 }
 CONV_FORW_VALUES = (1, *CONV_BACKWARD_MASKS)
-
-#: the formulation writing every convolution of a kernel as a forward, non-transposed one (ops/conv_forms.py)
-FWDCONV = "fwdconv"
 
 SPATIAL_LETTERS: dict[int, str] = {1: "H", 2: "HW", 3: "DHW"}
 DEFAULT_LAYOUTS: dict[int, str] = {n: "NC" + s for n, s in SPATIAL_LETTERS.items()}
@@ -279,43 +277,47 @@ class ConvSignature(OpSignature):
 
     # ---- formulations ---------------------------------------------------------------------------------
     def formulations(self) -> tuple[str, ...]:
-        """"default" (the reference: aten.convolution_backward, transposed aten.convolution), plus "fwdconv"
-        where the kernel has a data or weight gradient or is transposed: every convolution written as a forward
-        one (ops/conv_forms.py), which IREE's im2col + matmul path applies to."""
-        names = [DEFAULT_FORMULATION]
+        """"default" (the reference: aten.convolution, aten.convolution_backward), then, where the kernel
+        convolves at all (not a bias gradient alone): "fwdconv" for gradients and transposed convs, each
+        convolution written as a forward one (which IREE's im2col applies to), and "matmul", each convolution
+        written as an explicit im2col + matmul. See ops/conv_forms.py."""
         dx, dw, _ = self.grad_mask
-        if self.transposed or dx or dw:
-            names.append(FWDCONV)
-        return tuple(names)
+        if not (self.is_forward or dx or dw):
+            return (DEFAULT_FORMULATION,)
+        if self.is_forward and not self.transposed:
+            return (DEFAULT_FORMULATION, MATMUL)
+        return (DEFAULT_FORMULATION, FWDCONV, MATMUL)
 
     def formulated(self, formulation: str, *args: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
         problem = self.formulation_problem(formulation)
         if problem is not None:
             raise ValueError(problem)
-        return self._compute(args, fwdconv=formulation == FWDCONV)
+        return self._compute(args, formulation)
 
     def reference(self, *args: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
-        return self._compute(args, fwdconv=False)
+        return self._compute(args, DEFAULT_FORMULATION)
 
-    def _compute(self, args: tuple[torch.Tensor, ...], *, fwdconv: bool) -> torch.Tensor | tuple[torch.Tensor, ...]:
+    def _compute(self, args: tuple[torch.Tensor, ...], formulation: str) -> torch.Tensor | tuple[torch.Tensor, ...]:
         tl = self._torch_layout
+        geometry = (self.stride, self.padding, self.dilation, self.groups)
         if self.is_forward:
             x = _permute(args[0], self.in_layout, tl)
             w = _permute(args[1], self.fil_layout, tl)
             b = args[2] if self.bias else None
-            if fwdconv and self.transposed:
-                y = forms.data_grad(x, w, self.out_spatial, self.stride, self.padding, self.dilation, self.groups)
+            if formulation == DEFAULT_FORMULATION:
+                y = torch.convolution(x, w, b, *self._conv_args())
+            else:
+                fwd, dgrad, _ = forms.PRIMITIVES[formulation]
+                y = dgrad(x, w, self.out_spatial, *geometry) if self.transposed else fwd(x, w, *geometry)
                 if b is not None:
                     y = y + b.reshape(1, -1, *([1] * self.num_spatial_dims))
-            else:
-                y = torch.convolution(x, w, b, *self._conv_args())
             return _permute(y, tl, self.out_layout)
         dy = _permute(args[0], self.out_layout, tl)
         x = _permute(args[1], self.in_layout, tl)
         w = _permute(args[2], self.fil_layout, tl)
         mask = list(self.grad_mask)
         dx, dw, db = forms.gradients(dy, x, w, mask, self.transposed, self.in_spatial, self.fil_spatial,
-                                     self.stride, self.padding, self.dilation, self.groups, fwdconv=fwdconv)
+                                     *geometry, formulation)
         results = []
         if mask[0]:
             results.append(_permute(dx, tl, self.in_layout))
