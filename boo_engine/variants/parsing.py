@@ -44,7 +44,8 @@ def parse_variant_arg(text: str, *, base_dir: str | os.PathLike[str] | None = No
     except ValueError as e:
         raise VariantError(f"--variant {text!r}: {e}") from None
     # NAME="'--a --b'" (quotes kept, e.g. typed in the dashboard): the flags arrive as one quoted word
-    tokens = [w for t in tokens for w in (shlex.split(t) if t.startswith("-") and " " in t else [t])]
+    tokens = [w for t in tokens
+              for w in (shlex.split(t) if t.startswith(("-", FORMULATION_KEY + "=")) and " " in t else [t])]
     if not tokens:
         raise VariantError(f"--variant {text!r}: nothing after '='")
     label = name or text
