@@ -10,7 +10,8 @@
 * "matmul": every convolution written as an explicit im2col (one strided slice of the padded input per filter
   tap, stacked) and a (batched, per group) matmul. Needs no compiler flag, and suits the shapes IREE's own
   im2col handles badly: a weight gradient (IREE's im2col of its forward-conv form makes a batch of skinny
-  (k*k) x N*O matmuls) and grouped convs (which IREE lowers to grouped linalg convs, not im2col'd).
+  (k*k) x N*O matmuls), grouped convs (which IREE lowers to grouped linalg convs, not im2col'd) and 16-bit
+  convs (IREE 3.13's im2col does not compile them).
 
 Every tensor here is in torch's N C <spatial> order; `stride`, `padding`, `dilation` are those of the ORIGINAL
 forward convolution y = conv(x, w) with x (N, C, X...), w (K, C/g, k...), y (N, K, O...).
@@ -27,7 +28,7 @@ Dtype-generic and traceable by torch.export, like every reference: only shape ar
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from boo_engine.ops._common import numel
@@ -107,7 +108,8 @@ def mm_conv(x: torch.Tensor, w: torch.Tensor, stride: Sequence[int], padding: Se
 
 
 def data_grad(dy: torch.Tensor, w: torch.Tensor, in_spatial: Sequence[int], stride: Sequence[int],
-              padding: Sequence[int], dilation: Sequence[int], groups: int, conv_fn=conv) -> torch.Tensor:
+              padding: Sequence[int], dilation: Sequence[int], groups: int,
+              conv_fn: Callable[..., torch.Tensor] = conv) -> torch.Tensor:
     """dLdx (N, C, in_spatial) of y = conv(x, w) as one forward conv (`conv_fn`). Also a transposed conv of dy
     with w (whose output size is `in_spatial`, output padding included)."""
     k_out, c_per_group = w.shape[0], w.shape[1]
