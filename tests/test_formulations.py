@@ -143,6 +143,12 @@ def test_formulation_variant_has_its_own_cache_entry(tmp_path):
     assert again is not None and again.key == fwd.key
     named_default = compile_signature(sig, "cpu", Variant(name="d", formulation="default"), cache=cache)
     assert named_default.cache_hit and named_default.key == base.key   # "default" is the baseline's very kernel
+    # per kernel, as `boo-tui tune` writes it: only that kernel is written as matmul
+    tuned = Variant(name="tuned", kernel_formulations=((sig.func_name, "matmul"), ("other_kernel", "fwdconv")))
+    assert tuned.export_formulation(sig.func_name) == "matmul" and tuned.export_formulation("x") == "default"
+    mm = compile_signature(sig, "cpu", tuned, cache=cache)
+    assert Path(mm.mlir_path).name == f"{sig.func_name}.matmul.mlir" and mm.key not in (base.key, fwd.key)
+    assert "torch.aten.matmul" in Path(mm.mlir_path).read_text()
 
 
 def test_unsupported_formulation_fails_that_compile_in_one_line(built):

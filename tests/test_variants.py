@@ -214,6 +214,7 @@ spec = []
     ("[a]\nsubstitute_sources = 3\n", "must be a table"),
     ("[a]\nformulation = 3\n", "formulation must be a string"),
     ("[a]\nformulation = 'im2col'\n", "unknown formulation 'im2col'"),
+    ("[a.kernels.k]\nformulation = 'fwdcov'\n", "kernels.k: unknown formulation 'fwdcov'"),
 ])
 def test_toml_errors_name_the_file(tmp_path, body, words):
     f = tmp_path / "v.toml"
