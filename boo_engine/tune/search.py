@@ -37,6 +37,7 @@ from ..variants import BASELINE, Variant
 from .dispatch import RootOp, read_root
 from .events import KernelTuned, TuneEvent, TuneLog, TuneUpdate
 from .kernel import STAGE_ITERS, KernelSearch, configs_dir, median_of
+from .offline import space_for
 from .records import (
     IMPROVED,
     KERNEL_FAILED,
@@ -47,7 +48,7 @@ from .records import (
     find_tune,
     load_kernels,
 )
-from .space import Candidate, GlobalChoice, global_choices, tile_space
+from .space import Candidate, GlobalChoice, global_choices
 from .spec import SpecEntry, spec_module, symbol
 
 
@@ -156,6 +157,17 @@ class Tuner:
                 records.start(command_line=s.command_line, target=session.target.name, out_dir=s.out_dir,
                               settings={**s.to_dict(), "inputs": list(inputs)}, environment=self.environment)
             self.tune_id = records.tune_id
+            if not session.target.can_run():   # e.g. hip:gfx942 here: generate and compile, measure elsewhere
+                from .offline import compile_only
+
+                commands = [(f, session.jobs[j].command, c) for f, j in unique.items()
+                            if (c := session.command_of(j)) is not None]
+                done_kernels = compile_only(self, commands)
+                for i, k in enumerate(done_kernels.values(), 1):
+                    self.kernels[k.func_name] = k
+                    self.emit(KernelTuned(kernel=k, index=i, total=len(unique)))
+                records.finish("interrupted" if self.stopped else "done")
+                return self.kernels
             todo = [jid for f, jid in unique.items() if f not in previous
                     or previous[f].status not in (IMPROVED, NO_BETTER, KERNEL_FAILED)]
             total = len(unique)
@@ -227,8 +239,9 @@ class Tuner:
                 start_root = root
                 break
         left = s.budget - len(ctx.tried_keys)
-        if start_root is not None and left > 0 and session.target.kind == "cpu" and not self.out_of_time():
-            ctx.tile_search(start_choice, tile_space(start_root), left)
+        space = space_for(start_root, session.target.kind) if start_root is not None else None
+        if space is not None and left > 0 and not self.out_of_time():
+            ctx.tile_search(start_choice, space, left)
         ctx.narrow()
         k.candidates = len(k.tried)
         k.seconds = round(time.monotonic() - t0, 2)
