@@ -46,6 +46,8 @@ class RootOp:
     target_cpu: str | None = None      # the llvm-cpu target's resolved cpu (znver3 ...), when on the CPU
     vector_bytes: int | None = None    # native_vector_size of the target (32 for AVX2, 64 for AVX-512)
     gpu_target: str = ""               # the #iree_gpu.target<...> attribute text, on a GPU target
+    config: str = field(default="", compare=False)   # the op's lowering_config attribute, verbatim
+    source: str = field(default="", compare=False)   # the dumped configuration file it was read from
 
     @property
     def rank(self) -> int:
@@ -98,7 +100,7 @@ def read_root(configs_dir: str | Path) -> RootOp | None:
             text = f.read_text(errors="replace")
         except OSError:
             continue
-        for op in parse_dispatch(text, dispatch=_dispatch_name(f.name)):
+        for op in parse_dispatch(text, dispatch=_dispatch_name(f.name), source=str(f)):
             if best is None or op.flops > best.flops:
                 best = op
     return best
@@ -112,7 +114,7 @@ def _dispatch_name(file_name: str) -> str:
 _OP_RE = re.compile(r"=\s*(linalg\.[a-z_0-9]+)\b")
 
 
-def parse_dispatch(text: str, dispatch: str = "") -> list[RootOp]:
+def parse_dispatch(text: str, dispatch: str = "", source: str = "") -> list[RootOp]:
     """Every configurable contraction / convolution op in one dumped dispatch."""
     translation = _attr_after(text, "translation_info = ")
     pipeline_m = re.search(r"pipeline\s*=\s*#iree_(?:cpu|gpu)\.pipeline<([A-Za-z]+)>", translation or "")
@@ -146,7 +148,7 @@ def parse_dispatch(text: str, dispatch: str = "") -> list[RootOp]:
             bounds=tuple(bounds), elem_types=(types[0][1], types[1][1], types[2][1]), tiles=parse_tiles(config),
             translation=translation or "", pipeline=pipeline_m.group(1) if pipeline_m else "",
             target_cpu=cpu_m.group(1) if cpu_m else None, vector_bytes=int(vec_m.group(1)) if vec_m else None,
-            gpu_target=gpu_target))
+            gpu_target=gpu_target, config=config, source=source))
     return ops
 
 

@@ -42,6 +42,14 @@ def cpu_compilation_info(root: RootOp, tiles: Mapping[str, Sequence[int]]) -> st
             f"translation_info = {translation}>")
 
 
+def gpu_compilation_info(fields: Mapping[str, str], translation: str) -> str:
+    """A GPU compilation_info: an `#iree_gpu.lowering_config` of these entries (name -> value verbatim, "" for
+    a unit attribute; printed in name order, as IREE prints them) and the translation_info verbatim."""
+    body = ", ".join(name if value == "" else f"{name} = {value}" for name, value in sorted(fields.items()))
+    return (f"#iree_codegen.compilation_info<lowering_config = #iree_gpu.lowering_config<{{{body}}}>, "
+            f"translation_info = {translation}>")
+
+
 def matcher_text(entry: SpecEntry) -> str:
     root = entry.root
     lhs, rhs, out = root.elem_types
