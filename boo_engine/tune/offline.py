@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BooError, first_line
+from ..variants import spec_applied
 from .dispatch import read_root
-from .records import COMPILE_FAILED, KERNEL_FAILED, Tried, TunedKernel
+from .records import COMPILE_FAILED, KERNEL_FAILED, NOT_APPLIED, Tried, TunedKernel
 from .space import Candidate, GlobalChoice, SearchSpace, global_choices, tile_space
 
 if TYPE_CHECKING:
@@ -94,6 +95,9 @@ def compile_only(tuner: Tuner, commands: Sequence[tuple[str, str, Command]]) -> 
                 try:
                     art = fut.result()
                     t.compile_seconds, t.artifact_key = art.compile_seconds, art.key[:16]
+                    if variant.tuning_specs and not spec_applied(art.configs_dir, base.configs_dir,
+                                                                 variant.tuning_specs).applied:
+                        t.status, t.error = NOT_APPLIED, "the spec matched no op (not applied)"
                 except BooError as e:
                     t.status, t.error = COMPILE_FAILED, first_line(str(e))
                 tuner.records.save_candidate(t)
