@@ -22,9 +22,14 @@ need not divide the problem.
 Constraints (a broken one is the string `candidate` returns): tiles divide the problem (or, padded, do not exceed
 it rounded up to the intrinsic); workgroup size = subgroups x subgroup size <= the arch's maximum; the operand
 tiles staged in shared memory (promote_operands) fit the arch's limit; a subgroup computes at most 16 intrinsic
-tiles (IREE's own heuristic's largest) and issues at most 128 intrinsic operations per reduction step (bigger
-steps compiled for minutes), and its accumulators fit its registers. What the constraints let through
+tiles (IREE's own heuristic's largest) and at most 1024 tile x K elements per reduction step (bigger steps can
+compile for minutes), and its accumulators fit its registers. What the constraints let through
 is proven by compiling (tests/test_tune_gpu_space.py).
+
+A candidate's `info` is the compilation_info a tuning spec sets (spec.spec_module). IREE 3.13's cuda backend
+ignores tuning specs (--iree-codegen-tuning-spec-path never reaches its pipeline: a spec silently matches
+nothing), so on cuda a candidate is built from `gpu_dispatch.configured_source` instead: the dispatch's dumped
+configuration reconfigured, substituted as the executable's source.
 """
 from __future__ import annotations
 
@@ -58,9 +63,11 @@ DEFAULT_REGISTERS = 255
 #: intrinsic tiles (M x N, outer dims included) one subgroup computes at most: IREE's own heuristic seeds a
 #: large gemm with 16; more only unrolls further (minutes of compile time, spilled accumulators)
 MAX_SUBGROUP_TILES = 16
-#: intrinsic operations a subgroup issues per reduction step at most (its M x N tiles x the step's K tiles): IREE's
-#: own choices stay at or under 128 (an f32 gemm on gfx942: 8 tiles x 16 steps); 256 took 5+ minutes to compile
-MAX_STEP_MMAS = 128
+#: a subgroup's work per reduction step at most: its M x N intrinsic tiles x the step's K elements. IREE's own
+#: choices stay at or under 1024 (a 256x512x512 f16 gemm on gfx942: 8 tiles x 128). A pruning of compile time,
+#: not a limit of the compiler: the random candidates still compiling after 3.5 to 5 minutes were all at 2048 or
+#: more (gfx1100 with 3 prefetch stages, sm_80 at 4096); at or under 1024 they compiled in 4 to 50 s
+MAX_STEP_WORK = 1024
 
 
 @dataclass(frozen=True)
@@ -147,10 +154,10 @@ class GpuSpace:
         if per_subgroup > MAX_SUBGROUP_TILES:
             return (f"subgroup tile: {per_subgroup} intrinsic tiles per subgroup, over {MAX_SUBGROUP_TILES} (the "
                     "most IREE's own heuristic gives)")
-        step = per_subgroup * math.prod(red[d] for d in v.k)
-        if step > MAX_STEP_MMAS:
-            return (f"reduction step: {step} intrinsic operations per subgroup per step ({per_subgroup} tiles x "
-                    f"{step // per_subgroup} K steps), over {MAX_STEP_MMAS}")
+        k_elems = math.prod(red[d] * (mma.k if d == k_in else 1) for d in v.k)
+        if per_subgroup * k_elems > MAX_STEP_WORK:
+            return (f"reduction step: {per_subgroup} intrinsic tiles x {k_elems} K elements per subgroup per step, "
+                    f"over {MAX_STEP_WORK}")
         regs = self._accumulator_registers(mma, sg, sg_size)
         reg_limit = t.vgpr_bits // 32 if t.vgpr_bits else DEFAULT_REGISTERS
         if regs > reg_limit:
