@@ -31,3 +31,4 @@ class SessionConfig:
     extra_args: tuple[str, ...] = ()          # appended to every command (a CLI --iter 5 overrides files)
     resume: int | str | None = None           # continue this run id (or "last") without redoing finished jobs
     command_line: str = ""                    # recorded with the run
+    per_op_defaults: bool = True              # cpu: this machine's per-op-class flags (False: IREE's plain defaults)

@@ -18,15 +18,22 @@ import sys
 from typing import Any
 
 from . import iree_tools
+from .targets import host_cpu
 
 PROBE_TIMEOUT_S = 2.0
 
 
-def collect_environment(target_name: str, *, compiler_version: str | None = None) -> dict[str, Any]:
+def collect_environment(target_name: str, *, compiler_version: str | None = None,
+                        per_op_defaults: dict[str, Any] | None = None) -> dict[str, Any]:
     """A JSON-able description of this machine and toolchain for a run on `target_name`. Never raises.
 
     `compiler_version`: the `iree-compile --version` text when the caller already has it (the kernel cache
-    remembers it per compiler build), saving a ~0.3 s subprocess."""
+    remembers it per compiler build), saving a ~0.3 s subprocess. `per_op_defaults`: where the baselines' per-op
+    flags came from (`targets.defaults_in_use`), recorded as given.
+
+    `cpu` is the model name /proc/cpuinfo gives ("AMD EPYC" on a Zen 3 and a Zen 5 alike); `cpu_name` and
+    `cpu_features` are what the compiler resolved for `host` (LLVM's name, e.g. znver3, and the key features:
+    hostcpu.KEY_FEATURES present), which is what the kernels were built for."""
     env: dict[str, Any] = {"target": target_name}
     known_version = _version_line(compiler_version) if compiler_version else None
     for key, probe in (
@@ -34,6 +41,8 @@ def collect_environment(target_name: str, *, compiler_version: str | None = None
         ("os", _os_name),
         ("python", platform.python_version),
         ("cpu", _cpu_model),
+        ("cpu_name", lambda: host_cpu().name),
+        ("cpu_features", lambda: host_cpu().key_features),
         ("cores_logical", os.cpu_count),
         ("cores_physical", _physical_cores),
         ("cores_available", _available_cores),
@@ -45,6 +54,8 @@ def collect_environment(target_name: str, *, compiler_version: str | None = None
         ("tool_version", _tool_version),
     ):
         env[key] = _safe(probe)
+    if per_op_defaults is not None:
+        env["per_op_defaults"] = per_op_defaults
     gpu = _safe(_gpu_info) or {}
     env["gpu"] = gpu.get("name")
     env["gpu_arch"] = gpu.get("arch")
@@ -221,3 +232,37 @@ def _amd_driver() -> str | None:
             return f.read().strip() or None
     except OSError:
         return None
+
+
+# ---- one-line labels of a recorded environment (Markdown header, dashboard) ----------------------------------
+
+def machine_label(env: dict[str, Any]) -> str | None:
+    """`host (AMD EPYC, znver3: avx2 fma f16c, 2 cores), GPU`: the machine of a recorded environment, with the CPU
+    the compiler resolved (the model name alone can read the same on different CPUs). None without a host."""
+    if not env.get("host"):
+        return None
+    machine = str(env["host"])
+    cpu = [str(env["cpu"])] if env.get("cpu") else []
+    if env.get("cpu_name"):
+        feats = " ".join(str(f) for f in env.get("cpu_features") or [])
+        cpu.append(f"{env['cpu_name']}: {feats}" if feats else str(env["cpu_name"]))
+    cores = env.get("cores_logical") or env.get("cores")
+    if cpu:
+        machine += f" ({', '.join(cpu)}" + (f", {cores} cores)" if cores else ")")
+    if env.get("gpu"):
+        machine += f", {env['gpu']}"
+    return machine
+
+
+def defaults_label(env: dict[str, Any]) -> str | None:
+    """Where the baselines' per-op-class flags came from, in a few words: `per-op defaults: table NAME (digest D)`,
+    `... : rules`, `IREE's plain defaults`; None when not recorded or not applicable (GPU targets)."""
+    d = env.get("per_op_defaults")
+    if not isinstance(d, dict) or d.get("source") in (None, "none"):
+        return None
+    if d["source"] == "off":
+        return "IREE's plain defaults (no per-op flags)"
+    if d["source"] == "table":
+        name = os.path.basename(str(d.get("path") or "")) or "table"
+        return f"per-op defaults: {name} (digest {d.get('digest')}; rules for other classes)"
+    return "per-op defaults: built-in rules"

@@ -39,6 +39,8 @@ from .compare import (
     comparison_key,
     summarize,
 )
+from .compile.flags import chosen_flags
+from .environment import defaults_label, machine_label
 from .errors import BooError
 from .fsutil import atomic_write
 from .results import DONE, FAILED, JobResult
@@ -50,7 +52,7 @@ CSV_COLUMNS = [
     "command", "func_name", "op", "variant", "target", "backend", "status",
     "n", "min_us", "median_us", "mean_us", "max_us", "stddev_us", "p10_us", "p90_us", "iqr_us", "gflops", "gbps",
     "numerics", "noisy", "noise_reason", "host_load", "block_k", "warmup_calls",
-    "compile_seconds", "cache_hit", "num_dispatches", "spec_applied",
+    "compile_seconds", "cache_hit", "num_dispatches", "spec_applied", "compile_flags",
     "ratio_vs_baseline", "ci_low", "ci_high", "p_value", "verdict",
     "error", "source", "reproducer", "job_id",
 ]
@@ -184,7 +186,8 @@ def _result_record(r: JobResult, comparisons: Comparisons) -> dict[str, Any]:
         d[f] = getattr(r.stats, f) if r.stats else None
     c = r.compile
     d.update(compile_seconds=c.seconds if c else None, cache_hit=c.cache_hit if c else None,
-             num_dispatches=c.num_dispatches if c else None, spec_applied=c.spec_applied if c else None)
+             num_dispatches=c.num_dispatches if c else None, spec_applied=c.spec_applied if c else None,
+             compile_flags=" ".join(chosen_flags(c.command)) if c else None)
     cmp = comparisons.get(comparison_key(r))
     d.update(ratio_vs_baseline=cmp.ratio if cmp else None, ci_low=cmp.ci_low if cmp else None,
              ci_high=cmp.ci_high if cmp else None, p_value=cmp.p_value if cmp else None,
@@ -309,20 +312,16 @@ def _header_lines(results: Sequence[JobResult], environment: dict[str, Any] | No
     targets = sorted({r.target for r in results}) or [str((run or {}).get("target") or env.get("target") or "?")]
     when = _when((run or {}).get("started_at"))
     facts = [f"target {', '.join(_code(t) for t in targets)}"]
-    if env.get("host"):
-        machine = str(env["host"])
-        if env.get("cpu"):
-            machine += f" ({env['cpu']}"
-            cores = env.get("cores_logical") or env.get("cores")
-            machine += f", {cores} cores)" if cores else ")"
-        if env.get("gpu"):
-            machine += f", {env['gpu']}"
+    machine = machine_label(env)
+    if machine:
         facts.append(f"host {_md_escape(machine)}")
     facts.append(_md_escape(str(when)))
     if env.get("iree_compile_version"):
         facts.append(_md_escape(_short_iree_version(str(env["iree_compile_version"]))))
     if env.get("torch_version"):
         facts.append(f"torch {_md_escape(str(env['torch_version']))}")
+    if defaults_label(env):
+        facts.append(_md_escape(str(defaults_label(env))))
     partial = ["**partial: run interrupted** (unfinished jobs are `interrupted`; `--resume` measures them)", ""]
     return ["## boo-tui results", "", " · ".join(facts), "", *(partial if (run or {}).get("status") == "interrupted"
                                                                  else [])]
@@ -405,14 +404,26 @@ def _row_head(target: str, command: str, multi_target: bool) -> list[str]:
     return ([_code(target)] if multi_target else []) + [_code(command)]
 
 
+def _flags_column(cells: dict[tuple[str, str], dict[str, JobResult]], label: str) -> dict[tuple[str, str], str]:
+    """The compile flags of each row's `label` job beyond the target's own (per-op defaults, the variant's own), or
+    {} when no row has any: a column only where it says something."""
+    out = {}
+    for key, by_label in cells.items():
+        r = by_label.get(label)
+        flags = chosen_flags(r.compile.command) if r is not None and r.compile is not None else []
+        out[key] = " ".join(_code(f) for f in flags) or "-"
+    return out if any(v != "-" for v in out.values()) else {}
+
+
 def _single_column_table(cells: dict[tuple[str, str], dict[str, JobResult]], label: str,
                          multi_target: bool) -> list[str]:
-    head = (["target"] if multi_target else []) + ["command", "median (us)", "min (us)", "p10-p90 (us)",
-                                                   "GFLOP/s", "n"]
+    flags = _flags_column(cells, label)
+    head = (["target"] if multi_target else []) + ["command"] + (["flags"] if flags else []) + [
+        "median (us)", "min (us)", "p10-p90 (us)", "GFLOP/s", "n"]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] * (len(head) - 5) + ["---:"] * 5) + "|"]
     for (target, command), by_label in cells.items():
         r = by_label.get(label)
-        row = _row_head(target, command, multi_target)
+        row = _row_head(target, command, multi_target) + ([flags[(target, command)]] if flags else [])
         if r is not None and r.status == DONE and r.stats is not None:
             s = r.stats
             row += [_latency_cell(r), format_us(s.min_us), f"{format_us(s.p10_us)}-{format_us(s.p90_us)}",
@@ -425,7 +436,8 @@ def _single_column_table(cells: dict[tuple[str, str], dict[str, JobResult]], lab
 
 def _side_by_side_table(cells: dict[tuple[str, str], dict[str, JobResult]], labels: list[str],
                         comparisons: Comparisons, multi_target: bool) -> list[str]:
-    head = (["target"] if multi_target else []) + ["command"]
+    flags = _flags_column(cells, BASELINE_LABEL)
+    head = (["target"] if multi_target else []) + ["command"] + (["baseline flags"] if flags else [])
     align = ["---"] * len(head)
     for label in labels:
         head.append(f"{_md_escape(label)} (us)")
@@ -435,7 +447,7 @@ def _side_by_side_table(cells: dict[tuple[str, str], dict[str, JobResult]], labe
             align.append("---")
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join(align) + "|"]
     for (target, command), by_label in cells.items():
-        row = _row_head(target, command, multi_target)
+        row = _row_head(target, command, multi_target) + ([flags[(target, command)]] if flags else [])
         for label in labels:
             row.append(_latency_cell(by_label.get(label)))
             if label != BASELINE_LABEL:

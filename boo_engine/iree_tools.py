@@ -84,6 +84,19 @@ def first_error(output: str, *, located: bool = False, limit: int | None = 300, 
     return text if limit is None else text[:limit]
 
 
+def compiler_stamp(exe: str) -> str:
+    """Identifies a compiler build cheaply, without running it: path, size and mtime of the binary and of its
+    library. What per-build memos (the kernel cache's version, the resolved host CPU) are keyed on."""
+    parts = []
+    for p in (Path(exe), Path(exe).parent / "libIREECompiler.so"):
+        try:
+            st = p.stat()
+        except OSError:
+            continue
+        parts.append(f"{p}:{st.st_size}:{st.st_mtime_ns}")
+    return "|".join(parts)
+
+
 _versions: dict[str, str] = {}
 _versions_lock = threading.Lock()
 

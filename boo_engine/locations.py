@@ -9,6 +9,8 @@ Nothing else in the engine or the dashboard reads `os.environ` for these.
 | kernel cache | BOO_CACHE_DIR | ~/.cache/boo-tui/kernels ($XDG_CACHE_HOME honoured) |
 | kernel cache off | BOO_CACHE_ON=0 | on (off: a private temporary cache, deleted at exit) |
 | linked tuning specs | BOO_SPEC_CACHE_DIR | ~/.cache/boo-tui/linked-specs |
+| per-machine CPU defaults (tune) | BOO_DEFAULTS_TABLE (off: rules only) | ~/.cache/boo-tui/cpu-defaults.json |
+| the resolved host CPU, remembered per compiler build | - | ~/.cache/boo-tui/host-cpu.json |
 | a tuning spec as a variant | BOO_TUNING_SPEC_PATH | none (iree-boo-driver's variable) |
 | child processes' output | BOO_CHILD_LOG | the parent's terminal (the dashboard sets a log file) |
 | tracebacks for internal errors | BOO_DEBUG | off |
@@ -24,6 +26,7 @@ DEFAULT_DB_NAME = "boo-results.db"
 CACHE_DIR_ENV = "BOO_CACHE_DIR"
 CACHE_ON_ENV = "BOO_CACHE_ON"
 SPEC_CACHE_ENV = "BOO_SPEC_CACHE_DIR"
+DEFAULTS_TABLE_ENV = "BOO_DEFAULTS_TABLE"
 TUNING_SPEC_ENV = "BOO_TUNING_SPEC_PATH"
 CHILD_LOG_ENV = "BOO_CHILD_LOG"
 DEBUG_ENV = "BOO_DEBUG"
@@ -67,6 +70,22 @@ def linked_spec_dir(environ: Mapping[str, str] | None = None) -> Path:
     refers to the linked file."""
     value = _env(environ).get(SPEC_CACHE_ENV)
     return Path(value).expanduser() if value else user_cache_home(environ) / "boo-tui" / "linked-specs"
+
+
+def defaults_table(environ: Mapping[str, str] | None = None) -> Path | None:
+    """The per-machine table of per-op-class CPU flags that `tune --defaults` writes and every cpu compile reads:
+    $BOO_DEFAULTS_TABLE, else ~/.cache/boo-tui/cpu-defaults.json; None when $BOO_DEFAULTS_TABLE is 0/off/false/no
+    (the feature-keyed rules alone decide)."""
+    value = (_env(environ).get(DEFAULTS_TABLE_ENV) or "").strip()
+    if value.lower() in _OFF:
+        return None
+    return Path(value).expanduser() if value else user_cache_home(environ) / "boo-tui" / "cpu-defaults.json"
+
+
+def host_cpu_file(environ: Mapping[str, str] | None = None) -> Path:
+    """Where the host CPU as iree-compile resolves it (LLVM's name and features) is remembered per compiler build:
+    asking the compiler costs a ~0.2 s compile."""
+    return user_cache_home(environ) / "boo-tui" / "host-cpu.json"
 
 
 def tuning_spec_from_env(environ: Mapping[str, str] | None = None) -> str | None:

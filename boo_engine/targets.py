@@ -4,23 +4,25 @@ This is the ONE place target flags live. `Target.identity()` is part of every ca
 built for the resolved host CPU (`--iree-llvmcpu-target-cpu=host`), so it only fits machines with the same CPU;
 a GPU artifact fits any machine with that arch.
 
-`per_op_default_flags()` holds the per-op-class CPU flags chosen by measurement (benchmarks/bench_cpu_flags.py):
-IREE 3.13's defaults are several times slower than they need to be for some conv layouts.
+`per_op_default_flags()` gives the per-op-class CPU flags for THIS machine: the table `tune --defaults` measured
+here (defaults_table.py), else rules keyed on the resolved CPU's features (`host_cpu()`, hostcpu.py). IREE 3.13's
+defaults are several times slower than they need to be for some conv layouts, and the best flags differ by CPU.
 """
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
-import platform
 import re
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+from . import locations
+from .defaults_table import TableState, machine_key, read_state
 from .errors import TargetError
+from .hostcpu import HostCpu, host_cpu_identity, resolve_host_cpu
 
 if TYPE_CHECKING:  # pragma: no cover
     from .ops.base import OpSignature
@@ -63,6 +65,9 @@ class Target:
     kind: Kind
     arch: str = "host"
     threads: int = 1
+    #: cpu: compile with this machine's per-op-class default flags (`per_op_default_flags`); False gives IREE's
+    #: plain defaults (what `tune --defaults` measures the candidates against). In the flags, hence the cache key.
+    per_op_defaults: bool = True
 
     def __post_init__(self) -> None:
         checks: dict[str, Callable[[str], object]] = {
@@ -109,6 +114,16 @@ class Target:
         if self.kind == "cpu":
             return True
         return self.arch in detect_gpu_archs(self.kind)
+
+
+#: the names of every flag `Target.compile_flags` gives, whatever the kind (what "the target's own flags" are)
+_TARGET_FLAG_NAMES = {f.split("=", 1)[0] for t in (Target("cpu"), Target("hip", "gfx942"), Target("cuda", "sm_80"))
+                      for f in t.compile_flags()}
+
+
+def is_target_flag(flag: str) -> bool:
+    """True for a flag that names the compile target (device, backend, CPU or GPU arch), not a choice of ours."""
+    return flag.split("=", 1)[0] in _TARGET_FLAG_NAMES
 
 
 def parse_target(text: str) -> Target:
@@ -214,77 +229,146 @@ def _cuda_archs() -> tuple[str, ...]:
     return tuple(dict.fromkeys(archs))
 
 
-@functools.cache
-def host_cpu_identity() -> str:
-    """A stable name for the host CPU as LLVM's `host` resolution sees it: vendor, family, model, stepping and a
-    digest of the feature flags (cpuid decides both the CPU name and the features LLVM targets)."""
-    fields: dict[str, str] = {}
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if not line.strip():
-                    break  # the first processor is enough: all cores of a machine are the same model
-                key, _, value = line.partition(":")
-                fields[key.strip()] = value.strip()
-    except OSError:
-        pass
-    flags = " ".join(sorted((fields.get("flags") or fields.get("Features") or "").split()))
-    parts = [platform.machine(), fields.get("vendor_id", ""), fields.get("cpu family", ""),
-             fields.get("model", ""), fields.get("stepping", ""), fields.get("model name", platform.processor())]
-    digest = hashlib.sha256(flags.encode()).hexdigest()[:12]
-    return "/".join(p.replace("/", "_") for p in parts) + f"/features-{digest}"
+# ---- the host CPU as the compiler resolves it --------------------------------------------------------------
+
+def host_cpu() -> HostCpu:
+    """The host CPU as `--iree-llvmcpu-target-cpu=host` resolves it (LLVM's name, e.g. znver3, and its features):
+    asked of iree-compile once per machine and compiler build, then read from a small file (hostcpu.py)."""
+    return resolve_host_cpu(Target("cpu").compile_flags())
 
 
 # ---- per-op-class CPU defaults -----------------------------------------------------------------------------
-
-def per_op_default_flags(sig: OpSignature, target: Target) -> list[str]:
-    """Extra iree-compile flags for this kind of kernel on this target, chosen by measurement.
-
-    Only cpu convolutions in forward mode get any. Measured with benchmarks/bench_cpu_flags.py (IREE 3.13, one
-    thread, local-sync, 2-core Zen 5; us per call, min over 5-9 interleaved rounds of the round median):
-
-    | class (forward)          | IREE default | im2col | data-tiling | rule        |
-    |--------------------------|--------------|--------|-------------|-------------|
-    | f32 NCHW 3x3 n2 c64 28^2 | 1287         | 1102   | 1292        | im2col      |
-    | f32 NCHW 3x3 s2 + bias   | 771          | 196    | 778         | im2col      |
-    | f32 NCHW 3x3 g4          | 1313         | 1307   | 1257        | im2col (tie)|
-    | f32 NCHW 1x1 c35         | 491          | 78     | 530         | im2col      |
-    | f32 NCHW 1x1 c64         | 545          | 101    | 558         | im2col      |
-    | f32 NHWC 3x3 c64         | 21306        | 2568   | 21496       | im2col      |
-    | f32 NHWC 1x1 c128->384   | 4868..5378   | 19594+ | 4461..10141 | none (see below) |
-    | f32 NHWC 1x1 c64         | 75           | 283    | 79          | none (tie)  |
-    | bf16 NHWC 1x1 c35        | 439          | FAIL   | 105         | data-tiling |
-    | fp16 NHWC 1x1 c35        | 376          | FAIL   | 187         | data-tiling |
-    | bf16/fp16 NCHW 1x1, 3x3  | ~ties (527 vs 535, 1774 vs 1738, 7223 vs 7230) | FAIL | | none |
-
-    Not chosen: im2col for fp16/bf16 (fails to compile: "'arith.addf' op requires the same type for all
-    operands and results"); anything for backward convs (repeat runs disagreed by 2-5x on this shared machine:
-    no rule without evidence); data-tiling for f32 NHWC 1x1 convs and f32 gemms (8-10% and 1.15-1.35x faster in
-    5 of 6 runs, but the conv was 2x SLOWER in one, and iree-facts.md records that data-tiling breaks tuning specs
-    on matmul-like kernels, which variants must be able to use; fp16/bf16 NHWC 1x1 gain 2-4x, so they get it).
-    A variant's own flags come later on the command line and win (e.g. `--iree-global-opt-use-im2col-for-convs=false`).
-    """
-    if target.kind != "cpu" or sig.op != "conv":
-        return []
-    return _cpu_conv_flags(sig)
-
 
 IM2COL = "--iree-global-opt-use-im2col-for-convs"
 DATA_TILING = "--iree-opt-data-tiling"
 
 
-def _cpu_conv_flags(sig: OpSignature) -> list[str]:
+@dataclass(frozen=True)
+class OpClass:
+    """The class of a kernel that per-op defaults are chosen for: op, dtype, layout (channels-last or not),
+    filter (pointwise 1x1 or not) and mode (forward / backward). `str()` is its key in the defaults table,
+    e.g. `conv:bfloat16:nhwc:1x1:forward`; layout and filter are `-` for ops without them."""
+
+    op: str             # conv, conv-transposed, gemm, layernorm, bnorm
+    dtype: str          # float32, float16, bfloat16
+    layout: str = "-"   # nhwc (channels-last) / nchw, convs only
+    filter: str = "-"   # 1x1 / kxk, convs only
+    mode: str = "forward"
+
+    def __str__(self) -> str:
+        return f"{self.op}:{self.dtype}:{self.layout}:{self.filter}:{self.mode}"
+
+    @property
+    def is_conv(self) -> bool:
+        return self.op.startswith("conv")
+
+    @property
+    def channels_last(self) -> bool:
+        return self.layout == "nhwc"
+
+    @property
+    def pointwise(self) -> bool:
+        return self.filter == "1x1"
+
+
+def op_class(sig: OpSignature) -> OpClass:
+    """The class `sig`'s kernel belongs to (no torch import: describe() is plain data)."""
     d = sig.describe()
-    if d.get("mode", sig.mode) != "forward" or d.get("transposed"):
-        return []
+    mode = "forward" if str(d.get("mode", sig.mode)).startswith("forward") else "backward"
+    if sig.op != "conv":
+        return OpClass(sig.op, sig.dtype_name, mode=mode)
     layout = str(d.get("in_layout") or "").upper()
-    channels_last = len(layout) >= 3 and layout.endswith("C")
     fil = d.get("filter_spatial") or _filter_spatial(d, sig)
-    pointwise = bool(fil) and all(int(k) == 1 for k in fil)
-    if sig.dtype_name == "float32":
-        return [] if channels_last and pointwise else [IM2COL]  # im2col slows NHWC 1x1 down 4x
-    # fp16 / bf16: im2col does not compile; data-tiling is 2-4x faster on NHWC 1x1 and neutral elsewhere
-    return [DATA_TILING] if channels_last and pointwise else []
+    return OpClass("conv-transposed" if d.get("transposed") else "conv", sig.dtype_name,
+                   "nhwc" if len(layout) >= 3 and layout.endswith("C") else "nchw",
+                   "1x1" if fil and all(int(k) == 1 for k in fil) else "kxk", mode)
+
+
+def rule_flags(cls: OpClass, features: Collection[str]) -> list[str]:
+    """The built-in per-op-class CPU flags, for classes the machine's table (`tune --defaults`) does not cover.
+    Rules only where the cause is known, keyed on the resolved CPU `features` (LLVM's names):
+
+    - f32 forward convs (not transposed): im2col, except channels-last 1x1 (already a matmul; im2col slows it
+      2-4x). It turns a convolution into one matmul that IREE tiles well: 1.1-8x on a Zen 5 and 2-5x on a
+      Zen 3 (docs/performance.md).
+    - bf16 channels-last 1x1 forward convs: data-tiling only with native bf16 dot products (avx512bf16 or
+      amx-bf16): IREE's x86 data tiles for bf16 are sized for VDPBF16PS. Without them bf16 tiles fall back to
+      unpacking every element: 4.3x faster on a Zen 5 (avx512bf16), 28x SLOWER on a Zen 3 (19.4 vs 0.69 ms).
+    - fp16 channels-last 1x1 forward convs: data-tiling only with avx512f: f16 takes the f32 tile sizes, 16x16
+      zmm tiles with AVX-512 (2x faster on a Zen 5) but 8x8 ymm tiles on AVX2, where it was shape-dependent on
+      a Zen 3 (1.25x slower on n4 c35 48x32, 1.16x faster on n8 c128->384 24x48): no rule without a cause.
+    - nothing else: im2col does not compile for fp16/bf16 in IREE 3.13 ("'arith.addf' op requires the same
+      type"), backward and grouped convs had no consistent winner, and data-tiling breaks tuning specs on
+      matmuls (the tune --defaults table may still choose it per machine for convs).
+    """
+    if not cls.is_conv or cls.op != "conv" or cls.mode != "forward":
+        return []
+    if cls.dtype == "float32":
+        return [] if cls.channels_last and cls.pointwise else [IM2COL]
+    if cls.channels_last and cls.pointwise:
+        if cls.dtype == "bfloat16" and ("avx512bf16" in features or "amx-bf16" in features):
+            return [DATA_TILING]
+        if cls.dtype == "float16" and "avx512f" in features:
+            return [DATA_TILING]
+    return []
+
+
+def defaults_state() -> TableState:
+    """The machine's stored defaults table (tune --defaults) as it applies to this host CPU and compiler."""
+    cpu = host_cpu()
+    return read_state(machine_key(cpu.machine_key, cpu.compiler_version), locations.defaults_table())
+
+
+def defaults_in_use(target: Target) -> dict[str, Any]:
+    """Where the per-op default flags of `target`'s baselines come from, JSON-able, for the run's record:
+    {"source": "table", "path", "digest", "classes"} (the table's classes; rules for the rest), {"source": "rules"},
+    {"source": "off"} (IREE's plain defaults, as tune --defaults measures) or {"source": "none"} (GPU targets).
+    Never raises."""
+    if target.kind != "cpu":
+        return {"source": "none"}
+    if not target.per_op_defaults:
+        return {"source": "off"}
+    try:
+        return defaults_state().describe()
+    except Exception as e:  # noqa: BLE001 - a record, best effort
+        return {"source": "rules", "warning": f"defaults table not read: {e}"}
+
+
+def per_op_default_flags(sig: OpSignature, target: Target) -> list[str]:
+    """Extra iree-compile flags for this class of kernel on this machine.
+
+    Per machine: first the table `tune --defaults` measured on THIS machine (resolved CPU + compiler version,
+    defaults_table.py), else the feature-keyed `rule_flags`. Only the cpu target gets any, and none when the
+    target says `per_op_defaults=False` (IREE's plain defaults: what tune --defaults measures against). A
+    variant's own flags come later on the command line and win (e.g. `--iree-opt-data-tiling=false`).
+
+    The figures behind the rules (benchmarks/bench_cpu_flags.py; IREE 3.13, one thread, local-sync; us per
+    call). Zen 5 = a 2-core EPYC with AVX-512 and avx512bf16; Zen 3 = a 2-core EPYC (znver3) with AVX2 only:
+
+    | class (forward)          | CPU   | IREE default | im2col | data-tiling | rule |
+    |--------------------------|-------|--------------|--------|-------------|------|
+    | f32 NCHW 3x3 n2 c64 28^2 | Zen 5 | 1287         | 1102   | 1292        | im2col |
+    | f32 NCHW 3x3 s2 + bias   | Zen 5 | 771          | 196    | 778         | im2col |
+    | f32 NCHW 1x1 c35         | Zen 5 | 491          | 78     | 530         | im2col |
+    | f32 NHWC 3x3 c64         | Zen 5 | 21306        | 2568   | 21496       | im2col |
+    | f32 NHWC 1x1 c128->384   | Zen 5 | 4868..5378   | 19594+ | 4461..10141 | none |
+    | f32 NHWC 1x1 c128->384   | Zen 3 | 53774*       | 1.84x  | 0.78x       | none (Zen 3's table: data-tiling) |
+    | f32 NCHW kxk, 3 shapes   | Zen 3 | 6755* geomean| 0.39x  | same kernel | im2col |
+    | bf16 NHWC 1x1 c35        | Zen 5 | 439          | FAIL   | 105         | data-tiling with avx512bf16 |
+    | bf16 NHWC 1x1 c35        | Zen 3 | 690          | FAIL   | 19400       | (no avx512bf16: none) |
+    | fp16 NHWC 1x1 c35        | Zen 5 | 376          | FAIL   | 187         | data-tiling with avx512f |
+    | fp16 NHWC 1x1 c35        | Zen 3 | 629          | FAIL   | 786         | (AVX2 only: none) |
+    | fp16 NHWC 1x1 c128->384  | Zen 3 | 36927        | FAIL   | 31874       | (AVX2 only: none) |
+
+    * measured by tune --defaults on a loaded machine (ratios interleaved, times inflated): docs/performance.md
+    has every class and what the Zen 3's table holds. A rule's figures come from the CPU named beside them; what
+    this machine gets beyond the rules comes from its own table.
+    """
+    if target.kind != "cpu" or not target.per_op_defaults:
+        return []
+    cls = op_class(sig)
+    flags = defaults_state().classes.get(str(cls))
+    return list(flags) if flags is not None else rule_flags(cls, host_cpu().features)
 
 
 def _filter_spatial(d: dict, sig: OpSignature) -> tuple[int, ...]:

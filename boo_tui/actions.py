@@ -48,9 +48,11 @@ class ActionsMixin(_AppBase):
 
         def _add_results(self, results: list[JobResult]) -> None: ...
 
+        def refuse_while_tuning(self) -> bool: ...
+
     # ---- running and cancelling --------------------------------------------------------------------------
     def action_run_all(self) -> None:
-        if self._require_session():
+        if self._require_session() and not self.refuse_while_tuning():
             queued = [j for j, v in self.model.jobs.items() if v.status == Status.QUEUED]
             if not queued:
                 self.notify("nothing queued (R re-runs the selected job)", severity="warning")
@@ -59,7 +61,7 @@ class ActionsMixin(_AppBase):
 
     def action_run_selected(self) -> None:
         view = self._selected_view()
-        if not self._require_session() or view is None:
+        if not self._require_session() or view is None or self.refuse_while_tuning():
             return
         if view.status in FINAL_STATUSES:
             self._call_engine(self.session.rerun, [view.job_id], what="re-run: ")
@@ -68,7 +70,7 @@ class ActionsMixin(_AppBase):
 
     def action_rerun(self) -> None:
         view = self._selected_view()
-        if not self._require_session() or view is None:
+        if not self._require_session() or view is None or self.refuse_while_tuning():
             return
         if view.status not in FINAL_STATUSES:
             self.notify("the job has not finished yet", severity="warning")
@@ -76,7 +78,7 @@ class ActionsMixin(_AppBase):
         self._call_engine(self.session.rerun, [view.job_id], what="re-run: ")
 
     def action_rerun_all(self) -> None:
-        if self._require_session():
+        if self._require_session() and not self.refuse_while_tuning():
             ids = self.model.finished_ids()
             if ids:
                 self._call_engine(self.session.rerun, ids, what="re-run: ")

@@ -7,7 +7,8 @@ of our own (so they keep their order and never block the event loop); what they 
 message (`messages`).
 
 `BooApp` is put together from parts: `live_table.LiveTableMixin` (the table, filter, plots and detail pane),
-`actions.ActionsMixin` (what the keys do) and, here, the session's life and the engine's events. The key bindings
+`actions.ActionsMixin` (what the keys do), `tuning.TuneMixin` (the Tune action: a tuner on its own thread, and
+no dashboard run while it measures) and, here, the session's life and the engine's events. The key bindings
 and the command palette derived from them are in `palette`.
 """
 from __future__ import annotations
@@ -55,11 +56,12 @@ from .process import (
     warm_plotext,
 )
 from .table import ResultsTable
+from .tuning import TuneMixin
 
 __all__ = ["PALETTE", "BooApp", "BooCommands", "run_app"]
 
 
-class BooApp(ActionsMixin, LiveTableMixin, App[int]):
+class BooApp(TuneMixin, ActionsMixin, LiveTableMixin, App[int]):
     """The dashboard. `config` and `inputs` are what `boo-tui` was given; the session opens on mount."""
 
     CSS_PATH = "app.tcss"
@@ -92,6 +94,8 @@ class BooApp(ActionsMixin, LiveTableMixin, App[int]):
         self._quitting = False
         self.stop_signals: Any = None   # run_app's StopSignals: SIGINT/SIGTERM/SIGHUP quit, the run interrupted
         self.max_flush_s = 0.0      # slowest table/plot/detail refresh (benchmarks report it)
+        self.tune_run: Any = None   # the tune started from the dashboard (tuning.TuneMixin), if any
+        self._tune_pending = False
         start_resource_tracker()
 
     @property
@@ -289,6 +293,7 @@ class BooApp(ActionsMixin, LiveTableMixin, App[int]):
             if self._opening.is_finished:
                 break
             await asyncio.sleep(0.05)
+        await self.stop_tune_and_wait()      # the tuner's session closes its worker processes first
         session = self.session or self._created_session
         if session is not None:
             try:
@@ -339,6 +344,8 @@ def run_app(config: Any, inputs: list[str], *, autostart: bool = True) -> int:
     try:
         app.run()
     finally:
+        if app.tune_run is not None and app.tune_run.active:   # a stop signal ended the app: stop the tune too
+            app.tune_run.stop_and_wait()
         session = app.session or app._created_session
         if session is not None:
             try:
@@ -353,6 +360,8 @@ def run_app(config: Any, inputs: list[str], *, autostart: bool = True) -> int:
 
 
 def _kill_children(app: BooApp) -> None:
+    if app.tune_run is not None:
+        app.tune_run.kill_children()
     session = app.session or app._created_session
     if session is not None:
         session.kill_children()

@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from boo_engine.compare import Comparison
+from boo_engine.compile.flags import chosen_flags
 from boo_engine.exporters import verdict_legend
 
 from .cells import VERDICT_STYLE, ci_text, fmt_us
@@ -121,7 +122,8 @@ def render_detail(view: JobView, comparison: Comparison | None = None,
             t.add_row("spec applied", Text(str(c.spec_applied), style="green" if c.spec_applied else "yellow"))
         if c.compiler_version:
             t.add_row("compiler", c.compiler_version)
-        if c.command:
+        if c.command:  # what this kernel was built with beyond the target: per-op defaults, the variant's own
+            t.add_row("flags", " ".join(chosen_flags(c.command)) or "none beyond the target's (IREE's defaults)")
             t.add_row("command", shlex.join(c.command))
         parts.append(t)
         if c.error:

@@ -7,7 +7,10 @@ work (adding jobs, reading files, exporting) on its engine thread.
 """
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from textual import work
@@ -15,7 +18,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Input, Label, Static
+from textual.widgets import Input, Label, RadioButton, RadioSet, Static
 
 from .messages import Deferred
 
@@ -152,4 +155,118 @@ def validate_variant(text: str) -> str | None:
         for spec in v.tuning_specs:
             if not Path(spec).is_file():
                 return f"variant {v.name}: tuning spec {spec}: no such file"
+    return None
+
+
+# ---- the tune dialog ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TuneRequest:
+    """What the tune dialog accepted: candidates per kernel, the output folder and which commands."""
+
+    budget: int
+    out_dir: str
+    scope: str               # "selected" (the command under the cursor) | "shown" (every command the table shows)
+
+
+class TuneDialog(ModalScreen["TuneRequest | None"]):
+    """Ask for the tune's budget, its output folder and which commands. Enter in either input accepts when both
+    are valid (the budget checked at once, the folder in a thread worker: it probes the file system); the error
+    shows under the inputs."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, *, selected: str | None, shown: int, budget: int, out_dir: str) -> None:
+        super().__init__(id="tune-dialog")
+        self.selected = selected
+        self.shown = shown
+        self.budget = budget
+        self.out_dir = out_dir
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label("Tune: search faster configurations on this machine", classes="dialog-title")
+            yield Label("candidates per kernel (--budget)")
+            yield Input(value=str(self.budget), id="tune-budget")
+            yield Label("output folder (tuned.mlir, tuned.toml, report.md)")
+            yield Input(value=self.out_dir, id="tune-out")
+            with RadioSet(id="tune-scope"):
+                if self.selected:
+                    yield RadioButton(f"the selected command: {self.selected}", value=True, id="scope-selected")
+                yield RadioButton(f"every command shown ({self.shown})", value=not self.selected, id="scope-shown")
+            yield Static("", id="prompt-error", classes="dialog-error")
+            yield Static("Enter starts it, Esc cancels. It measures on this machine: the dashboard's own runs wait "
+                         "until it ends; closing its screen stops it (resumable with boo-tui tune --resume).",
+                         classes="dialog-hint")
+
+    def on_mount(self) -> None:
+        self.query_one("#tune-budget", Input).focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self.query_one("#prompt-error", Static).update("")
+
+    def request(self) -> TuneRequest | str:
+        """The request the inputs make, or why they make none (the cheap checks)."""
+        error = validate_budget(self.query_one("#tune-budget", Input).value)
+        if error:
+            return error
+        out = self.query_one("#tune-out", Input).value.strip()
+        if not out:
+            return "output folder: empty"
+        pressed = self.query_one("#tune-scope", RadioSet).pressed_button
+        scope = "selected" if pressed is not None and pressed.id == "scope-selected" else "shown"
+        return TuneRequest(int(self.query_one("#tune-budget", Input).value.strip()), out, scope)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        req = self.request()
+        if isinstance(req, str):
+            self.show_error(req)
+        else:
+            self._check_folder(req)
+
+    @work(thread=True, exclusive=True, group="validate")
+    def _check_folder(self, req: TuneRequest) -> None:
+        self.post_message(Deferred(self._checked, (req, check_out_dir(req.out_dir))))
+
+    def on_deferred(self, message: Deferred) -> None:
+        message.callback(*message.args)
+
+    def _checked(self, req: TuneRequest, error: str | None) -> None:
+        if error:
+            self.show_error(error)
+        elif self.request() == req:    # unchanged while the folder was checked (else the next Enter checks)
+            self.dismiss(req)
+
+    def show_error(self, message: str) -> None:
+        self.query_one("#prompt-error", Static).update(message)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+def validate_budget(text: str) -> str | None:
+    try:
+        n = int(text.strip())
+    except ValueError:
+        return f"budget {text.strip()!r}: a whole number of candidates per kernel"
+    return None if n >= 1 else f"budget {n}: give at least 1 candidate per kernel"
+
+
+def check_out_dir(text: str) -> str | None:
+    """Whether the tune can write its files into folder `text` (created if missing): a probe file is created and
+    deleted in it, or in the nearest folder that exists. Touches the file system: run it off the UI thread."""
+    path = Path(text).expanduser()
+    if path.exists() and not path.is_dir():
+        return f"{text}: exists and is not a folder"
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        return f"{text}: {probe} is not a folder"
+    try:
+        fd, name = tempfile.mkstemp(prefix=".boo-probe-", dir=probe)
+        os.close(fd)
+        os.unlink(name)
+    except OSError as e:
+        return f"{text}: cannot write in {probe}: {e.strerror or e}"
     return None

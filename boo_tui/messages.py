@@ -88,3 +88,34 @@ class ComparisonsComputed(Message):
 
     comparisons: dict[tuple[str, str, str], Comparison]
     generations: dict[tuple[str, str], int]
+
+
+@dataclass
+class TuneEventPosted(Message, bubble=False):
+    """One event of the tuner (`boo_engine.tune.events`: TuneUpdate, KernelTuned, TuneLog), in order, for the tune
+    screen. Sample batches of the tuner's session do not come this way: the screen reads them at most
+    plots.MAX_HZ times a second (`TuneRun.take_changed`)."""
+
+    event: Any
+
+
+@dataclass
+class TuneFinished(Message, bubble=False):
+    """The tune's thread ended: the files it wrote (none when it stopped or failed), the tune's id in the results
+    database, and the one-line error when it failed."""
+
+    paths: list[str]
+    tune_id: int | None
+    db_path: str
+    stopped: bool = False
+    error: str | None = None
+
+
+@dataclass
+class TuneGate(Message):
+    """The engine thread's answer before a tune starts: whether the dashboard's own session was idle (one
+    measurement at a time on the machine)."""
+
+    idle: bool
+    request: Any                     # dialogs.TuneRequest
+    inputs: list[str]

@@ -28,6 +28,9 @@ BINDINGS: list[BindingType] = [
             tooltip="Add every command of a .txt/.tsv commands file"),
     Binding("v", "add_variant", "Add a variant", show=False,
             tooltip="A tuning spec (.mlir) or compiler flags, compared against the baseline"),
+    Binding("t", "tune", "Tune", show=False,
+            tooltip="Autotune the selected command (or every command shown) on this machine, live; "
+                    "writes tuned.mlir, tuned.toml and report.md"),
     Binding("w", "export", "Export", tooltip="Write the results as .csv, .json or .md"),
     Binding("h", "history", "History", tooltip="Past runs in the results database; open or compare two"),
     Binding("m", "compare", "Compare", tooltip="Compare variants: commands x variants ratios and overlaid histograms"),

@@ -1,11 +1,18 @@
 """Fixtures shared by the test modules that compile whole tables of kernels."""
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from boo_engine.commands import parse_command
 from boo_engine.compile.cache import KernelCache
 from boo_engine.compile.pool import CompilePool
+from boo_engine.locations import DEFAULTS_TABLE_ENV
+
+# The tests compile with the built-in per-op rules, never with a table `boo-tui tune --defaults` stored on this
+# machine (it would change which flags a kernel gets); a test that needs a table points this at its own file.
+os.environ[DEFAULTS_TABLE_ENV] = "off"
 
 
 def pytest_sessionfinish(session, exitstatus):

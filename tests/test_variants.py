@@ -98,6 +98,40 @@ def test_bad_name_is_refused():
     _one_line(e)
 
 
+def test_formulation_form():
+    v = parse_variant_arg("fwd=formulation=fwdconv")
+    assert v == Variant(name="fwd", formulation="fwdconv") and not v.is_baseline
+    assert v.compile_flags() == []   # not a compiler flag: it changes what is exported
+    assert parse_variant_arg("formulation=matmul") == Variant(name="matmul", formulation="matmul")
+    mixed = parse_variant_arg("f='formulation=fwdconv --iree-global-opt-use-im2col-for-convs'")
+    assert mixed.formulation == "fwdconv" and mixed.flags == ("--iree-global-opt-use-im2col-for-convs",)
+    assert parse_variant_arg("d=formulation=default").formulation == "default"   # named on purpose: not baseline
+    assert not parse_variant_arg("d=formulation=default").is_baseline
+
+
+@pytest.mark.parametrize("text, words", [
+    ("f=formulation=fwdcov", "unknown formulation 'fwdcov' (kernels have: default, fwdconv, matmul)"),
+    ("f=formulation=", "unknown formulation ''"),
+    ("f='formulation=fwdconv formulation=matmul'", "formulation given twice"),
+])
+def test_bad_formulation_is_one_line(text, words):
+    with pytest.raises(VariantError) as e:
+        parse_variant_arg(text)
+    assert words in _one_line(e)
+
+
+def test_formulation_in_description_and_key():
+    v = Variant(name="fwd", flags=("--iree-opt-data-tiling",), formulation="fwdconv")
+    assert v.describe()["formulation"] == "fwdconv"
+    assert Variant.from_description(v.describe()) == v
+    assert Variant.from_description(json.loads(json.dumps(v.describe()))) == v
+    assert "formulation" not in BASELINE.describe() and Variant.from_description(BASELINE.describe()) == BASELINE
+    keys = {Variant(formulation=f).key_material() for f in ("fwdconv", "matmul")}
+    assert len(keys) == 2 and BASELINE.key_material() not in keys
+    # "default" builds the very kernel the baseline builds, so it shares its cache entry
+    assert Variant(name="d", formulation="default").key_material() == BASELINE.key_material()
+
+
 # ---- build_variants ----------------------------------------------------------------------------------------
 
 def test_build_variants_baseline_first_and_no_baseline():
@@ -155,10 +189,13 @@ flags = ["--iree-opt-data-tiling=false"]
 substitute_sources = {"main$async_dispatch_0" = "edited.mlir"}
 [pre]
 preprocess = "builtin.module(canonicalize)"
+[form]
+formulation = "fwdconv"
 spec = []
 """.replace("spec = []\n", ""))
     vs = load_variants_file(f)
-    assert [v.name for v in vs] == ["fast", "tiling", "listflags", "edited", "pre"]
+    assert [v.name for v in vs] == ["fast", "tiling", "listflags", "edited", "pre", "form"]
+    assert vs[5] == Variant(name="form", formulation="fwdconv")
     assert vs[0].tuning_specs == (str(tmp_path / "specs/fast.mlir"), str(tmp_path / "specs/none.mlir"))
     assert vs[1].flags == ("--iree-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=none")
     assert vs[2].flags == ("--iree-opt-data-tiling=false",)
@@ -175,6 +212,9 @@ spec = []
     ("[a\n", "variants file"),
     ("", "no variants"),
     ("[a]\nsubstitute_sources = 3\n", "must be a table"),
+    ("[a]\nformulation = 3\n", "formulation must be a string"),
+    ("[a]\nformulation = 'im2col'\n", "unknown formulation 'im2col'"),
+    ("[a.kernels.k]\nformulation = 'fwdcov'\n", "kernels.k: unknown formulation 'fwdcov'"),
 ])
 def test_toml_errors_name_the_file(tmp_path, body, words):
     f = tmp_path / "v.toml"

@@ -1,4 +1,6 @@
-// boo-tui example tuning spec (IREE 3.13 syntax), llvm-cpu.
+// boo-tui example tuning spec (IREE 3.13 syntax), llvm-cpu: AN EXAMPLE OF THE FORMAT, NOT A SPEED-UP TO EXPECT.
+// Tuned on a 2-core AMD Zen 5 (znver5, AVX-512): on a Zen 3 (znver3, AVX2) it is 1.50x SLOWER than the default.
+// Tile sizes are machine-specific: `boo-tui tune` finds the right ones for the CPU at hand.
 // MATCHES: f32 matmuls A[M,K] * B[K,N] with M=256, N=512, K=512 -- the sample commands
 //   gemm --a_w 256 --a_h 512 --b_w 512 -F 1, in the row-major A[M,K] * B[K,N] layout (indexing_maps);
 //   NOT the --transB 1 variant: B[N,K] wants other tiles (these made it 4.4x slower there).

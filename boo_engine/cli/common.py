@@ -26,7 +26,8 @@ def add_session_args(p: argparse.ArgumentParser) -> None:
                    help="cpu (this host, the default without a GPU), hip:gfx942, cuda:sm_80, ...")
     g.add_argument("--variant", action="append", default=[], metavar="NAME=SPEC",
                    help="a variant: NAME=spec.mlir (tuning spec), NAME='--flag ...' (compiler flags), "
-                        "NAME=DIR/ (edited dispatches from --dump-dispatches); repeatable")
+                        "NAME=DIR/ (edited dispatches from --dump-dispatches), NAME=formulation=F (the kernel "
+                        "written as F: fwdconv, matmul); repeatable")
     g.add_argument("--variants-file", action="append", default=[], metavar="TOML",
                    help="variants defined in a TOML file; repeatable")
     g.add_argument("--no-baseline", action="store_true", help="do not measure the baseline (no spec, no flags)")

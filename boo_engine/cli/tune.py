@@ -48,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=1, metavar="N", help="CPU threads per kernel (default 1)")
     p.add_argument("--resume", nargs="?", const="last", default=None, metavar="TUNE_ID",
                    help="continue a stopped tune (the last one without an id): finished kernels are kept")
+    p.add_argument("--try-flags", action="append", default=[], metavar="'FLAGS'",
+                   help="a set of iree-compile flags to try on every kernel, beside the built-in choices (repeatable)")
     p.add_argument("--defaults", action="store_true",
                    help="measure the per-op-class compiler flags for THIS machine and keep the winners as its defaults")
     return p
@@ -79,6 +81,13 @@ def _check(args: argparse.Namespace) -> str | None:
         return "--batch, --threads and --compile-workers must be at least 1"
     if args.final_time <= 0:
         return "--final-time must be positive"
+    for f in args.try_flags:
+        try:
+            words = shlex.split(f)
+        except ValueError as e:
+            return f"--try-flags {f!r}: {e}"
+        if not words or any(not w.startswith("-") for w in words):
+            return f"--try-flags {f!r}: expected iree-compile flags (--flag=value ...)"
     if not args.inputs and args.resume is None:
         return "nothing to tune: give commands files or command lines (or --resume)"
     return None
@@ -101,7 +110,7 @@ def _main(args: argparse.Namespace, argv: list[str]) -> int:
         target=args.target, out_dir=args.out, budget=args.budget, time_budget_s=args.time_budget, seed=args.seed,
         min_effect=args.min_effect / 100.0, batch=args.batch, final_s=args.final_time, threads=args.threads,
         db_path=args.db, cache_dir=args.cache_dir, compile_workers=args.compile_workers, resume=args.resume,
-        command_line="boo-tui tune " + shlex.join(argv))
+        command_line="boo-tui tune " + shlex.join(argv), try_flags=tuple(args.try_flags))
     view = _TuneProgress()
     tuner = Tuner(settings, listener=view.on_event)
     return _run_stoppable(tuner, args, view)
@@ -122,8 +131,7 @@ def _run_stoppable(tuner: Any, args: argparse.Namespace, view: _TuneProgress) ->
             error.append(e)
 
     thread = threading.Thread(target=work, name="boo-tune", daemon=True)
-    view.start()
-    thread.start()
+    thread.start()   # the progress display starts with the first event: an input error is one line, alone
     try:
         while thread.is_alive():
             thread.join(0.2)
@@ -194,9 +202,10 @@ class _TuneProgress:
         self.console = Console(stderr=True)
         self._progress: Any = None
         self._task: Any = None
+        self._stopped = False
         self._lock = threading.Lock()
 
-    def start(self) -> None:
+    def _start(self) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         self._progress = Progress(TextColumn("[bold]tune"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -206,6 +215,7 @@ class _TuneProgress:
 
     def stop(self) -> None:
         with self._lock:
+            self._stopped = True
             if self._progress is not None:
                 self._progress.stop()
                 self._progress = None
@@ -217,6 +227,8 @@ class _TuneProgress:
         from ..tune.events import KernelTuned, TuneLog, TuneUpdate
 
         with self._lock:
+            if self._progress is None and not self._stopped:
+                self._start()
             p = self._progress
             if isinstance(event, TuneUpdate) and p is not None:
                 best = f", best {event.best_ratio:.3f}x" if event.best_ratio else ""

@@ -7,7 +7,7 @@ from typing import Any
 from ..results import CompileInfo
 from ..targets import Target
 from ..variants import Variant
-from .cache import CONFIGS, VMFB, KernelCache
+from .cache import CONFIGS, VMFB, KernelCache, mlir_file_name
 
 
 @dataclass
@@ -47,5 +47,6 @@ def artifact_from_meta(cache: KernelCache, meta: dict[str, Any], target: Target,
     return Artifact(func_name=func, target=target, variant=variant, vmfb_path=str(d / VMFB), dir=str(d), key=key,
                     command=list(meta["command"]), compile_seconds=seconds, cache_hit=cache_hit,
                     compiler_version=meta["compiler_version"], num_dispatches=int(meta["num_dispatches"]),
-                    configs_dir=str(d / CONFIGS), mlir_path=str(d.parent / f"{func}.mlir"), flags=list(meta["flags"]),
-                    meta=meta, scratch_dir=str(cache.entry_dir(func, key)))
+                    configs_dir=str(d / CONFIGS),
+                    mlir_path=str(d.parent / mlir_file_name(func, variant.export_formulation(func))),
+                    flags=list(meta["flags"]), meta=meta, scratch_dir=str(cache.entry_dir(func, key)))

@@ -47,8 +47,9 @@ def lookup_cached(sig: OpSignature, target: Target | str, variant: Variant = BAS
 def compile_signature(sig: OpSignature, target: Target | str = "cpu", variant: Variant = BASELINE, *,
                       cache: KernelCache | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
                       extra_flags: Sequence[str] = ()) -> Artifact:
-    """Export and compile `sig` for `target` with `variant`, through the cache. Raises CompileError when export
-    or iree-compile fails, crashes or exceeds `timeout_s` (stderr and the command line are kept)."""
+    """Export and compile `sig` for `target` with `variant` (written as the variant's formulation), through the
+    cache. Raises CompileError when the kernel has no such formulation, or when export or iree-compile fails,
+    crashes or exceeds `timeout_s` (stderr and the command line are kept)."""
     target = as_target(target)
     variant = variant or BASELINE
     cache = cache or cache_mod.default_cache()
@@ -64,7 +65,8 @@ def compile_signature(sig: OpSignature, target: Target | str = "cpu", variant: V
     from .export import export_mlir  # imports iree.compiler (~70 ms): only when a compile may be needed
 
     t0 = time.perf_counter()
-    mlir = export_mlir(sig)
+    formulation = variant.export_formulation(sig.func_name)
+    mlir = export_mlir(sig, formulation)
     export_s = time.perf_counter() - t0
     func = sig.func_name
     key = cache.key_for(mlir, flags, identity, vkey)
@@ -76,7 +78,7 @@ def compile_signature(sig: OpSignature, target: Target | str = "cpu", variant: V
             meta = cache.load(func, key)  # another process may have built it while we waited
             if meta is None:
                 hit = False
-                mlir_path = cache.write_mlir(func, mlir)
+                mlir_path = cache.write_mlir(func, mlir, formulation)
                 meta = _build(cache, sig, target, variant, flags, key, mlir_path, timeout_s,
                               export_s=export_s, identity=identity, variant_key=vkey)
     with contextlib.suppress(OSError):  # the index only saves the next export: the entry itself is stored

@@ -3,6 +3,7 @@
 Layout (under the root)::
 
     <func_name>/<func_name>.mlir            the exported source (deterministic for a func_name)
+    <func_name>/<func_name>.<form>.mlir     the same kernel written as formulation <form> (not "default")
     <func_name>/<key[:16]>/kernel.vmfb      the compiled artifact
                          /compile_command.sh the exact iree-compile command that built it (runnable)
                          /meta.json          key fields, flags, compiler version, timings, vmfb size + sha256
@@ -51,6 +52,7 @@ from typing import Any
 from .. import iree_tools, locations
 from ..errors import BooError, CompileError
 from ..fsutil import atomic_write
+from ..ops.base import DEFAULT_FORMULATION
 from .procs import pid_alive
 
 VMFB = "kernel.vmfb"
@@ -120,16 +122,6 @@ def entry_problem(d: Path, func_name: str, key: str, meta: object) -> str | None
     return None
 
 
-def _compiler_stamp(exe: str) -> str:
-    """Identifies a compiler build cheaply: path, size and mtime of the binary and of its library."""
-    parts = []
-    for p in (Path(exe), Path(exe).parent / "libIREECompiler.so"):
-        with contextlib.suppress(OSError):
-            st = p.stat()
-            parts.append(f"{p}:{st.st_size}:{st.st_mtime_ns}")
-    return "|".join(parts)
-
-
 @functools.cache
 def torch_version() -> str:
     """The installed torch's version (the exported MLIR depends on it), read from its package metadata: a
@@ -170,6 +162,14 @@ def _atomic_write(path: Path, data: str | bytes) -> None:
 def file_sha256(path: Path) -> str:
     with open(path, "rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def mlir_file_name(func_name: str, formulation: str = DEFAULT_FORMULATION) -> str:
+    """The exported source's file name: one per (kernel, formulation), since every formulation exports its own
+    MLIR and each entry's compile_command.sh reads its own."""
+    if formulation == DEFAULT_FORMULATION:
+        return f"{func_name}.mlir"
+    return f"{func_name}.{formulation}.mlir"
 
 
 class KernelCache:
@@ -235,7 +235,7 @@ class KernelCache:
 
     def _read_compiler_version(self) -> str:
         exe = iree_tools.tool_path("iree-compile", CompileError)
-        stamp = _compiler_stamp(exe)
+        stamp = iree_tools.compiler_stamp(exe)
         memo = ".compiler-version.json"
         for root in self.roots():
             with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
@@ -290,11 +290,11 @@ class KernelCache:
         """Where `load` last found the entry valid (the read-only root's folder for its hits)."""
         return self._found.get((func_name, key)) or self.entry_dir(func_name, key)
 
-    def mlir_path(self, func_name: str) -> Path:
-        return self.func_dir(func_name) / f"{func_name}.mlir"
+    def mlir_path(self, func_name: str, formulation: str = DEFAULT_FORMULATION) -> Path:
+        return self.func_dir(func_name) / mlir_file_name(func_name, formulation)
 
-    def write_mlir(self, func_name: str, text: str) -> Path:
-        path = self.mlir_path(func_name)
+    def write_mlir(self, func_name: str, text: str, formulation: str = DEFAULT_FORMULATION) -> Path:
+        path = self.mlir_path(func_name, formulation)
         try:
             if path.read_text() == text:
                 return path

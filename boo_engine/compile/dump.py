@@ -37,7 +37,7 @@ def dump_dispatches(sig: OpSignature, target: Target | str, out_dir: str | os.Pa
     flags = compile_flags(sig, tgt, variant)
     from .export import export_mlir  # imports iree.compiler and torch: only when a dump is asked for
 
-    mlir = export_mlir(sig)
+    mlir = export_mlir(sig, variant.export_formulation(sig.func_name))
     exe = iree_tools.tool_path("iree-compile", CompileError)
     with tempfile.TemporaryDirectory(prefix=_tmp_prefix(os.getpid())) as tmp:
         t = Path(tmp)

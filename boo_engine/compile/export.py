@@ -10,24 +10,27 @@ from __future__ import annotations
 import torch
 
 from ..errors import CompileError
-from ..ops.base import OpSignature
+from ..ops.base import DEFAULT_FORMULATION, OpSignature
 
 #: name of the exported entry point; the runtime calls this function
 FUNC_NAME = "main"
 
 
-def export_mlir(sig: OpSignature) -> str:
-    """Torch-dialect MLIR of `sig.reference`, with one function `main` taking `sig.input_shapes()`.
+def export_mlir(sig: OpSignature, formulation: str = DEFAULT_FORMULATION) -> str:
+    """Torch-dialect MLIR of `sig.reference` (or of the op written as `formulation`, one of
+    `sig.formulations()`), with one function `main` taking `sig.input_shapes()`.
 
-    Raises CompileError when torch.export or the importer rejects the op (a bug in the signature or an op
-    the importer cannot express), with the underlying message kept in `stderr`."""
+    Raises CompileError when the kernel has no such formulation (one line naming those it has), or when
+    torch.export or the importer rejects the op (a bug in the signature or an op the importer cannot express),
+    with the underlying message kept in `stderr`."""
     from iree.compiler import ir
     from iree.compiler.extras.fx_importer import FxImporter
 
+    check_formulation(sig, formulation)
     try:
         args = fake_sample_args(sig)
         with torch.no_grad():
-            program = torch.export.export(sig.as_module(), args, strict=False)
+            program = torch.export.export(sig.as_module(formulation), args, strict=False)
         importer = FxImporter(context=ir.Context())
         importer.import_frozen_program(program, func_name=FUNC_NAME)
         text = str(importer.module)
@@ -35,6 +38,13 @@ def export_mlir(sig: OpSignature) -> str:
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise CompileError(f"{sig.func_name}: export to MLIR failed: {first}", stderr=str(e)) from None
     return text
+
+
+def check_formulation(sig: OpSignature, formulation: str) -> None:
+    """CompileError (one line: the formulations it has) when `sig` cannot be written as `formulation`."""
+    problem = sig.formulation_problem(formulation)
+    if problem is not None:
+        raise CompileError(problem)
 
 
 def fake_sample_args(sig: OpSignature) -> tuple[torch.Tensor, ...]:

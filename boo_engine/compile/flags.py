@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..ops.base import OpSignature
-from ..targets import Target, parse_target, per_op_default_flags
+from ..targets import Target, is_target_flag, parse_target, per_op_default_flags
 from ..variants import BASELINE, Variant
 
 
@@ -25,6 +25,24 @@ def compile_flags(sig: OpSignature, target: Target, variant: Variant = BASELINE,
 #: thread pool costs more than it gives on these one-op modules. 15 sample kernels one at a time: 5.9 s instead of
 #: 6.8 s wall (and 5.9 s of CPU instead of 7.5 s); two at a time: 3.2 s instead of 3.5 s. Kept out of the cache key.
 RUN_FLAGS = ("--mlir-disable-threading",)
+
+
+#: flags of a compile command that are the machinery's, not a choice that shapes the kernel's speed
+_MACHINERY = ("--iree-input-type=", "--iree-hal-dump-executable-configurations-to=")
+
+
+def chosen_flags(command: Sequence[str]) -> list[str]:
+    """The flags of an iree-compile command line (`CompileInfo.command`) beyond the target's own: the per-op
+    defaults and the variant's flags (tuning spec, substitutions). Leaves out the compiler, the source, `-o` and
+    its path, the target flags, the input type, the configurations dump and RUN_FLAGS."""
+    out: list[str] = []
+    args = iter(list(command)[1:])
+    for arg in args:
+        if arg == "-o":
+            next(args, None)
+        elif arg.startswith("-") and not (is_target_flag(arg) or arg.startswith(_MACHINERY) or arg in RUN_FLAGS):
+            out.append(arg)
+    return out
 
 
 def run_flags(flags: Sequence[str]) -> list[str]:

@@ -17,6 +17,9 @@ from ._lazy import torch
 if TYPE_CHECKING:
     import torch  # noqa: F811
 
+#: the formulation every kernel has: the export its signature's `reference` gives (see OpSignature.formulations)
+DEFAULT_FORMULATION = "default"
+
 #: bytes per element of each supported dtype (names as in kernel names: float32, float16, bfloat16)
 ELEMENT_BYTES: dict[str, int] = {"float32": 4, "float16": 2, "bfloat16": 2}
 
@@ -128,9 +131,36 @@ class OpSignature(abc.ABC):
         numerics can call it with float64 copies. Must be traceable by torch.export (no data-dependent Python
         control flow), because `as_module()` wraps it for export to MLIR."""
 
-    def as_module(self) -> torch.nn.Module:
-        """A module whose forward(*args) is `reference(*args)`, for torch.export."""
-        return _reference_module_class()(self)
+    # ---- formulations ---------------------------------------------------------------------------------
+    def formulations(self) -> tuple[str, ...]:
+        """The ways this kernel can be written for export, DEFAULT_FORMULATION ("default": `reference` itself)
+        first. Each computes the same function with the same arguments, results and func_name, through
+        different torch ops (e.g. a backward conv as forward convolutions), so the compiler sees a different
+        program: a tuner can search over them. Ops that own a choice override this and `formulated`."""
+        return (DEFAULT_FORMULATION,)
+
+    def formulation_problem(self, formulation: str) -> str | None:
+        """None when this kernel supports `formulation`, else the one-line reason."""
+        if formulation in self.formulations():
+            return None
+        return (f"{self.func_name} does not support formulation {formulation!r}; "
+                f"it has: {', '.join(self.formulations())}")
+
+    def formulated(self, formulation: str, *args: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        """The op computed the way `formulation` writes it (traceable by torch.export, dtype-generic, like
+        `reference`). The default formulation is `reference`."""
+        problem = self.formulation_problem(formulation)
+        if problem is not None:
+            raise ValueError(problem)
+        return self.reference(*args)
+
+    def as_module(self, formulation: str = DEFAULT_FORMULATION) -> torch.nn.Module:
+        """A module whose forward(*args) is the op written as `formulation` (`reference(*args)` by default), for
+        torch.export. ValueError for a formulation this kernel does not have."""
+        problem = self.formulation_problem(formulation)
+        if problem is not None:
+            raise ValueError(problem)
+        return _reference_module_class()(self, formulation)
 
     # ---- cost model -----------------------------------------------------------------------------------
     @property
@@ -170,12 +200,15 @@ def _reference_module_class() -> type:
     """The torch.nn.Module wrapping a signature's reference (defined on first use: it needs torch)."""
 
     class _ReferenceModule(torch.nn.Module):
-        def __init__(self, sig: OpSignature):
+        def __init__(self, sig: OpSignature, formulation: str = DEFAULT_FORMULATION):
             super().__init__()
             self._sig = sig
+            self._formulation = formulation
 
         def forward(self, *args: torch.Tensor):
-            return self._sig.reference(*args)
+            if self._formulation == DEFAULT_FORMULATION:
+                return self._sig.reference(*args)
+            return self._sig.formulated(self._formulation, *args)
 
     return _ReferenceModule
 

@@ -15,6 +15,7 @@ from boo_engine.ops._lazy import torch
 if TYPE_CHECKING:
     import torch  # noqa: F811
 
+from boo_engine.ops import conv_forms as forms
 from boo_engine.ops._common import (
     BACKWARD_MODE_NAMES,
     SHORT_DTYPES,
@@ -26,7 +27,8 @@ from boo_engine.ops._common import (
     shape_str,
     short_backward_mode,
 )
-from boo_engine.ops.base import OpSignature
+from boo_engine.ops.base import DEFAULT_FORMULATION, OpSignature
+from boo_engine.ops.conv_forms import FWDCONV, MATMUL
 
 #: MIOpen `-F` values and the gradients each selects (input, weight, bias); 1 is forward
 CONV_BACKWARD_MASKS: dict[int, tuple[bool, bool, bool]] = {
@@ -273,23 +275,49 @@ class ConvSignature(OpSignature):
         return (list(self.stride), list(self.padding), list(self.dilation), self.transposed,
                 list(self.output_padding), self.groups)
 
+    # ---- formulations ---------------------------------------------------------------------------------
+    def formulations(self) -> tuple[str, ...]:
+        """"default" (the reference: aten.convolution, aten.convolution_backward), then, where the kernel
+        convolves at all (not a bias gradient alone): "fwdconv" for gradients and transposed convs, each
+        convolution written as a forward one (which IREE's im2col applies to), and "matmul", each convolution
+        written as an explicit im2col + matmul. See ops/conv_forms.py."""
+        dx, dw, _ = self.grad_mask
+        if not (self.is_forward or dx or dw):
+            return (DEFAULT_FORMULATION,)
+        if self.is_forward and not self.transposed:
+            return (DEFAULT_FORMULATION, MATMUL)
+        return (DEFAULT_FORMULATION, FWDCONV, MATMUL)
+
+    def formulated(self, formulation: str, *args: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        problem = self.formulation_problem(formulation)
+        if problem is not None:
+            raise ValueError(problem)
+        return self._compute(args, formulation)
+
     def reference(self, *args: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        return self._compute(args, DEFAULT_FORMULATION)
+
+    def _compute(self, args: tuple[torch.Tensor, ...], formulation: str) -> torch.Tensor | tuple[torch.Tensor, ...]:
         tl = self._torch_layout
+        geometry = (self.stride, self.padding, self.dilation, self.groups)
         if self.is_forward:
             x = _permute(args[0], self.in_layout, tl)
             w = _permute(args[1], self.fil_layout, tl)
             b = args[2] if self.bias else None
-            y = torch.convolution(x, w, b, *self._conv_args())
+            if formulation == DEFAULT_FORMULATION:
+                y = torch.convolution(x, w, b, *self._conv_args())
+            else:
+                fwd, dgrad, _ = forms.PRIMITIVES[formulation]
+                y = dgrad(x, w, self.out_spatial, *geometry) if self.transposed else fwd(x, w, *geometry)
+                if b is not None:
+                    y = y + b.reshape(1, -1, *([1] * self.num_spatial_dims))
             return _permute(y, tl, self.out_layout)
         dy = _permute(args[0], self.out_layout, tl)
         x = _permute(args[1], self.in_layout, tl)
         w = _permute(args[2], self.fil_layout, tl)
         mask = list(self.grad_mask)
-        if self.transposed:
-            dx, dw, db = self._transposed_backward(dy, x, w, mask)
-        else:
-            bias_sizes = [self.out_channels] if mask[2] else None
-            dx, dw, db = torch.ops.aten.convolution_backward(dy, x, w, bias_sizes, *self._conv_args(), mask)
+        dx, dw, db = forms.gradients(dy, x, w, mask, self.transposed, self.in_spatial, self.fil_spatial,
+                                     *geometry, formulation)
         results = []
         if mask[0]:
             results.append(_permute(dx, tl, self.in_layout))
@@ -298,23 +326,6 @@ class ConvSignature(OpSignature):
         if mask[2]:
             results.append(db)
         return results[0] if len(results) == 1 else tuple(results)
-
-    def _transposed_backward(self, dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, mask: list[bool]):
-        """Gradients of a transposed conv, written with ordinary convolutions: IREE cannot lower
-        `convolution_backward` of a transposed conv, but the transposed conv is the adjoint of the ordinary
-        conv z = conv(dy, w), so dLdx = conv(dy, w) and dLdw is that conv's weight grad with x as its output
-        grad. (Needs output padding < stride, which validation enforces.)"""
-        stride, padding, dilation, _, _, groups = self._conv_args()
-        zeros = [0] * self.num_spatial_dims
-        dx = dw = db = None
-        if mask[0]:
-            dx = torch.convolution(dy, w, None, stride, padding, dilation, False, zeros, groups)
-        if mask[1]:
-            dw = torch.ops.aten.convolution_backward(
-                x, dy, w, None, stride, padding, dilation, False, zeros, groups, [False, True, False])[1]
-        if mask[2]:
-            db = dy.sum(dim=[0, *range(2, dy.dim())])
-        return dx, dw, db
 
     # ---- cost model -----------------------------------------------------------------------------------
     @property

@@ -8,11 +8,12 @@ caller's (e.g. the UI's) thread.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
@@ -62,7 +63,7 @@ class Session:
         from ..store import Store, default_db_path
 
         self.config = config or SessionConfig()
-        self.target: Target = parse_target(self.config.target) if self.config.target else default_target()
+        self.target: Target = session_target(self.config)
         self.variants: list[Variant] = list(self.config.variants) or [BASELINE]
         self._plan = Plan(self.target.name, self.config.backends, self.config.iters)
         self._state = SessionState(self._plan, listener)
@@ -342,13 +343,30 @@ class Session:
         return self._environment
 
     def _collect_environment(self) -> None:
-        from ..environment import collect_environment
+        self._environment = run_environment(self.target, self._cache, self._state.emit)
 
-        try:
-            version = self._cache.compiler_version  # remembered in the cache per compiler build
-        except Exception:  # noqa: BLE001 - the environment is best effort
-            version = None
-        self._environment = collect_environment(self.target.name, compiler_version=version)
+
+def session_target(config: SessionConfig) -> Target:
+    """The config's target (else a detected GPU, else the cpu); compiling with IREE's plain defaults when the
+    config turns the per-op defaults off (what tune --defaults measures against)."""
+    target = parse_target(config.target) if config.target else default_target()
+    return target if config.per_op_defaults else dataclasses.replace(target, per_op_defaults=False)
+
+
+def run_environment(target: Target, cache: Any, emit: Callable[[ev.Event], None]) -> dict[str, Any]:
+    """What a run records about where it ran (environment.py), with where its per-op flags come from; a damaged
+    defaults table is said once through `emit` (the rules decide meanwhile)."""
+    from ..environment import collect_environment
+    from ..targets import defaults_in_use
+
+    try:
+        version = cache.compiler_version  # remembered in the cache per compiler build
+    except Exception:  # noqa: BLE001 - the environment is best effort
+        version = None
+    defaults = defaults_in_use(target)
+    if defaults.get("warning"):
+        emit(ev.Log(level="warning", message=str(defaults["warning"])))
+    return collect_environment(target.name, compiler_version=version, per_op_defaults=defaults)
 
 
 def warm_imports() -> None:

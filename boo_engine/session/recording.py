@@ -181,5 +181,6 @@ def config_dict(cfg: SessionConfig, variants: list[Variant]) -> dict[str, Any]:
         "rounds": cfg.rounds,
         "min_effect": cfg.min_effect,
         "extra_args": list(cfg.extra_args),
+        "per_op_defaults": cfg.per_op_defaults,
         "tool_version": __version__,
     }

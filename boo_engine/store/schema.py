@@ -199,10 +199,10 @@ CREATE TABLE tune_candidates (
     variant TEXT NOT NULL,                    -- the variant name its jobs were measured as
     spec TEXT,                                -- the tuning spec text (null: flags / formulation only)
     stage TEXT NOT NULL,                      -- screen | halving-N | final: the last stage it reached
-    status TEXT NOT NULL,                     -- measured | compile_failed | not_applied | numerics_failed | failed
+    status TEXT NOT NULL,      -- measured | compile_failed | not_applied | numerics_failed | failed | duplicate
     error TEXT,
     compile_seconds REAL,
-    artifact_key TEXT,                        -- the cache key of its binary (identical binaries share one)
+    artifact_key TEXT,                        -- digest of its binary (identical binaries: one candidate)
     median_us REAL,
     baseline_us REAL,
     ratio REAL,                               -- median / the baseline's median measured beside it

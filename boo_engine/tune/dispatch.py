@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..variants.mlir_text import angle_end
+
 #: the implicit indexing maps of named linalg ops the tuner configures (generic ops print theirs)
 NAMED_MAPS: dict[str, tuple[str, ...]] = {
     "linalg.matmul": ("(d0, d1, d2) -> (d0, d2)", "(d0, d1, d2) -> (d2, d1)", "(d0, d1, d2) -> (d0, d1)"),
@@ -240,20 +242,15 @@ def _bounds(maps: list[str], shapes: list[list[int]]) -> list[int] | None:
 
 
 def _attr_after(text: str, prefix: str) -> str | None:
-    """The attribute value starting right after `prefix`: up to its matching closing '>' (balanced)."""
+    """The attribute value starting right after `prefix`: a `#dialect.attr<...>` up to its matching '>', or a
+    plain value up to the next ',' / '}' / end of line."""
     i = text.find(prefix)
     if i < 0:
         return None
     j = i + len(prefix)
-    depth = 0
-    for k in range(j, len(text)):
-        c = text[k]
-        if c == "<":
-            depth += 1
-        elif c == ">" and text[k - 1] != "-":   # '->' in affine maps is not a bracket
-            depth -= 1
-            if depth == 0:
-                return text[j:k + 1]
-        elif c in ",}\n" and depth == 0 and k > j:
-            return text[j:k]
-    return None
+    plain = min((k for k in (text.find(c, j) for c in ",}\n") if k >= 0), default=len(text))
+    lt = text.find("<", j)
+    if lt < 0 or lt > plain:
+        return text[j:plain] if plain > j else None
+    end = angle_end(text, lt + 1)
+    return text[j:end + 1] if end >= 0 else None

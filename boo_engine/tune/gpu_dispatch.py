@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..variants.mlir_text import angle_end
 from .dispatch import RootOp, _results
 
 #: intrinsic families IREE 3.13 lists for a target but cannot compile with TileAndFuse: the reason, measured
@@ -163,6 +164,9 @@ def _inside(text: str, head: str) -> str | None:
     i = text.find(head)
     if i < 0:
         return None
+    start = i + len(head)
+    end = angle_end(text, start)
+    return text[start:end] if end >= 0 else None
     start = i + len(head)
     depth = 1
     for j in range(start, len(text)):

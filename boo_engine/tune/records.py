@@ -12,12 +12,13 @@ import sqlite3
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..compare import geomean
 from ..errors import BooError
 from ..store import Store
 
 #: a candidate's status
-MEASURED, COMPILE_FAILED, NOT_APPLIED, NUMERICS_FAILED, FAILED = (
-    "measured", "compile_failed", "not_applied", "numerics_failed", "failed")
+MEASURED, COMPILE_FAILED, NOT_APPLIED, NUMERICS_FAILED, FAILED, DUPLICATE = (
+    "measured", "compile_failed", "not_applied", "numerics_failed", "failed", "duplicate")
 #: a kernel's status
 RUNNING, IMPROVED, NO_BETTER, KERNEL_FAILED = "running", "improved", "no_better", "failed"
 
@@ -185,3 +186,25 @@ def load_kernels(store: Store, tune_id: int) -> dict[str, TunedKernel]:
         if k is not None:
             k.tried.append(Tried(params=params, description=desc, **d))
     return out
+
+
+def list_tunes(store: Store, limit: int = 50) -> list[dict[str, Any]]:
+    """Newest first: each tune's row (settings parsed) with `kernels`, `improved` and `geomean`, the geometric
+    mean of each kernel's time against its default (1.0 where nothing better was found), as report.md gives it."""
+    with store._reader() as c:
+        rows = [dict(r) for r in c.execute("SELECT * FROM tunes ORDER BY id DESC LIMIT ?", (limit,)).fetchall()]
+        ids = [int(r["id"]) for r in rows]
+        marks = ", ".join("?" for _ in ids)
+        kernels = c.execute(f"SELECT tune_id, status, ratio, baseline_us FROM tune_kernels WHERE tune_id IN ({marks})",
+                            ids).fetchall() if ids else []
+    by_tune: dict[int, list[sqlite3.Row]] = {}
+    for k in kernels:
+        by_tune.setdefault(int(k["tune_id"]), []).append(k)
+    for r in rows:
+        ks = by_tune.get(int(r["id"]), [])
+        r["settings"] = json.loads(r.get("settings") or "{}")
+        r["kernels"] = len(ks)
+        r["improved"] = sum(1 for k in ks if k["status"] == IMPROVED)
+        ratios = [float(k["ratio"]) if k["status"] == IMPROVED and k["ratio"] else 1.0 for k in ks if k["baseline_us"]]
+        r["geomean"] = geomean(ratios) if ratios else None
+    return rows

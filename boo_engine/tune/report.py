@@ -17,7 +17,17 @@ from typing import Any
 from ..compare import geomean
 from ..fsutil import atomic_write
 from .dispatch import RootOp
-from .records import COMPILE_FAILED, IMPROVED, MEASURED, NOT_APPLIED, NUMERICS_FAILED, Tried, TunedKernel
+from .records import (
+    COMPILE_FAILED,
+    DUPLICATE,
+    FAILED,
+    IMPROVED,
+    MEASURED,
+    NOT_APPLIED,
+    NUMERICS_FAILED,
+    Tried,
+    TunedKernel,
+)
 from .spec import SpecEntry, spec_module, symbol
 
 SPEC_FILE, VARIANTS_FILE, REPORT_FILE = "tuned.mlir", "tuned.toml", "report.md"
@@ -142,7 +152,7 @@ def report_md(kernels: Mapping[str, TunedKernel], env: Mapping[str, Any], *, tar
         outcome = k.message.replace("|", "/") or k.status
         lines.append(f"| `{k.func_name}` | {base} | {tuned} | {ratio} | {ci} | {len(tried)} | {compiled} | "
                      f"{measured} | {outcome} |")
-    lines += ["", "Failures by kind (pruned by trying): " + ", ".join(
+    lines += ["", "Candidates left out, by reason (pruned by trying): " + ", ".join(
         f"{kind} {sum(1 for k in ks for t in k.tried if t.status == kind)}"
-        for kind in (COMPILE_FAILED, NOT_APPLIED, NUMERICS_FAILED)), ""]
+        for kind in (COMPILE_FAILED, NOT_APPLIED, NUMERICS_FAILED, FAILED, DUPLICATE)), ""]
     return "\n".join(lines)

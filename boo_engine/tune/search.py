@@ -19,6 +19,7 @@ already finished and reuses what it had screened.
 from __future__ import annotations
 
 import contextlib
+import shlex
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -26,35 +27,29 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..compare import DEFAULT_MIN_EFFECT, Verdict, compare_samples
+from ..compare import DEFAULT_MIN_EFFECT
 from ..config import SessionConfig
-from ..errors import BooError, first_line
+from ..errors import BooError
 from ..fsutil import atomic_write
-from ..results import DONE, IREE, JobResult
+from ..results import DONE, IREE
 from ..session import Session
 from ..variants import BASELINE, Variant
 from .dispatch import RootOp, read_root
 from .events import KernelTuned, TuneEvent, TuneLog, TuneUpdate
+from .kernel import STAGE_ITERS, KernelSearch, configs_dir, median_of
+from .offline import space_for
 from .records import (
-    COMPILE_FAILED,
-    FAILED,
     IMPROVED,
     KERNEL_FAILED,
-    MEASURED,
     NO_BETTER,
-    NOT_APPLIED,
-    NUMERICS_FAILED,
-    Tried,
+    RUNNING,
     TunedKernel,
     TuneRecords,
     find_tune,
     load_kernels,
 )
-from .space import Candidate, GlobalChoice, SearchSpace, global_choices, tile_space
+from .space import Candidate, GlobalChoice, global_choices
 from .spec import SpecEntry, spec_module, symbol
-
-#: samples per job per stage at least (with the stage's minimum time): one per interleaving round
-STAGE_ITERS = 5
 
 
 @dataclass
@@ -76,6 +71,7 @@ class TuneSettings:
     compile_workers: int | None = None
     resume: int | str | None = None
     command_line: str = ""
+    try_flags: tuple[str, ...] = ()      # the user's own flag sets, tried on every kernel as global choices
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -104,9 +100,13 @@ class Tuner:
     # ---- control ----------------------------------------------------------------------------------------
     def stop(self) -> None:
         """Stop at once (Ctrl-C, the dashboard): what was measured is kept, the tune is left resumable."""
+        if self._stopped.is_set():
+            return
         self._stopped.set()
-        if self.session is not None:
-            self.session.interrupt()
+        session = self.session
+        if session is not None:
+            with contextlib.suppress(BooError):   # the run may be closing by itself at this very moment
+                session.interrupt()
 
     @property
     def stopped(self) -> bool:
@@ -116,12 +116,12 @@ class Tuner:
         """Also hand every session event (samples, job status) to `fn` (the dashboard draws histograms)."""
         self._session_listener = fn
 
-    def _emit(self, event: TuneEvent) -> None:
+    def emit(self, event: TuneEvent) -> None:
         if self._listener is not None:
             with contextlib.suppress(Exception):
                 self._listener(event)
 
-    def _out_of_time(self) -> bool:
+    def out_of_time(self) -> bool:
         limit = self.settings.time_budget_s
         return self.stopped or (limit is not None and time.monotonic() - self._started > limit)
 
@@ -149,7 +149,7 @@ class Tuner:
                     unique.setdefault(j.func_name, j.job_id)
             for j in jobs:
                 if j.func_name == "" and j.error:
-                    self._emit(TuneLog(level="warning", message=f"{j.source or j.command}: {j.error}"))
+                    self.emit(TuneLog(level="warning", message=f"{j.source or j.command}: {j.error}"))
             if not unique:
                 raise BooError("nothing to tune: no valid command in the inputs")
             self.environment = session.environment()
@@ -157,11 +157,22 @@ class Tuner:
                 records.start(command_line=s.command_line, target=session.target.name, out_dir=s.out_dir,
                               settings={**s.to_dict(), "inputs": list(inputs)}, environment=self.environment)
             self.tune_id = records.tune_id
+            if not session.target.can_run():   # e.g. hip:gfx942 here: generate and compile, measure elsewhere
+                from .offline import compile_only
+
+                commands = [(f, session.jobs[j].command, c) for f, j in unique.items()
+                            if (c := session.command_of(j)) is not None]
+                done_kernels = compile_only(self, commands)
+                for i, k in enumerate(done_kernels.values(), 1):
+                    self.kernels[k.func_name] = k
+                    self.emit(KernelTuned(kernel=k, index=i, total=len(unique)))
+                records.finish("interrupted" if self.stopped else "done")
+                return self.kernels
             todo = [jid for f, jid in unique.items() if f not in previous
                     or previous[f].status not in (IMPROVED, NO_BETTER, KERNEL_FAILED)]
             total = len(unique)
             for i, (func, jid) in enumerate(unique.items(), 1):
-                self._emit(TuneUpdate(func_name=func, command=session.jobs[jid].command, index=i, total=total,
+                self.emit(TuneUpdate(func_name=func, command=session.jobs[jid].command, index=i, total=total,
                                       stage="baseline", baseline_job=jid))
             session.start(todo, iters=STAGE_ITERS, min_time_s=s.screen_s)
             session.wait()
@@ -171,14 +182,20 @@ class Tuner:
                 prev = previous.get(func)
                 if prev is not None and prev.status in (IMPROVED, NO_BETTER, KERNEL_FAILED):
                     self.kernels[func] = prev
-                    self._emit(KernelTuned(kernel=prev, index=i, total=total))
+                    self.emit(KernelTuned(kernel=prev, index=i, total=total))
                     continue
-                if self._out_of_time():
+                if self.out_of_time():
                     break
                 k = self._tune_kernel(i, total, func, jid, prev)
                 self.kernels[func] = k
-                self._emit(KernelTuned(kernel=k, index=i, total=total))
-            done = all(f in self.kernels and self.kernels[f].status != "running" for f in unique)
+                self.emit(KernelTuned(kernel=k, index=i, total=total))
+            for func, jid in unique.items():
+                if func not in self.kernels:   # not reached: stopped, or the time budget was spent
+                    self.kernels[func] = TunedKernel(
+                        func_name=func, command=session.jobs[jid].command, baseline_us=median_of(session.jobs[jid]),
+                        message="not tuned: " + ("stopped (--resume continues)" if self.stopped
+                                                 else "the time budget was spent"))
+            done = all(self.kernels[f].status != RUNNING for f in unique)
             records.finish("done" if done else "interrupted")
         return self.kernels
 
@@ -194,7 +211,7 @@ class Tuner:
         t0 = time.monotonic()
         base = session.jobs[base_id]
         k = TunedKernel(func_name=func, command=base.command)
-        ctx = _KernelContext(self, k, base_id, index, total, {t.key: t for t in (prev.tried if prev else [])})
+        ctx = KernelSearch(self, k, base_id, index, total, {t.key: t for t in (prev.tried if prev else [])})
         if base.status != DONE or base.stats is None:
             k.status, k.message = KERNEL_FAILED, f"baseline failed: {base.error or base.status}"
             self.records.save_kernel(k)
@@ -202,11 +219,13 @@ class Tuner:
         command = session.command_of(base_id)
         assert command is not None
         sig = command.signature
-        root0 = read_root(_configs_dir(base))
+        root0 = read_root(configs_dir(base))
         k.root = _root_summary(root0)
         self.records.save_kernel(k)
         formulations = tuple(getattr(sig, "formulations", lambda: ())())
-        level1 = [Candidate(func, ch) for ch in global_choices(sig, session.target, formulations)]
+        choices = global_choices(sig, session.target, formulations)
+        choices += [GlobalChoice(f"try{i}:{' '.join(f)}", f) for i, f in enumerate(self._try_flags(), 1)]
+        level1 = [Candidate(func, ch) for ch in choices]
         ctx.screen(level1[: s.budget], stage="global")
         # tiles are searched under the fastest build whose root op a spec can configure (the default's, or a
         # global choice faster than it in screening); a data-tiled build, for one, has none
@@ -214,19 +233,26 @@ class Tuner:
         for t in ctx.ranked():
             if (t.ratio or 2.0) >= 1.0 and root0 is not None:
                 break
-            root = read_root(_configs_dir(session.jobs.get(t.job_id or "")))
+            root = read_root(configs_dir(session.jobs.get(t.job_id or "")))
             if root is not None:
                 start_choice = next(c.choice for c in level1 if c.key == t.key)
                 start_root = root
                 break
         left = s.budget - len(ctx.tried_keys)
-        if start_root is not None and left > 0 and session.target.kind == "cpu" and not self._out_of_time():
-            ctx.tile_search(start_choice, tile_space(start_root), left)
+        space = space_for(start_root, session.target.kind) if start_root is not None else None
+        if space is not None and left > 0 and not self.out_of_time():
+            ctx.tile_search(start_choice, space, left)
         ctx.narrow()
         k.candidates = len(k.tried)
         k.seconds = round(time.monotonic() - t0, 2)
+        if self.stopped:   # not decided: stored as running, so --resume searches it again (reusing what it had)
+            k.status, k.best_key = RUNNING, None
+            k.message = "stopped before it was decided (--resume continues)"
         self.records.save_kernel(k)
         return k
+
+    def _try_flags(self) -> list[tuple[str, ...]]:
+        return [tuple(shlex.split(f)) for f in self.settings.try_flags if f.strip()]
 
     # ---- candidates as variants -------------------------------------------------------------------------
     def variant_for(self, cand: Candidate) -> tuple[Variant, str | None]:
@@ -240,254 +266,9 @@ class Tuner:
             path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(path, text)
             specs = (str(path.resolve()),)
-        extra: dict[str, Any] = {}
-        if cand.choice.formulation:
-            extra["formulation"] = cand.choice.formulation
-        return Variant(name=f"t-{cand.key}", tuning_specs=specs, flags=cand.choice.flags,
-                       kernels=(cand.func_name,), **extra), text
-
-
-class _KernelContext:
-    """The search state of one kernel (its tried candidates, its jobs) and the stages that use it."""
-
-    def __init__(self, tuner: Tuner, kernel: TunedKernel, base_id: str, index: int, total: int,
-                 known: dict[str, Tried]) -> None:
-        self.tuner = tuner
-        self.k = kernel
-        self.base_id = base_id
-        self.index = index
-        self.total = total
-        self.known = known   # from the tune being resumed
-        self.tried_keys: set[str] = set()
-
-    @property
-    def session(self) -> Session:
-        assert self.tuner.session is not None
-        return self.tuner.session
-
-    def best(self, n: int = 1) -> Tried | None:
-        ranked = self.ranked()
-        return ranked[0] if ranked else None
-
-    def ranked(self) -> list[Tried]:
-        return sorted((t for t in self.k.tried if t.ok), key=lambda t: float(t.ratio or 0))
-
-    def update(self, stage: str, message: str = "") -> None:
-        tried = self.k.tried
-        best = self.best()
-        self.tuner._emit(TuneUpdate(
-            func_name=self.k.func_name, command=self.k.command, index=self.index, total=self.total, stage=stage,
-            tried=len(tried), compiled=sum(1 for t in tried if t.status != COMPILE_FAILED),
-            failed=sum(1 for t in tried if t.status != MEASURED), measured=sum(1 for t in tried if t.ok),
-            best_ratio=best.ratio if best else None, best=best.description if best else None,
-            leader_job=best.job_id if best else None, baseline_job=self.base_id, message=message))
-
-    # ---- screening --------------------------------------------------------------------------------------
-    def screen(self, cands: Sequence[Candidate], stage: str) -> list[Tried]:
-        """Measure each new candidate briefly beside the baseline; candidates a resumed tune already screened
-        are taken as they were."""
-        out: list[Tried] = []
-        fresh: list[Candidate] = []
-        for c in cands:
-            if c.key in self.tried_keys:
-                continue
-            self.tried_keys.add(c.key)
-            old = self.known.get(c.key)
-            if old is not None and old.status != MEASURED or (old is not None and old.ratio is not None):
-                assert old is not None
-                old.stage = stage
-                self.k.tried.append(old)
-                out.append(old)
-                continue
-            fresh.append(c)
-        batch = self.tuner.settings.batch
-        for i in range(0, len(fresh), batch):
-            if self.tuner._out_of_time():
-                break
-            out += self.measure(fresh[i:i + batch], stage)
-        return out
-
-    def measure(self, cands: Sequence[Candidate], stage: str) -> list[Tried]:
-        tuner, session = self.tuner, self.session
-        assert tuner.records is not None
-        base = session.jobs[self.base_id]
-        entries: list[tuple[Candidate, Variant, str | None, str]] = []
-        for c in cands:
-            variant, text = tuner.variant_for(c)
-            jobs = session.add_variant(variant)
-            mine = [j for j in jobs if j.command == base.command]
-            others = [j.job_id for j in jobs if j.command != base.command]
-            if others:
-                session.cancel(others)   # the same kernel given twice: measured once
-            if mine:
-                entries.append((c, variant, text, mine[0].job_id))
-        self.update(stage, f"compiling and screening {len(entries)} candidates")
-        session.rerun([self.base_id] + [e[3] for e in entries], iters=STAGE_ITERS,
-                      min_time_s=tuner.settings.screen_s)
-        session.wait()
-        base_med = _median(session.jobs[self.base_id])
-        out = []
-        for c, variant, text, job_id in entries:
-            t = Tried(func_name=c.func_name, key=c.key, params=c.params, variant=variant.name,
-                      description=c.describe(), spec=text, stage=stage, job_id=job_id, run_id=session.run_id)
-            classify(t, session.jobs[job_id], base_med)
-            tuner.records.save_candidate(t)
-            self.k.tried.append(t)
-            out.append(t)
-        self.update(stage)
-        return out
-
-    # ---- tile search ------------------------------------------------------------------------------------
-    def tile_search(self, choice: GlobalChoice, space: SearchSpace, budget: int) -> None:
-        """Propose tile configurations with optuna's TPE sampler, `batch` at a time, telling it each ratio."""
-        import optuna
-
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
-        s = self.tuner.settings
-        sampler = optuna.samplers.TPESampler(seed=s.seed, n_startup_trials=min(10, max(2, budget // 3)),
-                                             multivariate=True)
-        study = optuna.create_study(direction="minimize", sampler=sampler)
-        names = list(space.choices)
-        proposed = 0
-        stale = 0
-        while proposed < budget and not self.tuner._out_of_time() and stale < 3 * s.batch:
-            trials: list[tuple[Any, Candidate]] = []
-            while len(trials) < min(s.batch, budget - proposed) and stale < 3 * s.batch:
-                trial = study.ask()
-                params = {n: trial.suggest_categorical(n, list(space.choices[n])) for n in names}
-                cand = space.candidate(self.k.func_name, choice, params)
-                if isinstance(cand, str):   # breaks a constraint of the target (shared memory, divisibility)
-                    stale += 1
-                    study.tell(trial, state=optuna.trial.TrialState.PRUNED)
-                    continue
-                if cand.key in self.tried_keys:   # a configuration already tried: tell its result again
-                    stale += 1
-                    old = next((t for t in self.k.tried if t.key == cand.key), None)
-                    _tell(study, trial, old)
-                    continue
-                trials.append((trial, cand))
-                proposed += 1
-            if not trials:
-                break
-            tried = {t.key: t for t in self.screen([c for _, c in trials], stage="tiles")}
-            for trial, cand in trials:
-                _tell(study, trial, tried.get(cand.key))
-
-    # ---- successive halving and the final ---------------------------------------------------------------
-    def narrow(self) -> None:
-        """Halve the best screened candidates over longer, interleaved measurements, then put the last one
-        against the baseline; decide the kernel's outcome."""
-        tuner, session, k = self.tuner, self.session, self.k
-        s = tuner.settings
-        alive = [t for t in self.ranked() if (t.ratio or 2.0) < 1.0][: s.keep]
-        if not alive:
-            self.finish(None, "no better configuration found: no candidate was faster in screening")
-            return
-        for n, secs in enumerate(s.halving_s, 1):
-            if len(alive) <= 1 or tuner.stopped:
-                break
-            self.update(f"halving-{n}", f"{len(alive)} candidates, {secs:g} s each")
-            self._remeasure(alive, secs, f"halving-{n}")
-            alive = [t for t in sorted(alive, key=_ratio_key) if t.ok][: max(1, len(alive) // 2)]
-        if not alive or tuner.stopped:
-            self.finish(None, "stopped before the final measurement" if tuner.stopped
-                        else "no better configuration found")
-            return
-        leader = alive[0]
-        self.update("final", f"{leader.description} against the baseline, {s.final_s:g} s each")
-        self._remeasure([leader], s.final_s, "final", iters=4 * STAGE_ITERS)
-        if tuner.stopped:
-            self.finish(None, "stopped before the final measurement")
-            return
-        base, job = session.jobs[self.base_id], session.jobs[leader.job_id or ""]
-        if not leader.ok or base.stats is None or not job.samples_us:
-            self.finish(None, f"no better configuration found: the leader {leader.status} in the final")
-            return
-        cmp = compare_samples(base.samples_us, job.samples_us, min_effect=s.min_effect, seed=s.seed)
-        leader.ratio, leader.ci_low, leader.ci_high, leader.verdict = cmp.ratio, cmp.ci_low, cmp.ci_high, cmp.verdict
-        leader.median_us, leader.baseline_us = cmp.variant_median_us, cmp.baseline_median_us
-        assert tuner.records is not None
-        tuner.records.save_candidate(leader)
-        k.baseline_us = cmp.baseline_median_us
-        k.p_value = cmp.p_value
-        if cmp.verdict == Verdict.FASTER:
-            self.finish(leader, f"{leader.description}: {cmp.ratio:.3f}x [{cmp.ci_low:.3f}, {cmp.ci_high:.3f}]")
-        else:
-            self.finish(None, f"no better configuration found: the best ({leader.description}) measured "
-                              f"{cmp.ratio:.3f}x [{cmp.ci_low:.3f}, {cmp.ci_high:.3f}], verdict {cmp.verdict}")
-
-    def _remeasure(self, tried: list[Tried], secs: float, stage: str, iters: int = 2 * STAGE_ITERS) -> None:
-        session = self.session
-        ids = [t.job_id for t in tried if t.job_id is not None]
-        session.rerun([self.base_id, *ids], iters=iters, min_time_s=secs)
-        session.wait()
-        base_med = _median(session.jobs[self.base_id])
-        assert self.tuner.records is not None
-        for t in tried:
-            t.stage = stage
-            classify(t, session.jobs[t.job_id or ""], base_med)
-            self.tuner.records.save_candidate(t)
-
-    def finish(self, winner: Tried | None, message: str) -> None:
-        k = self.k
-        k.message = message
-        if winner is None:
-            k.status = NO_BETTER
-            k.best_key = None
-            best = self.best()
-            k.verdict = best.verdict if best is not None and best.stage == "final" else None
-            if k.baseline_us is None:
-                k.baseline_us = _median(self.session.jobs[self.base_id])
-        else:
-            k.status = IMPROVED
-            k.best_key, k.best_us, k.ratio = winner.key, winner.median_us, winner.ratio
-            k.ci_low, k.ci_high, k.verdict = winner.ci_low, winner.ci_high, winner.verdict
-        self.update("done", message)
-
-
-def classify(t: Tried, r: JobResult, base_median: float | None) -> None:
-    """What the candidate's job came to: measured (with its ratio to the baseline beside it), or why not."""
-    t.compile_seconds = r.compile.seconds if r.compile is not None else None
-    t.artifact_key = r.compile.key if r.compile is not None else None
-    t.median_us = t.ratio = None
-    if r.status != DONE or r.stats is None:
-        compile_error = r.compile is not None and r.compile.error
-        t.status = COMPILE_FAILED if compile_error or r.compile is None else FAILED
-        t.error = first_line(r.error or (r.compile.error if r.compile else "") or r.status)
-        return
-    if r.compile is not None and r.compile.spec_applied is False:
-        t.status, t.error = NOT_APPLIED, "the spec matched no op (not applied)"
-        return
-    if r.numerics is not None and r.numerics.verdict == "fail":
-        t.status, t.error = NUMERICS_FAILED, "numerics differ from the baseline's outputs"
-        return
-    t.status, t.error = MEASURED, None
-    t.median_us = r.stats.median_us
-    t.baseline_us = base_median
-    t.ratio = t.median_us / base_median if base_median else None
-
-
-def _tell(study: Any, trial: Any, t: Tried | None) -> None:
-    import optuna
-
-    if t is not None and t.ok and t.ratio is not None:
-        study.tell(trial, float(t.ratio))
-    else:
-        study.tell(trial, state=optuna.trial.TrialState.FAIL)
-
-
-def _ratio_key(t: Tried) -> float:
-    return float(t.ratio) if t.ok and t.ratio is not None else float("inf")
-
-
-def _median(r: JobResult | None) -> float | None:
-    return r.stats.median_us if r is not None and r.stats is not None else None
-
-
-def _configs_dir(r: JobResult | None) -> str:
-    if r is None or r.compile is None or not r.compile.artifact:
-        return ""
-    return str(Path(r.compile.artifact).parent / "configs")
+        form = cand.choice.formulation
+        return Variant(name=f"t-{cand.key}", tuning_specs=specs, flags=cand.choice.flags, kernels=(cand.func_name,),
+                       kernel_formulations=((cand.func_name, form),) if form else ()), text
 
 
 def _root_summary(root: RootOp | None) -> dict[str, Any] | None:

@@ -101,7 +101,9 @@ def global_choices(sig: OpSignature, target: Target, formulations: Sequence[str]
         if sig.op == "conv":
             for form in forms:
                 for im2col in (False, True):
-                    for dt in (False, True):
+                    # another formulation is tried with and without im2col only: data-tiling rarely helped
+                    # the default one, and each extra choice costs budget on every kernel
+                    for dt in ((False, True) if form is None else (False,)):
                         name = "+".join(([form] if form else []) + [("im2col" if im2col else "direct")]
                                         + (["dt"] if dt else []))
                         flags = (f"{IM2COL}={_b(im2col)}", f"{DATA_TILING}={_b(dt)}")

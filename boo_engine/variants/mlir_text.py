@@ -68,3 +68,18 @@ def resolve_aliases(text: str) -> str:
             break
         body = new
     return body
+
+
+def angle_end(text: str, start: int) -> int:
+    """The index of the '>' that closes an attribute whose '<' is just before `start` ('->' in affine maps is
+    not a bracket); -1 when it is not closed."""
+    depth = 1
+    for k in range(start, len(text)):
+        c = text[k]
+        if c == "<":
+            depth += 1
+        elif c == ">" and text[k - 1] != "-":
+            depth -= 1
+            if depth == 0:
+                return k
+    return -1

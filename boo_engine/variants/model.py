@@ -1,11 +1,12 @@
 """The Variant: a named compile configuration of a kernel (tuning specs, extra compiler flags, substituted dispatch
-sources or configurations, a preprocessing step). The baseline is `Variant()` (BASELINE)."""
+sources or configurations, a preprocessing step, the kernel's formulation). The baseline is `Variant()` (BASELINE)."""
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
 from typing import Any
 
+from ..ops.base import DEFAULT_FORMULATION
 from .common import BASELINE_NAME, file_bytes
 from .linking import merged_spec_path
 
@@ -31,19 +32,29 @@ class Variant:
     kernel_flags: tuple[tuple[str, tuple[str, ...]], ...] = ()
     #: (func_name, formulation) pairs: how that kernel is written out (ops' formulations), per kernel
     kernel_formulations: tuple[tuple[str, str], ...] = ()
+    #: how every kernel is written for export (OpSignature.formulations(), e.g. "fwdconv": a backward conv as
+    #: forward convolutions) unless `kernel_formulations` names another; None (or "default") is the signature's
+    #: reference. A kernel without it fails to compile, with one line naming the formulations it has.
+    formulation: str | None = None
 
     @property
     def is_baseline(self) -> bool:
+        """No spec, flag, substitution, preprocess step or formulation (even "default", named on purpose)."""
         return not (self.tuning_specs or self.flags or self.substitutions or self.preprocess or self.kernel_flags
-                    or self.kernel_formulations)
+                    or self.kernel_formulations or self.formulation is not None)
 
     def flags_for(self, func_name: str) -> list[str]:
         """The kernel-specific flags of this variant for `func_name` (after compile_flags())."""
         return [f for name, flags in self.kernel_flags if name == func_name for f in flags]
 
     def formulation_for(self, func_name: str) -> str | None:
-        """How kernel `func_name` is to be written out (None: the op's default formulation)."""
-        return next((f for name, f in self.kernel_formulations if name == func_name), None)
+        """How kernel `func_name` is to be written out: its `kernel_formulations` entry, else `formulation` (None:
+        the op's default formulation)."""
+        return next((f for name, f in self.kernel_formulations if name == func_name), self.formulation)
+
+    def export_formulation(self, func_name: str) -> str:
+        """The formulation kernel `func_name` is exported with ("default" when none is set)."""
+        return self.formulation_for(func_name) or DEFAULT_FORMULATION
 
     def applies_to(self, func_name: str) -> bool:
         """False when this variant is scoped to other kernels (a dispatch folder dumped from another kernel)."""
@@ -65,8 +76,11 @@ class Variant:
 
     def key_material(self) -> str:
         """Digest of everything about this variant that changes the compiled artifact: the CONTENT of spec and
-        substituted files (not just their paths), the flags and the preprocess step."""
+        substituted files (not just their paths), the flags, the preprocess step and the formulation (the cache's
+        export-free index would otherwise find the default formulation's kernel)."""
         h = hashlib.sha256()
+        if (self.formulation or DEFAULT_FORMULATION) != DEFAULT_FORMULATION:  # "default": the baseline's kernel
+            h.update(f"formulation\0{self.formulation}\0".encode())
         for spec in self.tuning_specs:
             h.update(b"spec\0" + file_bytes(spec) + b"\0")
         for kind, name, path in self.substitutions:
@@ -94,6 +108,8 @@ class Variant:
             d["kernel_flags"] = {name: list(flags) for name, flags in self.kernel_flags}
         if self.kernel_formulations:
             d["kernel_formulations"] = dict(self.kernel_formulations)
+        if self.formulation is not None:
+            d["formulation"] = self.formulation
         return d
 
     @classmethod
@@ -105,7 +121,8 @@ class Variant:
                    kernels=tuple(d.get("kernels") or ()),
                    kernel_flags=tuple((str(k), tuple(v)) for k, v in (d.get("kernel_flags") or {}).items()),
                    kernel_formulations=tuple((str(k), str(v))
-                                             for k, v in (d.get("kernel_formulations") or {}).items()))
+                                             for k, v in (d.get("kernel_formulations") or {}).items()),
+                   formulation=d.get("formulation") or None)
 
 
 BASELINE = Variant()

@@ -11,9 +11,13 @@ from typing import Any
 
 from .. import locations
 from ..errors import VariantError
+from ..ops import FORMULATIONS
 from .common import BASELINE_NAME, NAME_RE, SPEC_SUFFIXES, TUNING_SPEC_ENV, one_line, safe_name
 from .dispatches import substitutions_from_dir
 from .model import BASELINE, Variant
+
+#: `--variant NAME=formulation=FORM`, and the TOML key
+FORMULATION_KEY = "formulation"
 
 
 def parse_variant_arg(text: str, *, base_dir: str | os.PathLike[str] | None = None) -> Variant:
@@ -23,21 +27,25 @@ def parse_variant_arg(text: str, *, base_dir: str | os.PathLike[str] | None = No
       NAME=spec.mlir            a tuning spec (several: NAME="a.mlir b.mlir", linked in that order)
       NAME="--flag=v --other"   extra iree-compile flags (shell-split)
       NAME=DIR/                 a folder of edited dispatches written by --dump-dispatches
-    Tokens may be mixed (NAME="spec.mlir --flag"). Relative paths resolve against `base_dir` (default: cwd).
+      NAME=formulation=FORM     the kernel written as FORM for export (e.g. fwdconv: a backward conv as forward
+                                convolutions; `formulation=FORM` alone is named FORM)
+    Tokens may be mixed (NAME="spec.mlir --flag", NAME="formulation=fwdconv --flag"). Relative paths resolve
+    against `base_dir` (default: cwd).
     """
     raw = (text or "").strip()
     if not raw:
         raise VariantError("--variant: empty value (expected NAME=spec.mlir, NAME='--flag ...' or NAME=DIR/)")
     name: str | None = None
     head, eq, rest = raw.partition("=")
-    if eq and not head.startswith("-") and NAME_RE.match(head.strip()):
+    if eq and not head.startswith("-") and NAME_RE.match(head.strip()) and head.strip() != FORMULATION_KEY:
         name, raw = head.strip(), rest.strip()
     try:
         tokens = shlex.split(raw)
     except ValueError as e:
         raise VariantError(f"--variant {text!r}: {e}") from None
     # NAME="'--a --b'" (quotes kept, e.g. typed in the dashboard): the flags arrive as one quoted word
-    tokens = [w for t in tokens for w in (shlex.split(t) if t.startswith("-") and " " in t else [t])]
+    tokens = [w for t in tokens
+              for w in (shlex.split(t) if t.startswith(("-", FORMULATION_KEY + "=")) and " " in t else [t])]
     if not tokens:
         raise VariantError(f"--variant {text!r}: nothing after '='")
     label = name or text
@@ -47,9 +55,15 @@ def parse_variant_arg(text: str, *, base_dir: str | os.PathLike[str] | None = No
     subs: list[tuple[str, str, str]] = []
     kernels: list[str] = []
     dir_names: list[str] = []
+    formulation: str | None = None
     for tok in tokens:
         if tok.startswith("-"):
             flags.append(tok)
+            continue
+        if tok.startswith(FORMULATION_KEY + "="):
+            if formulation is not None:
+                raise VariantError(f"variant {label}: formulation given twice ({formulation}, {tok})")
+            formulation = _formulation(tok.partition("=")[2], f"variant {label}")
             continue
         path = _abs(tok, base)
         if tok.endswith(("/", os.sep)) or path.is_dir():
@@ -65,11 +79,11 @@ def parse_variant_arg(text: str, *, base_dir: str | os.PathLike[str] | None = No
             raise VariantError(f"variant {label}: {path} is a variants file: pass it with --variants-file")
         else:
             raise VariantError(
-                f"variant {label}: {tok!r} is neither a tuning spec (.mlir), a dispatch folder (DIR/) nor a "
-                "compiler flag (--flag=value)")
+                f"variant {label}: {tok!r} is neither a tuning spec (.mlir), a dispatch folder (DIR/), a "
+                "compiler flag (--flag=value) nor formulation=NAME")
     if name is None:
-        name = _default_name(specs, dir_names, flags)
-    return _make(name, specs, flags, subs, None, kernels, where=f"variant {name}")
+        name = _default_name(specs, dir_names, flags, formulation)
+    return _make(name, specs, flags, subs, None, kernels, where=f"variant {name}", formulation=formulation)
 
 
 def load_variants_file(path: str | os.PathLike[str]) -> list[Variant]:
@@ -78,6 +92,7 @@ def load_variants_file(path: str | os.PathLike[str]) -> list[Variant]:
         dispatches = "DIR"                           (a --dump-dispatches folder, as NAME=DIR/ on the CLI)
         substitute_sources = {EXE = "f.mlir"} | "DIR"    substitute_configurations = {EXE = "f.mlir"} | "DIR"
         preprocess = "builtin.module(canonicalize)" | "tool args"
+        formulation = "fwdconv"                      (how the kernel is written for export)
         [NAME.kernels.FUNC_NAME] flags = [...]  formulation = "..."   (that kernel only, as `boo-tui tune` writes)
     Paths are relative to the TOML file."""
     import tomllib
@@ -104,7 +119,7 @@ def load_variants_file(path: str | os.PathLike[str]) -> list[Variant]:
 
 
 _TABLE_KEYS = ("specs", "flags", "dispatches", "substitute_sources", "substitute_configurations", "preprocess",
-               "kernels")
+               "formulation", "kernels")
 
 
 def _variant_from_table(name: str, t: dict[str, Any], base: Path, where: str) -> Variant:
@@ -143,12 +158,17 @@ def _variant_from_table(name: str, t: dict[str, Any], base: Path, where: str) ->
     pre = t.get("preprocess")
     if pre is not None and not (isinstance(pre, str) and pre.strip()):
         raise VariantError(f"{where}: preprocess must be a non-empty string")
-    v = _make(name, specs, flags, subs, pre.strip() if pre else None, kernels, where=where)
+    form = t.get(FORMULATION_KEY)
+    if form is not None and not isinstance(form, str):
+        raise VariantError(f"{where}: formulation must be a string (one of {', '.join(FORMULATIONS)})")
+    v = _make(name, specs, flags, subs, pre.strip() if pre else None, kernels, where=where,
+              formulation=None if form is None else _formulation(form, where))
     per_kernel, forms = _kernel_tables(t.get("kernels"), where)
     if per_kernel or forms:
         v = dataclasses.replace(v, kernel_flags=per_kernel, kernel_formulations=forms)
     if v.is_baseline:
-        raise VariantError(f"{where}: defines nothing (give specs, flags, dispatches, substitutions or preprocess)")
+        raise VariantError(f"{where}: defines nothing (give specs, flags, dispatches, substitutions, preprocess "
+                           "or formulation)")
     return v
 
 
@@ -175,7 +195,7 @@ def _kernel_tables(value: Any, where: str) -> KernelTables:
         if form is not None:
             if not isinstance(form, str) or not form.strip():
                 raise VariantError(f"{where}: kernels.{func}: formulation must be a non-empty string")
-            forms.append((str(func), form.strip()))
+            forms.append((str(func), _formulation(form, f"{where}: kernels.{func}")))
     return tuple(flags_out), tuple(forms)
 
 
@@ -211,7 +231,7 @@ def build_variants(cli_args: Iterable[str] | None, files: Iterable[str] | str | 
 
 
 def _make(name: str, specs: list[str], flags: list[str], subs: list[tuple[str, str, str]], pre: str | None,
-          kernels: list[str], *, where: str) -> Variant:
+          kernels: list[str], *, where: str, formulation: str | None = None) -> Variant:
     if not NAME_RE.match(name):
         raise VariantError(f"{where}: bad name {name!r} (letters, digits and _.:+@%-, at most 64, no spaces)")
     seen: dict[str, str] = {}
@@ -223,7 +243,15 @@ def _make(name: str, specs: list[str], flags: list[str], subs: list[tuple[str, s
                 "(a configuration substitution would silently discard a source edit)")
         seen[exe] = kind
     return Variant(name=name, tuning_specs=tuple(specs), flags=tuple(flags), substitutions=tuple(subs),
-                   preprocess=pre, kernels=tuple(dict.fromkeys(kernels)))
+                   preprocess=pre, kernels=tuple(dict.fromkeys(kernels)), formulation=formulation)
+
+
+def _formulation(value: str, where: str) -> str:
+    """A formulation name some kernel has (which kernels have it is checked when each one compiles)."""
+    form = value.strip()
+    if form not in FORMULATIONS:
+        raise VariantError(f"{where}: unknown formulation {form!r} (kernels have: {', '.join(FORMULATIONS)})")
+    return form
 
 
 def _str_list(value: Any, where: str, key: str, *, split: bool) -> list[str]:
@@ -244,10 +272,12 @@ def _abs(path: str | os.PathLike[str], base: Path) -> Path:
     return (p if p.is_absolute() else base / p).resolve()
 
 
-def _default_name(specs: list[str], dirs: list[str], flags: list[str]) -> str:
+def _default_name(specs: list[str], dirs: list[str], flags: list[str], formulation: str | None) -> str:
     if specs:
         return safe_name(Path(specs[0]).stem)
     if dirs:
         return safe_name(dirs[0])
+    if formulation and not flags:
+        return safe_name(formulation)
     last = flags[-1].lstrip("-").split("=", 1)[0]
     return safe_name(last.removeprefix("iree-") or "flags")

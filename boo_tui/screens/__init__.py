@@ -1,5 +1,5 @@
-"""Screens beside the live dashboard: run history, one saved run, two saved runs side by side, and the variants
-of this session compared.
+"""Screens beside the live dashboard: run and tune history, one saved run, two saved runs side by side, the
+variants of this session compared, a tune live (`tune`) and a stored tune reviewed (`tune_review`).
 
 Every database read and every statistics computation (bootstrap CIs cost tens of milliseconds per command) runs
 in a thread worker; results come back with `Deferred` messages, so the event loop keeps ticking. The verdicts are
@@ -11,6 +11,7 @@ from __future__ import annotations
 from .history import HistoryScreen
 from .run import RunScreen
 from .run_compare import RunCompareScreen
+from .tune_review import TuneReviewScreen
 from .variants_compare import CompareScreen
 
-__all__ = ["CompareScreen", "HistoryScreen", "RunCompareScreen", "RunScreen"]
+__all__ = ["CompareScreen", "HistoryScreen", "RunCompareScreen", "RunScreen", "TuneReviewScreen"]

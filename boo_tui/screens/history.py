@@ -1,4 +1,5 @@
-"""Past runs from the results database: open one, or mark two and compare them."""
+"""Past runs and tunes from the results database: open a run, mark two runs and compare them, or open a tune to
+review its kernels and candidates."""
 from __future__ import annotations
 
 from typing import Any
@@ -6,21 +7,29 @@ from typing import Any
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Footer, Header, Static, TabbedContent, TabPane
+
+from boo_engine.tune.records import list_tunes
 
 from .base import WorkerScreen, field_of, fmt_time
 from .run import RunScreen
 from .run_compare import RunCompareScreen
+from .tune_review import TuneReviewScreen
+
+TUNE_COLUMNS = [("tune", "tune"), ("started", "started"), ("status", "status"), ("target", "target"),
+                ("kernels", "kernels"), ("improved", "improved"), ("geomean", "geomean"), ("command", "command line")]
 
 
 class HistoryScreen(WorkerScreen):
-    """Past runs from the results DB. Enter opens one; `m` marks runs, `c` compares the two marked."""
+    """Past runs and tunes from the results DB. Enter opens the run (or tune) under the cursor; `m` marks runs,
+    `c` compares the two marked; `t` switches between the runs and the tunes."""
 
     BINDINGS = [
         Binding("escape,h", "app.pop_screen", "Back"),
         Binding("enter", "open_run", "Open", show=True),
         Binding("m", "mark", "Mark"),
         Binding("c", "compare_marked", "Compare 2 marked"),
+        Binding("t", "toggle_tunes", "Runs/Tunes"),
         Binding("f5", "reload", "Reload", show=False),
     ]
 
@@ -28,28 +37,39 @@ class HistoryScreen(WorkerScreen):
         super().__init__(id="history")
         self.store = store
         self.runs: list[Any] = []
+        self.tunes: list[dict[str, Any]] = []
         self.marked: list[int] = []
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static("Past runs (newest first). Enter: open  m: mark  c: compare two marked", classes="hint")
-        yield DataTable(id="runs", cursor_type="row", zebra_stripes=True)
+        yield Static("Newest first. Enter: open  m: mark  c: compare two marked runs  t: runs / tunes",
+                     classes="hint")
+        with TabbedContent(id="history-tabs"):
+            with TabPane("Runs", id="tab-runs"):
+                yield DataTable(id="runs", cursor_type="row", zebra_stripes=True)
+            with TabPane("Tunes", id="tab-tunes"):
+                yield DataTable(id="tunes", cursor_type="row", zebra_stripes=True)
         yield Footer()
 
     def on_mount(self) -> None:
         self.title = "boo-tui: history"
-        table = self.query_one(DataTable)
+        table = self.query_one("#runs", DataTable)
         for key, label in [("mark", " "), ("run", "run"), ("started", "started"), ("status", "status"),
                            ("target", "target"), ("jobs", "jobs"), ("command", "command line")]:
             table.add_column(label, key=key)
+        tunes = self.query_one("#tunes", DataTable)
+        for key, label in TUNE_COLUMNS:
+            tunes.add_column(label, key=key)
+        table.focus()
         self.action_reload()
 
     def action_reload(self) -> None:
         self._call_in_thread(lambda: list(self.store.list_runs()), then=self._show_runs)
+        self._call_in_thread(lambda: list_tunes(self.store), then=self._show_tunes)
 
     def _show_runs(self, runs: list[Any]) -> None:
         self.runs = sorted(runs, key=lambda r: -(field_of(r, "run_id", "id", default=0) or 0))
-        table = self.query_one(DataTable)
+        table = self.query_one("#runs", DataTable)
         table.clear()
         for r in self.runs:
             rid = int(field_of(r, "run_id", "id", default=0))
@@ -66,14 +86,46 @@ class HistoryScreen(WorkerScreen):
         if not self.runs:
             self.notify("no runs in the results database yet")
 
-    def _cursor_run(self) -> int | None:
-        table = self.query_one(DataTable)
+    def _show_tunes(self, tunes: list[dict[str, Any]]) -> None:
+        self.tunes = tunes
+        table = self.query_one("#tunes", DataTable)
+        table.clear()
+        for t in tunes:
+            g = t.get("geomean")
+            table.add_row(
+                str(t["id"]), fmt_time(t.get("started_at")), str(t.get("status") or "-"), str(t.get("target") or "-"),
+                str(t["kernels"]), str(t["improved"]),
+                Text(f"{g:.3f}", style="green" if g < 1 else "") if g is not None else Text("-", style="dim"),
+                str(t.get("command_line") or ""), key=str(t["id"]))
+
+    def _showing_tunes(self) -> bool:
+        return self.query_one("#history-tabs", TabbedContent).active == "tab-tunes"
+
+    def action_toggle_tunes(self) -> None:
+        tabs = self.query_one("#history-tabs", TabbedContent)
+        tabs.active = "tab-runs" if self._showing_tunes() else "tab-tunes"
+        self.query_one("#tunes" if self._showing_tunes() else "#runs", DataTable).focus()
+
+    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        event.stop()
+        self.query_one("#tunes" if self._showing_tunes() else "#runs", DataTable).focus()
+
+    @staticmethod
+    def _cursor_key(table: DataTable) -> int | None:
         if table.row_count == 0:
             return None
         key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
         return int(key) if key is not None else None
 
+    def _cursor_run(self) -> int | None:
+        return self._cursor_key(self.query_one("#runs", DataTable))
+
     def action_open_run(self) -> None:
+        if self._showing_tunes():
+            tid = self._cursor_key(self.query_one("#tunes", DataTable))
+            if tid is not None:
+                self.app.push_screen(TuneReviewScreen(self.store, tid))
+            return
         rid = self._cursor_run()
         if rid is not None:
             self.app.push_screen(RunScreen(self.store, rid))
@@ -84,13 +136,13 @@ class HistoryScreen(WorkerScreen):
 
     def action_mark(self) -> None:
         rid = self._cursor_run()
-        if rid is None:
+        if rid is None or self._showing_tunes():
             return
         if rid in self.marked:
             self.marked.remove(rid)
         else:
             self.marked = (self.marked + [rid])[-2:]
-        table = self.query_one(DataTable)
+        table = self.query_one("#runs", DataTable)
         for r in self.runs:
             k = str(field_of(r, "run_id", "id"))
             table.update_cell(k, "mark", Text("*" if int(k) in self.marked else " ", style="bold yellow"))

@@ -7,6 +7,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Header, Static
 
+from boo_engine.environment import defaults_label, machine_label
 from boo_engine.results import JobResult
 
 from ..cells import fmt_gflops, fmt_us
@@ -47,10 +48,12 @@ class RunScreen(WorkerScreen):
     def _show(self, loaded: tuple[Any, list[JobResult]]) -> None:
         info, results = loaded
         if info:
+            env = field_of(info, "environment", default=None) or {}
+            where = [x for x in (machine_label(env), defaults_label(env)) if x] if isinstance(env, dict) else []
             self.query_one("#run-info", Static).update(
                 f"run {self.run_id}  started {fmt_time(field_of(info, 'started_at'))}  "
                 f"status {field_of(info, 'status', default='-')}  target {field_of(info, 'target', default='-')}  "
-                f"{len(results)} results")
+                f"{len(results)} results" + "".join(f"\n{x}" for x in where))
         table = self.query_one(DataTable)
         for r in results:
             st = r.stats

@@ -1,0 +1,347 @@
+"""The search of ONE kernel (the stages of search.py's docstring): its candidates screened beside the
+baseline, the tile search, successive halving and the final; and how a measured job becomes a candidate's
+outcome (`classify`)."""
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..compare import Verdict, compare_samples
+from ..errors import BooError, first_line
+from ..fsutil import atomic_write
+from ..results import CANCELLED, DONE, INTERRUPTED, JobResult
+from ..variants import Variant
+from .events import TuneLog, TuneUpdate
+from .records import (
+    COMPILE_FAILED,
+    DUPLICATE,
+    FAILED,
+    IMPROVED,
+    MEASURED,
+    NO_BETTER,
+    NOT_APPLIED,
+    NUMERICS_FAILED,
+    Tried,
+    TunedKernel,
+)
+from .space import Candidate, GlobalChoice, SearchSpace
+
+if TYPE_CHECKING:
+    from ..session import Session
+    from .search import Tuner
+
+#: samples per job per stage at least (with the stage's minimum time): one per interleaving round
+STAGE_ITERS = 5
+
+
+class KernelSearch:
+    """The search state of one kernel (its tried candidates, its jobs) and the stages that use it."""
+
+    def __init__(self, tuner: Tuner, kernel: TunedKernel, base_id: str, index: int, total: int,
+                 known: dict[str, Tried]) -> None:
+        self.tuner = tuner
+        self.k = kernel
+        self.base_id = base_id
+        self.index = index
+        self.total = total
+        self.known = known   # from the tune being resumed
+        self.tried_keys: set[str] = set()
+
+    @property
+    def session(self) -> Session:
+        assert self.tuner.session is not None
+        return self.tuner.session
+
+    def best(self, n: int = 1) -> Tried | None:
+        ranked = self.ranked()
+        return ranked[0] if ranked else None
+
+    def ranked(self) -> list[Tried]:
+        return sorted((t for t in self.k.tried if t.ok), key=lambda t: float(t.ratio or 0))
+
+    def update(self, stage: str, message: str = "") -> None:
+        tried = self.k.tried
+        best = self.best()
+        self.tuner.emit(TuneUpdate(
+            func_name=self.k.func_name, command=self.k.command, index=self.index, total=self.total, stage=stage,
+            tried=len(tried), compiled=sum(1 for t in tried if t.status != COMPILE_FAILED),
+            failed=sum(1 for t in tried if t.status != MEASURED), measured=sum(1 for t in tried if t.ok),
+            best_ratio=best.ratio if best else None, best=best.description if best else None,
+            leader_job=best.job_id if best else None, baseline_job=self.base_id, message=message))
+
+    # ---- screening --------------------------------------------------------------------------------------
+    def screen(self, cands: Sequence[Candidate], stage: str) -> list[Tried]:
+        """Measure each new candidate briefly beside the baseline; candidates a resumed tune already screened
+        are taken as they were."""
+        out: list[Tried] = []
+        fresh: list[Candidate] = []
+        for c in cands:
+            if c.key in self.tried_keys:
+                continue
+            self.tried_keys.add(c.key)
+            old = self.known.get(c.key)
+            if old is not None and (old.status != MEASURED or old.ratio is not None):
+                old.stage = stage   # screened by the tune being resumed: taken as it was
+                self.k.tried.append(old)
+                out.append(old)
+                continue
+            fresh.append(c)
+        batch = self.tuner.settings.batch
+        for i in range(0, len(fresh), batch):
+            if self.tuner.out_of_time():
+                break
+            out += self.measure(fresh[i:i + batch], stage)
+        return out
+
+    def measure(self, cands: Sequence[Candidate], stage: str) -> list[Tried]:
+        tuner, session = self.tuner, self.session
+        assert tuner.records is not None
+        base = session.jobs[self.base_id]
+        entries: list[tuple[Candidate, Variant, str | None, str]] = []
+        for c in cands:
+            variant, text = tuner.variant_for(c)
+            jobs = session.add_variant(variant)
+            mine = [j for j in jobs if j.command == base.command]
+            others = [j.job_id for j in jobs if j.command != base.command]
+            if others:
+                session.cancel(others)   # the same kernel given twice: measured once
+            if mine:
+                entries.append((c, variant, text, mine[0].job_id))
+        self.update(stage, f"compiling and screening {len(entries)} candidates")
+        if not self._measure([self.base_id] + [e[3] for e in entries], STAGE_ITERS, tuner.settings.screen_s):
+            return []
+        base_med = median_of(session.jobs[self.base_id])
+        binaries = {binary_hash(session.jobs[self.base_id]): "the default"}
+        binaries.update({t.artifact_key: t.description for t in self.k.tried if t.ok})
+        out = []
+        for c, variant, text, job_id in entries:
+            t = Tried(func_name=c.func_name, key=c.key, params=c.params, variant=variant.name,
+                      description=c.describe(), spec=text, stage=stage, job_id=job_id, run_id=session.run_id)
+            r = session.jobs[job_id]
+            if r.status in (INTERRUPTED, CANCELLED):   # stopped before it was measured: not a result
+                continue
+            classify(t, r, base_med)
+            same = binaries.get(t.artifact_key) if t.artifact_key else None
+            if t.ok and same is not None:   # the same binary as one already measured: one candidate, not two
+                t.status, t.error = DUPLICATE, f"same binary as {same}"
+            elif t.ok:
+                binaries[t.artifact_key] = t.description
+            tuner.records.save_candidate(t)
+            self.k.tried.append(t)
+            out.append(t)
+        self.update(stage)
+        return out
+
+    # ---- tile search ------------------------------------------------------------------------------------
+    def tile_search(self, choice: GlobalChoice, space: SearchSpace, budget: int) -> None:
+        """Propose tile configurations with optuna's TPE sampler, `batch` at a time, telling it each ratio."""
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        s = self.tuner.settings
+        sampler = optuna.samplers.TPESampler(seed=s.seed, n_startup_trials=min(10, max(2, budget // 3)),
+                                             multivariate=True)
+        study = optuna.create_study(direction="minimize", sampler=sampler)
+        names = list(space.choices)
+        proposed = 0
+        stale = 0
+        while proposed < budget and not self.tuner.out_of_time() and stale < 3 * s.batch:
+            trials: list[tuple[Any, Candidate]] = []
+            while len(trials) < min(s.batch, budget - proposed) and stale < 3 * s.batch:
+                trial = study.ask()
+                params = {n: trial.suggest_categorical(n, list(space.choices[n])) for n in names}
+                cand = space.candidate(self.k.func_name, choice, params)
+                if isinstance(cand, str):   # breaks a constraint of the target (shared memory, divisibility)
+                    stale += 1
+                    study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+                    continue
+                if cand.key in self.tried_keys:   # a configuration already tried: tell its result again
+                    stale += 1
+                    old = next((t for t in self.k.tried if t.key == cand.key), None)
+                    _tell(study, trial, old)
+                    continue
+                trials.append((trial, cand))
+                proposed += 1
+            if not trials:
+                break
+            tried = {t.key: t for t in self.screen([c for _, c in trials], stage="tiles")}
+            for trial, cand in trials:
+                _tell(study, trial, tried.get(cand.key))
+            built = [t for t in tried.values() if t.status != COMPILE_FAILED]
+            if built and all(t.status == NOT_APPLIED for t in built):
+                # seen on batch-1 convolutions: a later rewrite of the op drops what the spec set, so no tile
+                # configuration can take effect; the rest of the budget would be spent on the default kernel
+                self.tuner.emit(TuneLog(level="warning", message=(
+                    f"{self.k.func_name}: no tile configuration survives the compiler's rewrite of "
+                    f"{space.root.op_name} (spec not applied); tile search stopped")))
+                break
+
+    # ---- successive halving and the final ---------------------------------------------------------------
+    def narrow(self) -> None:
+        """Halve the best screened candidates over longer, interleaved measurements, then put the last one
+        against the baseline; decide the kernel's outcome."""
+        tuner, session, k = self.tuner, self.session, self.k
+        s = tuner.settings
+        alive = [t for t in self.ranked() if (t.ratio or 2.0) < 1.0][: s.keep]
+        if not alive:
+            self.finish(None, "no better configuration found: no candidate was faster in screening")
+            return
+        for n, secs in enumerate(s.halving_s, 1):
+            if len(alive) <= 1 or tuner.stopped:
+                break
+            self.update(f"halving-{n}", f"{len(alive)} candidates, {secs:g} s each")
+            self._remeasure(alive, secs, f"halving-{n}")
+            alive = [t for t in sorted(alive, key=_ratio_key) if t.ok][: max(1, len(alive) // 2)]
+        if not alive or tuner.stopped:
+            self.finish(None, "stopped before the final measurement" if tuner.stopped
+                        else "no better configuration found")
+            return
+        leader = alive[0]
+        self.update("final", f"{leader.description} against the baseline, {s.final_s:g} s each")
+        self._remeasure([leader], s.final_s, "final", iters=4 * STAGE_ITERS)
+        if tuner.stopped:
+            self.finish(None, "stopped before the final measurement")
+            return
+        base, job = session.jobs[self.base_id], session.jobs[leader.job_id or ""]
+        if not leader.ok or base.stats is None or not job.samples_us:
+            self.finish(None, f"no better configuration found: the leader {leader.status} in the final")
+            return
+        cmp = compare_samples(base.samples_us, job.samples_us, min_effect=s.min_effect, seed=s.seed)
+        leader.ratio, leader.ci_low, leader.ci_high, leader.verdict = cmp.ratio, cmp.ci_low, cmp.ci_high, cmp.verdict
+        leader.median_us, leader.baseline_us = cmp.variant_median_us, cmp.baseline_median_us
+        assert tuner.records is not None
+        tuner.records.save_candidate(leader)
+        k.baseline_us = cmp.baseline_median_us
+        k.p_value = cmp.p_value
+        if cmp.verdict == Verdict.FASTER:
+            self.finish(leader, f"{leader.description}: {cmp.ratio:.3f}x [{cmp.ci_low:.3f}, {cmp.ci_high:.3f}]")
+        else:
+            self.finish(None, f"no better configuration found: the best ({leader.description}) measured "
+                              f"{cmp.ratio:.3f}x [{cmp.ci_low:.3f}, {cmp.ci_high:.3f}], verdict {cmp.verdict}")
+
+    def _remeasure(self, tried: list[Tried], secs: float, stage: str, iters: int = 2 * STAGE_ITERS) -> None:
+        session = self.session
+        for t in tried:
+            self._ensure_job(t)
+        ids = [t.job_id for t in tried if t.job_id is not None]
+        if not self._measure([self.base_id, *ids], iters, secs):
+            return
+        base_med = median_of(session.jobs[self.base_id])
+        assert self.tuner.records is not None
+        for t in tried:
+            r = session.jobs[t.job_id or ""]
+            if r.status in (INTERRUPTED, CANCELLED):   # stopped: keep what the candidate had
+                continue
+            t.stage = stage
+            classify(t, r, base_med)
+            self.tuner.records.save_candidate(t)
+
+    def _measure(self, job_ids: list[str], iters: int, secs: float) -> bool:
+        """Measure the jobs (again) in one interleaved batch; False when the tune was stopped."""
+        if self.tuner.stopped:
+            return False
+        try:
+            self.session.rerun(job_ids, iters=iters, min_time_s=secs)
+        except BooError:
+            if self.tuner.stopped:   # stopped between the check and the call
+                return False
+            raise
+        self.session.wait()
+        return not self.tuner.stopped or any(
+            self.session.jobs[j].status not in (INTERRUPTED, CANCELLED) for j in job_ids)
+
+    def _ensure_job(self, t: Tried) -> None:
+        """A candidate screened by the tune being resumed has no job in this session yet: add its variant
+        again (its kernel is a cache hit)."""
+        session = self.session
+        if t.job_id is not None and t.job_id in session.jobs:
+            return
+        specs: tuple[str, ...] = ()
+        if t.spec:
+            path = Path(self.tuner.settings.out_dir) / "candidates" / t.func_name / f"{t.key}.mlir"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(path, t.spec)
+            specs = (str(path.resolve()),)
+        form = t.params.get("formulation")
+        variant = Variant(name=t.variant, tuning_specs=specs, flags=tuple(t.params.get("flags") or ()),
+                          kernels=(t.func_name,), kernel_formulations=((t.func_name, form),) if form else ())
+        base = session.jobs[self.base_id]
+        jobs = [j for j in session.add_variant(variant) if j.command == base.command]
+        t.job_id = jobs[0].job_id if jobs else None
+        t.run_id = session.run_id
+
+    def finish(self, winner: Tried | None, message: str) -> None:
+        k = self.k
+        k.message = message
+        if winner is None:
+            k.status = NO_BETTER
+            k.best_key = None
+            best = self.best()
+            k.verdict = best.verdict if best is not None and best.stage == "final" else None
+            if k.baseline_us is None:
+                k.baseline_us = median_of(self.session.jobs[self.base_id])
+        else:
+            k.status = IMPROVED
+            k.best_key, k.best_us, k.ratio = winner.key, winner.median_us, winner.ratio
+            k.ci_low, k.ci_high, k.verdict = winner.ci_low, winner.ci_high, winner.verdict
+        self.update("done", message)
+
+
+def classify(t: Tried, r: JobResult, base_median: float | None) -> None:
+    """What the candidate's job came to: measured (with its ratio to the baseline beside it), or why not."""
+    t.compile_seconds = r.compile.seconds if r.compile is not None else None
+    t.artifact_key = binary_hash(r)
+    t.median_us = t.ratio = None
+    if r.status != DONE or r.stats is None:
+        compile_error = r.compile is not None and r.compile.error
+        t.status = COMPILE_FAILED if compile_error or r.compile is None else FAILED
+        t.error = first_line(r.error or (r.compile.error if r.compile else "") or r.status)
+        return
+    if r.compile is not None and r.compile.spec_applied is False:
+        t.status, t.error = NOT_APPLIED, "the spec matched no op (not applied)"
+        return
+    t.median_us = r.stats.median_us   # kept for a wrong kernel too: "fast but wrong" is worth knowing
+    t.baseline_us = base_median
+    t.ratio = t.median_us / base_median if base_median else None
+    if r.numerics is not None and r.numerics.verdict == "fail":
+        t.status, t.error = NUMERICS_FAILED, "numerics differ from the baseline's outputs"
+        return
+    t.status, t.error = MEASURED, None
+
+
+def binary_hash(r: JobResult | None) -> str | None:
+    """The digest of the job's compiled binary (from its cache entry's meta.json): two configurations that
+    build the same binary are one candidate."""
+    if r is None or r.compile is None or not r.compile.artifact:
+        return None
+    try:
+        meta = json.loads((Path(r.compile.artifact).parent / "meta.json").read_text())
+    except (OSError, ValueError):
+        return None
+    sha = meta.get("vmfb_sha256")
+    return str(sha)[:16] if sha else None
+
+
+def _tell(study: Any, trial: Any, t: Tried | None) -> None:
+    import optuna
+
+    if t is not None and t.ratio is not None and t.status in (MEASURED, DUPLICATE):
+        study.tell(trial, float(t.ratio))
+    else:
+        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+
+
+def _ratio_key(t: Tried) -> float:
+    return float(t.ratio) if t.ok and t.ratio is not None else float("inf")
+
+
+def median_of(r: JobResult | None) -> float | None:
+    return r.stats.median_us if r is not None and r.stats is not None else None
+
+
+def configs_dir(r: JobResult | None) -> str:
+    if r is None or r.compile is None or not r.compile.artifact:
+        return ""
+    return str(Path(r.compile.artifact).parent / "configs")

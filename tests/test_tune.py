@@ -1,0 +1,211 @@
+"""`boo-tui tune` end to end on this CPU: real compiles, real measurements, a real SQLite file.
+
+- a tune of a gemm finds a significantly faster configuration, and the emitted tuned.toml, measured again by an
+  ordinary session, is faster by about what the tune said;
+- a candidate whose numerics differ from the baseline's (a flag that computes the matmul in bf16) is measured,
+  recorded as such, and never emitted;
+- a tune killed with SIGKILL resumes: the kernel it had finished is kept as it was, the rest is tuned;
+- usage errors are one line and exit 2.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from boo_engine.compare import Verdict, compare_results
+from boo_engine.config import SessionConfig
+from boo_engine.results import IREE
+from boo_engine.session import Session
+from boo_engine.tune.records import IMPROVED, NUMERICS_FAILED, Tried, TunedKernel
+from boo_engine.tune.report import write_outputs
+from boo_engine.tune.search import Tuner, TuneSettings
+from boo_engine.variants import BASELINE, load_variants_file
+
+GEMM = "gemm --a_w 256 --a_h 512 --b_w 512"
+#: computes the contraction with bf16 inputs: same interface, wrong numbers for an f32 kernel
+WRONG = "--iree-global-opt-demote-contraction-inputs-type=bf16 --iree-global-opt-demote-contraction-inputs-operations=all"
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    d = tmp_path_factory.mktemp("tune")
+    settings = TuneSettings(out_dir=str(d / "out"), db_path=str(d / "t.db"), cache_dir=str(d / "kernels"),
+                            budget=8, final_s=1.0, try_flags=(WRONG,))
+    tuner = Tuner(settings)
+    kernels = tuner.run([GEMM])
+    paths = write_outputs(settings.out_dir, kernels, tuner.environment, target="cpu", settings=settings.to_dict())
+    return tuner, kernels, paths, d
+
+
+def test_a_gemm_tune_finds_a_significantly_faster_configuration(tuned):
+    tuner, kernels, paths, d = tuned
+    (k,) = kernels.values()
+    assert k.status == IMPROVED, k.message
+    assert k.verdict == Verdict.FASTER and k.ci_high < 1.0 and k.ratio <= 1 - 0.03
+    assert k.best is not None and k.best.stage == "final"
+    with sqlite3.connect(d / "t.db") as c:   # every candidate stored, with its run
+        rows = c.execute("SELECT status, stage, run_id FROM tune_candidates").fetchall()
+        status = c.execute("SELECT status FROM tunes").fetchone()[0]
+    assert len(rows) == len(k.tried) >= 4 and all(r[2] for r in rows if r[0] == "measured")
+    assert status == "done"
+    assert {p.name for p in paths} >= {"tuned.toml", "report.md"}
+    report = (d / "out" / "report.md").read_text()
+    assert k.func_name in report and f"{k.ratio:.3f}" in report
+
+
+def test_a_numerically_wrong_candidate_is_recorded_and_never_emitted(tuned):
+    tuner, kernels, _, d = tuned
+    (k,) = kernels.values()
+    wrong = [t for t in k.tried if "demote-contraction" in " ".join(t.params.get("flags") or [])]
+    assert len(wrong) == 1 and wrong[0].status == NUMERICS_FAILED, [(t.status, t.error) for t in wrong]
+    assert wrong[0].median_us is not None            # measured: "fast but wrong" is in the record
+    assert k.best_key != wrong[0].key
+    assert "demote-contraction" not in (d / "out" / "tuned.toml").read_text()
+
+
+def test_ranking_never_takes_a_wrong_or_unapplied_candidate():
+    from boo_engine.tune.kernel import KernelSearch
+
+    k = TunedKernel(func_name="f", command="c")
+    k.tried = [Tried("f", "a", {}, "t-a", status=NUMERICS_FAILED, ratio=0.2),
+               Tried("f", "b", {}, "t-b", status="not_applied", ratio=0.3),
+               Tried("f", "c", {}, "t-c", ratio=0.9)]
+    ctx = KernelSearch.__new__(KernelSearch)
+    ctx.k = k
+    assert [t.key for t in ctx.ranked()] == ["c"]
+
+
+def test_the_emitted_variants_file_measures_as_the_tune_said(tuned):
+    tuner, kernels, _, d = tuned
+    (k,) = kernels.values()
+    variants = [BASELINE, *load_variants_file(d / "out" / "tuned.toml")]
+    assert [v.name for v in variants] == ["baseline", "tuned"]
+    config = SessionConfig(target="cpu", variants=variants, backends=(IREE,), db_path=str(d / "check.db"),
+                           cache_dir=str(d / "kernels"), min_time_s=2.0, iters=20)
+    with Session(config) as session:
+        session.add_command(GEMM)
+        session.start()
+        session.wait()
+        jobs = list(session.jobs.values())
+        (cmp,) = compare_results(jobs, min_effect=0.03).values()
+    tuned_job = next(j for j in jobs if j.variant == "tuned")
+    assert tuned_job.compile is not None and tuned_job.compile.spec_applied is not False
+    assert cmp.verdict == Verdict.FASTER, cmp
+    # the same effect, within the noise of two separate measurements on a shared machine
+    assert k.ci_low * 0.85 <= cmp.ratio <= k.ci_high * 1.15, (cmp.ratio, k.ci_low, k.ci_high)
+
+
+def _cli(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "boo_tui.cli", "tune", *args], capture_output=True, text=True,
+                          timeout=600, **kw)
+
+
+def test_a_killed_tune_resumes_and_keeps_what_it_finished(tmp_path):
+    db, out, kernels = tmp_path / "t.db", tmp_path / "out", tmp_path / "kernels"
+    cmds = tmp_path / "cmds.txt"
+    cmds.write_text("gemm --a_w 32 --a_h 32 --b_w 32\ngemm --a_w 48 --a_h 48 --b_w 48\n")
+    args = [str(cmds), "--out", str(out), "--db", str(db), "--cache-dir", str(kernels), "--budget", "3",
+            "--final-time", "0.3"]
+    proc = subprocess.Popen([sys.executable, "-m", "boo_tui.cli", "tune", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    first = None
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+        if not db.exists():
+            continue
+        try:
+            with sqlite3.connect(db) as c:
+                first = c.execute("SELECT func_name, status, candidates, seconds FROM tune_kernels "
+                                  "WHERE status != 'running'").fetchone()
+        except sqlite3.Error:
+            continue
+        if first:
+            os.killpg(proc.pid, signal.SIGKILL)   # the whole group: the tune, its workers and compilers
+            break
+    proc.wait(timeout=30)
+    assert first is not None, "the first kernel never finished before the tune exited"
+    assert proc.returncode == -signal.SIGKILL, "the tune finished before it could be killed"
+    with sqlite3.connect(db) as c:
+        assert c.execute("SELECT status FROM tunes").fetchone()[0] == "running"   # as the kill left it
+    r = _cli(str(cmds), "--resume", "--out", str(out), "--db", str(db), "--cache-dir", str(kernels),
+             "--budget", "3", "--final-time", "0.3")
+    assert r.returncode == 0, r.stderr
+    with sqlite3.connect(db) as c:
+        rows = c.execute("SELECT func_name, status, candidates, seconds FROM tune_kernels ORDER BY func_name"
+                         ).fetchall()
+        tunes = c.execute("SELECT count(*), max(status) FROM tunes").fetchone()
+    assert tunes == (1, "done")
+    assert len(rows) == 2 and all(row[1] != "running" for row in rows)
+    assert first in rows, "the kernel finished before the kill was tuned again"
+    report = (out / "report.md").read_text()
+    assert "gemm_float32_forward_32x32x32" in report and "gemm_float32_forward_48x48x48" in report
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--budget", "0", "gemm --a_w 8 --a_h 8 --b_w 8"], "--budget"),
+    ([], "nothing to tune"),
+    (["conv -n 1 -c 2 -H 4 -W 4 -k 2 -y 9 -x 9 -F 1"], "conv"),
+    (["--try-flags=notaflag", "gemm --a_w 8 --a_h 8 --b_w 8"], "--try-flags"),
+])
+def test_usage_errors_are_one_line_and_exit_2(tmp_path, args, needle):
+    r = _cli(*args, "--db", str(tmp_path / "t.db"), "--out", str(tmp_path / "out"))
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and needle in lines[0] and "Traceback" not in r.stderr, r.stderr
+
+
+def test_resume_without_a_stored_tune_is_a_usage_error(tmp_path):
+    r = _cli("--resume", "--db", str(tmp_path / "t.db"), "--out", str(tmp_path / "out"))
+    assert r.returncode == 2 and "no tune" in r.stderr, r.stderr
+
+
+def test_a_stopped_tune_is_left_resumable_not_finished(tmp_path):
+    """stop() mid-search (the dashboard's Escape, a Ctrl-C): the kernel being searched is stored as running, no
+    interrupted measurement is stored as a failed candidate, and the tune ends interrupted."""
+    import threading
+
+    from boo_engine.store import Store
+    from boo_engine.tune.events import TuneUpdate
+    from boo_engine.tune.records import RUNNING, find_tune, load_kernels
+
+    holder = {}
+
+    def listener(event):
+        if isinstance(event, TuneUpdate) and event.stage == "tiles" and event.tried >= 1 and "t" not in holder:
+            holder["t"] = threading.Thread(target=holder["tuner"].stop)   # as a front end: from another thread
+            holder["t"].start()
+
+    settings = TuneSettings(out_dir=str(tmp_path / "out"), db_path=str(tmp_path / "t.db"),
+                            cache_dir=str(tmp_path / "kernels"), budget=12, batch=2)
+    holder["tuner"] = tuner = Tuner(settings, listener=listener)
+    kernels = tuner.run(["gemm --a_w 32 --a_h 32 --b_w 32"])
+    (k,) = kernels.values()
+    assert tuner.stopped and k.status == RUNNING, (k.status, k.message)
+    with Store(tmp_path / "t.db") as store:
+        assert find_tune(store, "last")["status"] == "interrupted"
+        stored = load_kernels(store, tuner.tune_id)
+    assert stored[k.func_name].status == RUNNING
+    assert all("interrupted" not in (t.error or "") for t in stored[k.func_name].tried)
+
+
+def test_a_gpu_target_without_the_gpu_compiles_its_candidates_and_measures_none(tmp_path):
+    """hip:gfx942 on this CPU-only host: candidates from the search's own sampler, compiled (specs applied),
+    nothing measured, no verdict; the cache now holds them for the machine with the GPU."""
+    r = _cli("gemmfp16 --a_w 64 --a_h 128 --b_w 128 -F 1", "--target", "hip:gfx942", "--budget", "4",
+             "--db", str(tmp_path / "t.db"), "--out", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "k"))
+    assert r.returncode == 0, r.stderr
+    with sqlite3.connect(tmp_path / "t.db") as c:
+        kernel = c.execute("SELECT status, message FROM tune_kernels").fetchone()
+        cands = c.execute("SELECT status, error, spec FROM tune_candidates").fetchall()
+        runs = c.execute("SELECT count(*) FROM results").fetchone()[0]
+    assert kernel[0] == "compiled_only" and "hip:gfx942" in kernel[1], kernel
+    assert len(cands) == 4 and runs == 0
+    assert all(s == "compiled" for s, _, _ in cands), cands
+    assert all(spec and "iree_gpu.lowering_config" in spec for _, _, spec in cands)
