@@ -167,17 +167,6 @@ def _inside(text: str, head: str) -> str | None:
     start = i + len(head)
     end = angle_end(text, start)
     return text[start:end] if end >= 0 else None
-    start = i + len(head)
-    depth = 1
-    for j in range(start, len(text)):
-        c = text[j]
-        if c == "<":
-            depth += 1
-        elif c == ">" and text[j - 1] != "-":
-            depth -= 1
-            if depth == 0:
-                return text[start:j]
-    return None
 
 
 def split_top(text: str) -> list[str]:
