@@ -98,6 +98,8 @@ def compile_only(tuner: Tuner, commands: Sequence[tuple[str, str, Command]]) -> 
                     if variant.tuning_specs and not spec_applied(art.configs_dir, base.configs_dir,
                                                                  variant.tuning_specs).applied:
                         t.status, t.error = NOT_APPLIED, "the spec matched no op (not applied)"
+                    elif variant.substitutions and not _marked(art.configs_dir):   # cuda: a substituted dispatch
+                        t.status, t.error = NOT_APPLIED, "the substituted dispatch lost its configuration"
                 except BooError as e:
                     t.status, t.error = COMPILE_FAILED, first_line(str(e))
                 tuner.records.save_candidate(t)
@@ -111,3 +113,11 @@ def compile_only(tuner: Tuner, commands: Sequence[tuple[str, str, Command]]) -> 
             tuner.records.save_kernel(k)
             out[func] = k
     return out
+
+
+def _marked(configs_dir: str) -> bool:
+    from pathlib import Path
+
+    from ..variants.common import SPEC_MARKER
+
+    return any(SPEC_MARKER in p.read_text(errors="replace") for p in Path(configs_dir).glob("*.mlir"))

@@ -259,6 +259,21 @@ class Tuner:
         """The variant that builds `cand` (its spec written under out_dir/candidates/) and the spec text."""
         specs: tuple[str, ...] = ()
         text = None
+        form = cand.choice.formulation
+        forms = ((cand.func_name, form),) if form else ()
+        target = self.session.target.kind if self.session is not None else "cpu"
+        if target == "cuda" and cand.info is not None and cand.root is not None and cand.root.source:
+            # IREE 3.13's cuda pipeline ignores tuning specs: the reconfigured dispatch is substituted instead
+            from ..variants.common import SPEC_MARKER
+            from .gpu_dispatch import configured_source
+
+            text = configured_source(Path(cand.root.source).read_text(), cand.root, cand.info, SPEC_MARKER)
+            path = Path(self.settings.out_dir) / "candidates" / cand.func_name / f"{cand.key}.mlir"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(path, text)
+            return Variant(name=f"t-{cand.key}", flags=cand.choice.flags, kernels=(cand.func_name,),
+                           substitutions=(("source", cand.root.dispatch, str(path.resolve())),),
+                           kernel_formulations=forms), text
         if cand.info is not None and cand.root is not None:
             text = spec_module([SpecEntry(symbol(f"match_{cand.key}"), cand.root, cand.info, (cand.describe(),))],
                                header=(f"boo-tui tune candidate {cand.key} for {cand.func_name}",))
@@ -266,9 +281,8 @@ class Tuner:
             path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(path, text)
             specs = (str(path.resolve()),)
-        form = cand.choice.formulation
         return Variant(name=f"t-{cand.key}", tuning_specs=specs, flags=cand.choice.flags, kernels=(cand.func_name,),
-                       kernel_formulations=((cand.func_name, form),) if form else ()), text
+                       kernel_formulations=forms), text
 
 
 def _root_summary(root: RootOp | None) -> dict[str, Any] | None:
