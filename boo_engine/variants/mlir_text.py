@@ -37,18 +37,12 @@ def balanced_after(text: str, prefix: str) -> list[str]:
     i = text.find(prefix)
     while i >= 0:
         j = i + len(prefix)
-        depth, k = 0, j
-        while k < len(text):
-            c = text[k]
-            if c == "<":
-                depth += 1
-            elif c == ">" and text[k - 1] != "-":
-                depth -= 1
-                if depth == 0:
-                    break
-            elif depth == 0 and c in ",}":
-                break
-            k += 1
+        delim = min((d for d in (text.find(",", j), text.find("}", j)) if d >= 0), default=len(text))
+        lt = text.find("<", j)
+        k = delim   # a plain value ends at (and keeps) its delimiter
+        if 0 <= lt < delim:
+            k = angle_end(text, lt + 1)
+            k = len(text) if k < 0 else k
         out.append(" ".join(text[j:k + 1].split()))
         i = text.find(prefix, k)
     return out
