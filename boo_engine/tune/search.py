@@ -174,7 +174,11 @@ class Tuner:
             for i, (func, jid) in enumerate(unique.items(), 1):
                 self.emit(TuneUpdate(func_name=func, command=session.jobs[jid].command, index=i, total=total,
                                       stage="baseline", baseline_job=jid))
-            session.start(todo, iters=STAGE_ITERS, min_time_s=s.screen_s)
+            try:
+                session.start(todo, iters=STAGE_ITERS, min_time_s=s.screen_s)
+            except BooError:
+                if not self.stopped:   # stopped at this very moment: nothing to measure, the tune stays resumable
+                    raise
             session.wait()
             if session.run_id is not None:
                 records.link_run(session.run_id)
