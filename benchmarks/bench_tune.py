@@ -20,6 +20,7 @@ import argparse
 import math
 import sqlite3
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -148,7 +149,7 @@ def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("file", nargs="?", default=str(ROOT / "sample_commands.txt"))
     p.add_argument("--budget", type=int, default=32)
-    p.add_argument("--out", default="/tmp/bench_tune")
+    p.add_argument("--out", default=str(Path(tempfile.gettempdir()) / "bench_tune"))
     p.add_argument("--cache-dir", default=None)
     p.add_argument("--stability", action="store_true")
     args = p.parse_args()
