@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..compare import Verdict, compare_samples
 from ..errors import BooError, first_line
-from ..fsutil import atomic_write
 from ..results import CANCELLED, DONE, INTERRUPTED, JobResult
 from ..variants import Variant
 from .events import TuneLog, TuneUpdate
@@ -26,7 +25,7 @@ from .records import (
     Tried,
     TunedKernel,
 )
-from .space import Candidate, GlobalChoice, SearchSpace
+from .space import Candidate, GlobalChoice, SearchSpace, new_study
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -54,7 +53,7 @@ class KernelSearch:
         assert self.tuner.session is not None
         return self.tuner.session
 
-    def best(self, n: int = 1) -> Tried | None:
+    def best(self) -> Tried | None:
         ranked = self.ranked()
         return ranked[0] if ranked else None
 
@@ -139,11 +138,8 @@ class KernelSearch:
         """Propose tile configurations with optuna's TPE sampler, `batch` at a time, telling it each ratio."""
         import optuna
 
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
         s = self.tuner.settings
-        sampler = optuna.samplers.TPESampler(seed=s.seed, n_startup_trials=min(10, max(2, budget // 3)),
-                                             multivariate=True)
-        study = optuna.create_study(direction="minimize", sampler=sampler)
+        study = new_study(s.seed, budget)
         names = list(space.choices)
         proposed = 0
         stale = 0
@@ -258,15 +254,9 @@ class KernelSearch:
         session = self.session
         if t.job_id is not None and t.job_id in session.jobs:
             return
-        specs: tuple[str, ...] = ()
-        if t.spec:
-            path = Path(self.tuner.settings.out_dir) / "candidates" / t.func_name / f"{t.key}.mlir"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(path, t.spec)
-            specs = (str(path.resolve()),)
-        form = t.params.get("formulation")
-        variant = Variant(name=t.variant, tuning_specs=specs, flags=tuple(t.params.get("flags") or ()),
-                          kernels=(t.func_name,), kernel_formulations=((t.func_name, form),) if form else ())
+        root = t.params.get("root") or {}
+        variant = self.tuner.candidate_variant(t.func_name, t.key, t.spec, t.params.get("flags") or (),
+                                               t.params.get("formulation"), root.get("dispatch"))
         base = session.jobs[self.base_id]
         jobs = [j for j in session.add_variant(variant) if j.command == base.command]
         t.job_id = jobs[0].job_id if jobs else None

@@ -16,7 +16,7 @@ from ..errors import BooError, first_line
 from ..variants import spec_applied
 from .dispatch import read_root
 from .records import COMPILE_FAILED, KERNEL_FAILED, NOT_APPLIED, Tried, TunedKernel
-from .space import Candidate, GlobalChoice, SearchSpace, global_choices, tile_space
+from .space import Candidate, GlobalChoice, SearchSpace, global_choices, new_study, tile_space
 
 if TYPE_CHECKING:
     from ..commands import Command
@@ -40,9 +40,7 @@ def propose(space: SearchSpace, func_name: str, choice: GlobalChoice, budget: in
     """`budget` valid candidates from the sampler the search starts with (no measurement to learn from)."""
     import optuna
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=min(10, max(2, budget // 3)), multivariate=True)
-    study = optuna.create_study(direction="minimize", sampler=sampler)
+    study = new_study(seed, budget)
     out: dict[str, Candidate] = {}
     for _ in range(20 * budget):
         if len(out) >= budget:

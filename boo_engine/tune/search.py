@@ -260,33 +260,43 @@ class Tuner:
 
     # ---- candidates as variants -------------------------------------------------------------------------
     def variant_for(self, cand: Candidate) -> tuple[Variant, str | None]:
-        """The variant that builds `cand` (its spec written under out_dir/candidates/) and the spec text."""
-        specs: tuple[str, ...] = ()
+        """The variant that builds `cand` and the text that configures its root op (a spec, or on cuda the
+        reconfigured dispatch), written under out_dir/candidates/."""
         text = None
-        form = cand.choice.formulation
-        forms = ((cand.func_name, form),) if form else ()
-        target = self.session.target.kind if self.session is not None else "cpu"
-        if target == "cuda" and cand.info is not None and cand.root is not None and cand.root.source:
-            # IREE 3.13's cuda pipeline ignores tuning specs: the reconfigured dispatch is substituted instead
-            from ..variants.common import SPEC_MARKER
-            from .gpu_dispatch import configured_source
-
-            text = configured_source(Path(cand.root.source).read_text(), cand.root, cand.info, SPEC_MARKER)
-            path = Path(self.settings.out_dir) / "candidates" / cand.func_name / f"{cand.key}.mlir"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(path, text)
-            return Variant(name=f"t-{cand.key}", flags=cand.choice.flags, kernels=(cand.func_name,),
-                           substitutions=(("source", cand.root.dispatch, str(path.resolve())),),
-                           kernel_formulations=forms), text
         if cand.info is not None and cand.root is not None:
-            text = spec_module([SpecEntry(symbol(f"match_{cand.key}"), cand.root, cand.info, (cand.describe(),))],
-                               header=(f"boo-tui tune candidate {cand.key} for {cand.func_name}",))
-            path = Path(self.settings.out_dir) / "candidates" / cand.func_name / f"{cand.key}.mlir"
+            if self._substitutes() and cand.root.source:
+                from ..variants.common import SPEC_MARKER
+                from .gpu_dispatch import configured_source
+
+                text = configured_source(Path(cand.root.source).read_text(), cand.root, cand.info, SPEC_MARKER)
+            else:
+                text = spec_module([SpecEntry(symbol(f"match_{cand.key}"), cand.root, cand.info,
+                                              (cand.describe(),))],
+                                   header=(f"boo-tui tune candidate {cand.key} for {cand.func_name}",))
+        dispatch = cand.root.dispatch if cand.root is not None else None
+        return self.candidate_variant(cand.func_name, cand.key, text, cand.choice.flags, cand.choice.formulation,
+                                      dispatch), text
+
+    def candidate_variant(self, func: str, key: str, text: str | None, flags: Sequence[str], form: str | None,
+                          dispatch: str | None) -> Variant:
+        """The kernel-scoped variant of a candidate (also of one a resumed tune stored): `text` written under
+        out_dir/candidates/ and passed as a tuning spec, or on cuda substituted for `dispatch`."""
+        specs: tuple[str, ...] = ()
+        subs: tuple[tuple[str, str, str], ...] = ()
+        if text is not None:
+            path = Path(self.settings.out_dir) / "candidates" / func / f"{key}.mlir"
             path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(path, text)
-            specs = (str(path.resolve()),)
-        return Variant(name=f"t-{cand.key}", tuning_specs=specs, flags=cand.choice.flags, kernels=(cand.func_name,),
-                       kernel_formulations=forms), text
+            if self._substitutes() and dispatch:
+                subs = (("source", dispatch, str(path.resolve())),)
+            else:
+                specs = (str(path.resolve()),)
+        return Variant(name=f"t-{key}", tuning_specs=specs, substitutions=subs, flags=tuple(flags), kernels=(func,),
+                       kernel_formulations=((func, form),) if form else ())
+
+    def _substitutes(self) -> bool:
+        """IREE 3.13's cuda pipeline ignores tuning specs: a candidate's configuration is substituted instead."""
+        return self.session is not None and self.session.target.kind == "cuda"
 
 
 def _root_summary(root: RootOp | None) -> dict[str, Any] | None:

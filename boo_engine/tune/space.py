@@ -239,3 +239,14 @@ def tile_space(root: RootOp) -> TileSpace:
 
 def _capped(values: Sequence[int], bound: int) -> tuple[int, ...]:
     return tuple(sorted({min(v, bound) for v in values}))
+
+
+def new_study(seed: int, budget: int) -> Any:
+    """The optuna study every tile search uses, live or offline: TPE, seeded, its start-up trials (seeded random
+    proposals) a third of the budget within [2, 10], so an offline tune proposes the start-up candidates a live
+    one will."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=min(10, max(2, budget // 3)), multivariate=True)
+    return optuna.create_study(direction="minimize", sampler=sampler)
