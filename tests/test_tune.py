@@ -211,3 +211,12 @@ def test_a_gpu_target_without_the_gpu_compiles_its_candidates_and_measures_none(
     assert len(cands) == 4 and runs == 0
     assert all(s == "compiled" for s, _, _ in cands), cands
     assert all(spec and "iree_gpu.lowering_config" in spec for _, _, spec in cands)
+
+
+def test_an_output_folder_that_cannot_be_written_is_refused_before_any_work(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")   # (a read-only folder would not stop root, who runs CI here)
+    r = _cli("gemm --a_w 8 --a_h 8 --b_w 8", "--db", str(tmp_path / "t.db"), "--out", str(blocker / "out"))
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and "--out" in lines[0], r.stderr
+    assert not (tmp_path / "t.db").exists()   # nothing started

@@ -11,6 +11,7 @@ Exit codes: 0 done (whether or not anything was faster), 2 usage errors, 1 a fai
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 import threading
@@ -104,6 +105,12 @@ def _main(args: argparse.Namespace, argv: list[str]) -> int:
         parse_target(args.target)   # TargetError: one line, before anything starts
     if args.defaults:
         return _run_defaults(args)
+    try:   # before any work: candidates' specs are written there as the search goes, the results at the end
+        os.makedirs(args.out, exist_ok=True)
+        if not os.access(args.out, os.W_OK):
+            raise PermissionError(f"{args.out} is not writable")
+    except OSError as e:
+        return fail(PROG, f"--out {args.out}: {e.strerror or e}")
     from ..tune.search import Tuner, TuneSettings
 
     settings = TuneSettings(
