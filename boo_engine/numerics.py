@@ -42,7 +42,8 @@ def _as_tuple(x: torch.Tensor | Sequence[torch.Tensor]) -> tuple[torch.Tensor, .
 
 
 def _f64(args: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
-    return tuple(a.detach().cpu().to(torch.float64) for a in args)
+    """float64 copies of the floating-point arguments; integer and bool arguments (indices, masks) as they are."""
+    return tuple(a.detach().cpu().to(torch.float64) if a.is_floating_point() else a.detach().cpu() for a in args)
 
 
 def numerics_verdict(sig: OpSignature, args: Sequence[torch.Tensor],
@@ -88,6 +89,8 @@ def _judge_output(kernel: torch.Tensor, ref: torch.Tensor, torch_low: torch.Tens
         st.update(max_abs_err=math.inf, max_rel_err=math.inf)
         return st, [f"shape {tuple(kernel.shape)} != reference {tuple(ref.shape)}"]
     k = kernel.detach().cpu().to(torch.float64)
+    # integer / bool results (argmax, masks) are compared as numbers: a correct kernel's errors are all 0
+    ref, exact = ref.to(torch.float64), exact.to(torch.float64)
     t_err = torch_low.detach().cpu().to(torch.float64) - exact
     nan_k, nan_r = torch.isnan(k), torch.isnan(ref)
     why: list[str] = []

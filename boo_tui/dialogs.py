@@ -103,7 +103,7 @@ def validate_command(text: str) -> str | None:
     from boo_engine.errors import BooError
 
     try:
-        parse_invocation(text)
+        parse_invocation(text, check=False)   # syntax only (an aten:: op is resolved by the engine)
     except BooError as e:
         return str(e)
     return None

@@ -222,7 +222,7 @@ def describe_command(command: str) -> dict[str, Any] | str:
     try:
         from boo_engine.commands import parse_command
 
-        return dict(parse_command(command).describe())
+        return dict(parse_command(command, check=False).describe())   # syntax only: no torch on the UI thread
     except Exception as e:  # noqa: BLE001 - shown to the user, whatever the reason
         return f"{type(e).__name__}: {e}"
 
@@ -233,6 +233,6 @@ def shape_label(command: str) -> str:
     try:
         from boo_engine.commands import parse_command
 
-        return parse_command(command).shape_label
+        return parse_command(command, check=False).shape_label
     except Exception:  # noqa: BLE001 - a bad command is a failed job: its row shows the error, not a shape
         return ""

@@ -160,10 +160,7 @@ def run_spec(spec: BenchSpec, cache: RuntimeCache, send: Callable[[list[float]],
         call, outputs, driver = kernel.call, kernel.outputs, kernel.driver
     else:
         targs = tuple(a.to(device) for a in args)
-        ref = spec.sig.reference
-
-        def call() -> object:
-            return ref(*targs)
+        call = spec.sig.eager(*targs)
 
         def outputs() -> tuple[Any, ...]:
             return _as_tensor_tuple(call())

@@ -5,6 +5,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from boo_engine.commands.aten import aten_text
 from boo_engine.commands.flags import split_timing_args
 from boo_engine.commands.registry import parse_op_tokens, tokenize
 from boo_engine.errors import CommandError
@@ -29,16 +30,23 @@ class Command:
     time: int = 1
 
 
-def parse_invocation(cmd: str | Sequence[str]) -> Command:
-    """Parse a full command line, timing args included."""
+def parse_invocation(cmd: str | Sequence[str], *, check: bool = True) -> Command:
+    """Parse a full command line, timing args included.
+
+    `check=True` also runs the signature's deeper checks (`OpSignature.check`: for an `aten::` line, that torch
+    has the op and an overload takes the recorded arguments, which imports torch). `check=False` is syntax
+    only and never imports torch: what a dashboard labelling rows on its own thread wants."""
     tokens = tokenize(cmd)
     rest, iters, time = split_timing_args(tokens)
     if not rest:
         raise CommandError("command has no op (only timing args)")
     signature = parse_op_tokens(rest)
-    return Command(signature=signature, text=shlex.join(rest), tokens=tuple(rest), iters=iters, time=time)
+    if check:
+        signature.check()
+    text = aten_text(rest) or shlex.join(rest)
+    return Command(signature=signature, text=text, tokens=tuple(rest), iters=iters, time=time)
 
 
-def parse_command(cmd: str | Sequence[str]) -> OpSignature:
+def parse_command(cmd: str | Sequence[str], *, check: bool = True) -> OpSignature:
     """Parse a command line into its kernel's signature (timing args accepted and ignored)."""
-    return parse_invocation(cmd).signature
+    return parse_invocation(cmd, check=check).signature

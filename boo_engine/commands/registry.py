@@ -5,6 +5,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from boo_engine.commands.aten import is_aten_word, parse_aten
 from boo_engine.commands.bnorm import parse_bnorm
 from boo_engine.commands.conv import parse_conv
 from boo_engine.commands.gemm import parse_gemm
@@ -69,9 +70,11 @@ def parse_op_tokens(tokens: Sequence[str]) -> OpSignature:
     """tokens[0] is the op word, the rest its flags (timing args already removed). Error messages start with the
     op family (`conv: ...` for a convbfp16 command too), matching the signatures' own validation."""
     word = tokens[0]
+    if is_aten_word(word):
+        return parse_aten(word, list(tokens[1:]))
     entry = OPS.get(word)
     if entry is None:
         shown = word if len(word) <= 40 else word[:37] + "..."
-        raise CommandError(f"unknown op {shown!r} (expected one of {', '.join(sorted(OPS))})")
+        raise CommandError(f"unknown op {shown!r} (expected one of {', '.join(sorted(OPS))}, or aten::NAME)")
     # messages name the family ("conv: ..." for convbfp16 too), as the signatures' own validation does
     return entry.parser(entry.family, entry.dtype_name, list(tokens[1:]))

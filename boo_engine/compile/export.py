@@ -28,9 +28,16 @@ def export_mlir(sig: OpSignature, formulation: str = DEFAULT_FORMULATION) -> str
 
     check_formulation(sig, formulation)
     try:
+        sig.check()   # an aten:: call resolves its overload now, outside export's fake-tensor tracing
         args = fake_sample_args(sig)
         with torch.no_grad():
             program = torch.export.export(sig.as_module(formulation), args, strict=False)
+            if sig.decompose_for_export:
+                import warnings
+
+                with warnings.catch_warnings():   # torch 2.13 warns about its own pytree internals here
+                    warnings.simplefilter("ignore", FutureWarning)
+                    program = program.run_decompositions()
         importer = FxImporter(context=ir.Context())
         importer.import_frozen_program(program, func_name=FUNC_NAME)
         text = str(importer.module)

@@ -17,7 +17,8 @@ def compile_flags(sig: OpSignature, target: Target, variant: Variant = BASELINE,
                   extra_flags: Sequence[str] = ()) -> list[str]:
     """Every iree-compile flag that shapes the artifact, in order: target, per-op-class defaults, variant,
     extra. Later flags win, so a variant can override a default (e.g. `--iree-opt-data-tiling=false`)."""
-    return (["--iree-input-type=torch"] + target.compile_flags() + per_op_default_flags(sig, target)
+    return (["--iree-input-type=torch"] + sig.required_compile_flags() + target.compile_flags()
+            + per_op_default_flags(sig, target)
             + variant.compile_flags() + variant.flags_for(sig.func_name) + list(extra_flags))
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import abc
 import functools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ._lazy import torch
@@ -20,8 +20,10 @@ if TYPE_CHECKING:
 #: the formulation every kernel has: the export its signature's `reference` gives (see OpSignature.formulations)
 DEFAULT_FORMULATION = "default"
 
-#: bytes per element of each supported dtype (names as in kernel names: float32, float16, bfloat16)
-ELEMENT_BYTES: dict[str, int] = {"float32": 4, "float16": 2, "bfloat16": 2}
+#: bytes per element of each supported dtype (names as in kernel names and torch: float32, float16, bfloat16; the
+#: float64 / integer / bool types are for aten:: calls, whose arguments may be indices, masks or doubles)
+ELEMENT_BYTES: dict[str, int] = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int64": 8, "int32": 4,
+                                 "int16": 2, "int8": 1, "uint8": 1, "bool": 1}
 
 
 class _TorchDtypes(Mapping):
@@ -131,6 +133,12 @@ class OpSignature(abc.ABC):
         numerics can call it with float64 copies. Must be traceable by torch.export (no data-dependent Python
         control flow), because `as_module()` wraps it for export to MLIR."""
 
+    def eager(self, *args: torch.Tensor) -> Callable[[], Any]:
+        """A zero-argument callable running the op on `args` as eager torch does in a model: what the torch
+        backend times. Work that belongs to making the inputs (an aten call's strided views of its buffers) is
+        done here, once, not in every timed call."""
+        return functools.partial(self.reference, *args)
+
     # ---- formulations ---------------------------------------------------------------------------------
     def formulations(self) -> tuple[str, ...]:
         """The ways this kernel can be written for export, DEFAULT_FORMULATION ("default": `reference` itself)
@@ -161,6 +169,20 @@ class OpSignature(abc.ABC):
         if problem is not None:
             raise ValueError(problem)
         return _reference_module_class()(self, formulation)
+
+    def check(self) -> None:
+        """Checks beyond the fields that may import torch (an `aten::` call resolves its overload here). Raises
+        CommandError; parsing calls it unless asked for syntax only."""
+        return None
+
+    #: whether export lowers the program to core aten ops first (torch's default decompositions): only for ops
+    #: IREE's torch input does not lower itself (an `aten::` call of, say, native_layer_norm_backward)
+    decompose_for_export: bool = False
+
+    def required_compile_flags(self) -> list[str]:
+        """iree-compile flags this kernel cannot compile correctly without (e.g. keeping float64 arguments);
+        part of the compile flags and so of the cache key."""
+        return []
 
     # ---- cost model -----------------------------------------------------------------------------------
     @property
