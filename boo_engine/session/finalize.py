@@ -55,7 +55,7 @@ class Finalizer:
         if not result.samples_us:
             self._recorder.finish(result, FAILED, error="no samples were measured")
             return
-        result.stats = compute_stats(result.samples_us, flops=sig.flops, bytes_=sig.bytes)
+        result.stats = compute_stats(result.samples_us, flops=sig.flops or None, bytes_=sig.bytes)  # 0: no formula
         load = result.host_load if job.load_cpu_s >= HOST_LOAD_RESOLUTION_S else None
         result.noisy, result.noise_reason = noise_check(result.stats, load)
         if job.backend == IREE and job.artifact is not None:
