@@ -58,6 +58,25 @@ MODEL = textwrap.dedent('''
         return nn.Linear(32, 12, bias=False)
 
 
+    def plain_norm():
+        return nn.Sequential(nn.Linear(16, 16), nn.LayerNorm(16, elementwise_affine=False))
+
+
+    class Shapes(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1 = nn.Conv1d(4, 6, 5, stride=2, padding=2, dilation=1)
+            self.up = nn.ConvTranspose2d(4, 8, 3, stride=2, padding=1, output_padding=1, groups=2)
+            self.c3 = nn.Conv3d(4, 4, (1, 3, 3), padding=(0, 1, 1), dilation=(1, 2, 2), bias=False)
+
+        def forward(self, x1, x2, x3):
+            return self.c1(x1), self.up(x2), self.c3(x3)
+
+
+    def shapes():
+        return Shapes()
+
+
     def broken():
         raise RuntimeError("no weights for this net\\nsecond line")
 
@@ -223,6 +242,28 @@ def test_bfloat16_input_runs_the_model_in_bfloat16(model_file, tmp_path):
     (cmd,) = [c for _, _, c in read_commands(out)[1]]
     assert cmd.startswith("gemmbfp16 ")
     assert parse_command(cmd) == GemmSignature("bfloat16", m=4, k=32, n=12, trans_b=True)
+
+
+def test_layernorm_without_affine_is_mode_0(model_file, tmp_path):
+    out = tmp_path / "ln.txt"
+    assert main(["capture", f"{model_file}:plain_norm", "--input", "4x16", "--backward", "-o", str(out)]) == 0
+    lns = {parse_command(c) for _, _, c in read_commands(out)[1] if c.startswith("layernorm")}
+    assert {(s.forw, len(s.input_shapes())) for s in lns} == {(1, 1), (2, 4)}, \
+        "forward takes x alone; the input grad takes dLdy, x, mean, rstd"
+    assert all("--mode 0" in c for _, _, c in read_commands(out)[1] if c.startswith("layernorm"))
+
+
+def test_conv_1d_3d_transposed_grouped(model_file, tmp_path):
+    out = tmp_path / "shapes.txt"
+    assert main(["capture", f"{model_file}:shapes", "--input", "2x4x20", "--input", "2x4x5x6",
+                 "--input", "1x4x3x8x8", "-o", str(out)]) == 0
+    sigs = set(signatures(read_commands(out)[1]))
+    assert sigs == {
+        ConvSignature("float32", 2, 4, 6, (20,), (5,), (2,), (2,), (1,), bias=True),
+        ConvSignature("float32", 2, 4, 8, (5, 6), (3, 3), (2, 2), (1, 1), (1, 1), groups=2, bias=True,
+                      transposed=True, output_padding=(1, 1)),
+        ConvSignature("float32", 1, 4, 4, (3, 8, 8), (1, 3, 3), (1, 1, 1), (0, 1, 1), (1, 2, 2)),
+    }
 
 
 def _record_trace(path: Path, record_shapes: bool = True) -> None:
