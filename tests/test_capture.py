@@ -146,7 +146,7 @@ def model_file(tmp_path_factory) -> Path:
 
 
 def capture(model_file: Path, out: Path, *extra: str, inputs=(INPUT,)) -> list[tuple[int, float, str]]:
-    args = ["capture", f"{model_file}:make", "-o", str(out), *extra]
+    args = ["capture", f"{model_file}:make", "-o", str(out), "--threads", "1", *extra]
     for spec in inputs:
         args += ["--input", spec]
     assert main(args) == 0
@@ -301,6 +301,27 @@ def test_trace_import_of_a_real_trace(model_file, tmp_path):
     assert "aten::linear" in names and "aten::softmax" in names
     text = out.read_text()
     assert "self=" in text
+
+
+def test_trace_with_profiler_steps_takes_their_spans_as_the_total(model_file, tmp_path):
+    (tmp_path / "net.py").write_text(MODEL)
+    trace, out = tmp_path / "steps.json", tmp_path / "steps.txt"
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("steps_net", tmp_path / "net.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    net, x = mod.make(), torch.randn(2, 3, 16, 16)
+    sched = torch.profiler.schedule(wait=1, warmup=1, active=2)
+    with torch.no_grad(), torch.profiler.profile(record_shapes=True, schedule=sched,
+                                                 on_trace_ready=lambda p: p.export_chrome_trace(str(trace))) as prof:
+        for _ in range(4):
+            net(x)
+            prof.step()
+    assert main(["capture", "--trace", str(trace), "-o", str(out)]) == 0
+    header, commands = read_commands(out)
+    assert any("2 ProfilerStep# spans" in h for h in header), header
+    assert sum(n for n, _, _ in commands) == 2 * 14, "the two recorded steps' calls, the warm-up's left out"
 
 
 def test_trace_import_and_live_capture_agree_on_the_commands(forward, tmp_path):

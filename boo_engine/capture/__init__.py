@@ -41,27 +41,30 @@ __all__ = [
 ]
 
 
-def _summary(commands: Sequence[Captured], trace: TraceCalls) -> str:
+def _summary(commands: Sequence[Captured], trace: TraceCalls, per_pass: bool) -> str:
     miopen = sum(1 for c in commands if not c.command.startswith("aten::"))
-    return (f"{len(commands)} commands ({miopen} MIOpenDriver, {len(commands) - miopen} aten) from "
-            f"{len(trace.calls)} calls; {trace.dropped} non-compute ops left out (views, copies, allocations, "
+    calls, dropped = len(trace.calls), trace.dropped
+    if per_pass:
+        calls, dropped = calls // trace.steps, dropped // trace.steps
+    return (f"{len(commands)} commands ({miopen} MIOpenDriver, {len(commands) - miopen} aten) from {calls} calls"
+            f"{' a pass' if per_pass else ''}; {dropped} non-compute ops left out (views, copies, allocations, "
             "0-d bookkeeping)")
 
 
 def model_commands(model_spec: str, inputs: Sequence[InputSpec], *, backward: bool = False,
-                   layout: str | None = None, eval_mode: bool = False) -> str:
-    """The commands file of one captured pass of a model (see model.capture_model)."""
-    cap = capture_model(model_spec, inputs, backward=backward, layout=layout, eval_mode=eval_mode)
-    commands = merge(cap.trace.calls)
+                   layout: str | None = None, eval_mode: bool = False, threads: int | None = None) -> str:
+    """The commands file of a captured model (see model.capture_model)."""
+    cap = capture_model(model_spec, inputs, backward=backward, layout=layout, eval_mode=eval_mode, threads=threads)
+    commands = merge(cap.trace.calls, cap.trace.steps)
     header = [f"boo-tui capture of {cap.facts['model']}",
               f"inputs: {cap.facts['inputs']}",
               f"pass: {cap.facts['pass']}; layout: {cap.facts['layout']}; mode: {cap.facts['mode']}",
               f"torch {cap.facts['torch']}",
               f"eager time: {cap.eager_us / 1e3:.3f} ms (median of {cap.eager_runs} passes, profiler off); "
-              f"the recorded pass: {cap.profiled_us / 1e3:.3f} ms with the profiler on",
-              "share = a command's summed time in the recorded pass / the eager time (profiler overhead makes "
-              "small ops look bigger); self = the same of its self time",
-              _summary(commands, cap.trace), ""]
+              f"a recorded pass: {cap.profiled_us / 1e3:.3f} ms (median of {cap.trace.steps}, profiler on)",
+              "calls = per pass; share = a command's summed time in a recorded pass (median over the passes) / the "
+              "eager time (profiler overhead makes small ops look bigger); self = the same of its self time",
+              _summary(commands, cap.trace, True), ""]
     return render(header, commands, cap.eager_us)
 
 
@@ -73,5 +76,5 @@ def trace_commands(path: str) -> str:
               f"total: {trace.total_us / 1e3:.3f} ms = {trace.span_what}",
               "share = a command's summed time in the trace / that total; self = the same of its self time",
               "calls = how many times the trace recorded it (every profiled step counts)",
-              _summary(commands, trace), ""]
+              _summary(commands, trace, False), ""]
     return render(header, commands, trace.total_us)

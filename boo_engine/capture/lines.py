@@ -6,6 +6,7 @@ ordered by share, largest first.
 """
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -43,16 +44,31 @@ class Captured:
     """index of its first call: ties in share keep the model's order"""
 
 
-def merge(calls: Sequence[OpCall]) -> list[Captured]:
-    """Identical commands merged, ordered by summed time, largest first (first call first on ties)."""
-    merged: dict[str, Captured] = {}
+def merge(calls: Sequence[OpCall], steps: int = 1) -> list[Captured]:
+    """Identical commands merged, ordered by summed time, largest first (first call first on ties).
+
+    With `steps` > 1 (a model recorded over several identical passes, one `ProfilerStep#` each), a command's calls,
+    time and self time are the median over the passes of its per-pass sums: one pass's figures, with the noise of
+    a loaded machine damped (on our shared 2-core host single recorded passes differed by 10x)."""
+    per_step: dict[str, list[Captured]] = {}
+    first: dict[str, int] = {}
+    known: dict[str, str] = {}  # the aten line says everything about the call: its command is computed once
     for i, call in enumerate(calls):
-        cmd = command_for(call)
-        entry = merged.setdefault(cmd, Captured(cmd, first=i))
-        entry.calls += 1
-        entry.total_us += call.dur_us
-        entry.self_us += call.self_us
-    return sorted(merged.values(), key=lambda c: (-c.total_us, c.first))
+        key = aten_line(call)
+        cmd = known.get(key)
+        if cmd is None:
+            cmd = known[key] = command_for(call)
+        first.setdefault(cmd, i)
+        rows = per_step.setdefault(cmd, [Captured(cmd) for _ in range(steps)])
+        row = rows[min(call.step, steps - 1)]
+        row.calls += 1
+        row.total_us += call.dur_us
+        row.self_us += call.self_us
+    merged = [Captured(cmd, calls=round(statistics.median(r.calls for r in rows)),
+                       total_us=statistics.median(r.total_us for r in rows),
+                       self_us=statistics.median(r.self_us for r in rows), first=first[cmd])
+              for cmd, rows in per_step.items()]
+    return sorted(merged, key=lambda c: (-c.total_us, c.first))
 
 
 def _pct(part_us: float, total_us: float) -> str:

@@ -116,7 +116,7 @@ class ModelCapture:
     eager_us: float
     eager_runs: int
     profiled_us: float
-    """wall time of the recorded pass, profiler on (after a profiled warm-up pass)"""
+    """median wall time of a recorded pass, profiler on (after a profiled warm-up pass)"""
     facts: dict[str, str]
 
 
@@ -130,10 +130,19 @@ def _call_user(what: str, fn: Callable[[], Any]) -> Any:
 
 
 def capture_model(model_spec: str, inputs: Sequence[InputSpec], *, backward: bool = False,
-                  layout: str | None = None, eval_mode: bool = False, min_time_s: float = 0.5) -> ModelCapture:
-    """Load, run once (warm-up), time eager passes, record one pass; see the module docstring."""
+                  layout: str | None = None, eval_mode: bool = False, threads: int | None = None,
+                  min_time_s: float = 0.5) -> ModelCapture:
+    """Load, run once (warm-up), time eager passes, record RECORDED_PASSES passes; see the module docstring.
+    `threads`: torch's CPU threads (None: torch's default). On a shared 2-core host a small net's pass took 10.9 ms
+    with 2 threads and 1.5 ms with 1 (the other threads' barriers wait for a descheduled one), so a loaded machine
+    wants 1."""
+    if threads is not None and threads < 1:
+        raise CaptureError(f"--threads {threads}: give at least 1")
     factory, where = load_factory(model_spec)
     import torch
+
+    if threads is not None:
+        torch.set_num_threads(threads)
 
     model = _call_user(f"{where}()", factory)
     if not isinstance(model, torch.nn.Module):
@@ -184,13 +193,18 @@ def capture_model(model_spec: str, inputs: Sequence[InputSpec], *, backward: boo
              "pass": "forward + backward of the sum of the outputs" if backward else "forward (no_grad)",
              "layout": "channels_last (--layout nhwc)" if layout == "nhwc" else "as built",
              "mode": "eval" if eval_mode else ("train" if model.training else "eval"),
-             "torch": f"{torch.__version__}, {torch.get_num_threads()} threads"}
+             "torch": f"{torch.__version__}, {torch.get_num_threads()} CPU thread(s)"}
     return ModelCapture(trace, statistics.median(times) * 1e6, len(times), profiled_us, facts)
 
 
+#: passes recorded (one ProfilerStep each): each command's figures are the median over them (lines.merge)
+RECORDED_PASSES = 3
+
+
 def _record(torch: Any, one_pass: Callable[[], None]) -> tuple[TraceCalls, float]:
-    """One pass recorded with the profiler: a profiled warm-up step first (the profiler's own start costs ~1 s the
-    first time in a process and its first step runs cold), then the recorded step, exported as a chrome trace."""
+    """RECORDED_PASSES passes recorded with the profiler, after a profiled warm-up step (the profiler's own start
+    costs ~1 s the first time in a process, and its first step runs cold), exported as one chrome trace. Returns
+    the calls and the median wall time of a recorded pass."""
     from torch.profiler import ProfilerActivity, profile, schedule
 
     fd, tmp = tempfile.mkstemp(prefix="boo-capture-", suffix=".json")
@@ -200,9 +214,9 @@ def _record(torch: Any, one_pass: Callable[[], None]) -> tuple[TraceCalls, float
         with warnings.catch_warnings(), _quiet_stderr():
             warnings.simplefilter("ignore", UserWarning)  # "Profiler clears events at the end of each cycle"
             with profile(activities=[ProfilerActivity.CPU], record_shapes=True,
-                         schedule=schedule(wait=0, warmup=1, active=1),
+                         schedule=schedule(wait=0, warmup=1, active=RECORDED_PASSES),
                          on_trace_ready=lambda p: p.export_chrome_trace(tmp)) as prof:
-                for _ in range(2):
+                for _ in range(1 + RECORDED_PASSES):
                     t0 = time.perf_counter()
                     one_pass()
                     step_s.append(time.perf_counter() - t0)
@@ -212,7 +226,7 @@ def _record(torch: Any, one_pass: Callable[[], None]) -> tuple[TraceCalls, float
     finally:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-    return outermost_calls(data, "the recorded pass"), step_s[-1] * 1e6
+    return outermost_calls(data, "the recorded passes"), statistics.median(step_s[1:]) * 1e6
 
 
 @contextlib.contextmanager

@@ -12,6 +12,7 @@ labels, non-compute aten ops such as aten::t) is looked through.
 """
 from __future__ import annotations
 
+import bisect
 import gzip
 import json
 from dataclasses import dataclass
@@ -37,6 +38,8 @@ class OpCall:
     concrete: list[str]
     dur_us: float
     self_us: float
+    step: int = 0
+    """which `ProfilerStep#` of the trace it ran in (0 when the trace has no steps)"""
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,8 @@ class TraceCalls:
     span_what: str
     dropped: int
     """aten ops looked at and left out as non-compute (views, copies, allocations, 0-d bookkeeping)."""
+    steps: int = 1
+    """the trace's `ProfilerStep#` spans (1 when it has none)"""
 
 
 @dataclass
@@ -119,6 +124,9 @@ def outermost_calls(data: dict[str, Any], source: str = "trace") -> TraceCalls:
                            "torch.profiler.profile(record_shapes=True)")
     markers = [ev for ev in xs if ev.get("cat") == "Trace"]  # "PyTorch Profiler (0)": the profiled region
     tree = [ev for ev in xs if ev.get("cat") != "Trace"]
+    steps = sorted((float(ev["ts"]), float(ev["ts"]) + float(ev["dur"])) for ev in tree
+                   if ev["name"].startswith("ProfilerStep#"))
+    step_starts = [start for start, _ in steps]
     calls: list[OpCall] = []
     dropped = 0
 
@@ -126,7 +134,8 @@ def outermost_calls(data: dict[str, Any], source: str = "trace") -> TraceCalls:
         nonlocal dropped
         name = node.ev["name"]
         if name.startswith("aten::"):
-            call = _call(node)
+            step = max(bisect.bisect_right(step_starts, node.start) - 1, 0)
+            call = _call(node, step)
             if call is not None and is_compute(call):
                 calls.append(call)
                 return
@@ -137,7 +146,11 @@ def outermost_calls(data: dict[str, Any], source: str = "trace") -> TraceCalls:
     roots = _forest(tree)
     for root in roots:
         visit(root)
-    if markers:
+    if steps:
+        # a schedule's warm-up steps run inside the profiled region but are not recorded: the steps are the total
+        total = sum(end - start for start, end in steps)
+        what = f"the trace's {len(steps)} ProfilerStep# spans"
+    elif markers:
         total = max(float(ev["dur"]) for ev in markers)
         what = "the profiled region (the trace's 'PyTorch Profiler' span)"
     else:
@@ -145,10 +158,10 @@ def outermost_calls(data: dict[str, Any], source: str = "trace") -> TraceCalls:
         top = top or roots
         total = max(n.end for n in top) - min(n.start for n in top)
         what = "the span of the top-level CPU events (first start to last end)"
-    return TraceCalls(calls, total, what, dropped)
+    return TraceCalls(calls, total, what, dropped, max(len(steps), 1))
 
 
-def _call(node: _Node) -> OpCall | None:
+def _call(node: _Node, step: int) -> OpCall | None:
     args = node.ev.get("args")
     if not isinstance(args, dict) or "Input Dims" not in args:
         return None
@@ -164,4 +177,5 @@ def _call(node: _Node) -> OpCall | None:
         return None
     dur = node.end - node.start
     self_us = max(dur - sum(c.end - c.start for c in node.children), 0.0)
-    return OpCall(node.ev["name"], dims, [str(t) for t in types], strides, [str(c) for c in concrete], dur, self_us)
+    return OpCall(node.ev["name"], dims, [str(t) for t in types], strides, [str(c) for c in concrete], dur, self_us,
+                  step)

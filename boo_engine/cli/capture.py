@@ -1,6 +1,7 @@
 """`boo-tui capture`: the kernels a model runs, as a commands file.
 
-    boo-tui capture MODEL --input SHAPE[:DTYPE] [--input ...] [--backward] [--layout nhwc] [--eval] -o FILE
+    boo-tui capture MODEL --input SHAPE[:DTYPE] [--input ...] [--backward] [--layout nhwc] [--eval] [--threads N]
+                    -o FILE
     boo-tui capture --trace TRACE.json -o FILE
 
 MODEL is `path/to/file.py:factory` or `package.module:factory`, a callable returning a torch.nn.Module. Exit codes:
@@ -43,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--layout", choices=["nhwc"], default=None,
                    help="nhwc: convert the model and 4-D/5-D inputs to channels_last first")
     p.add_argument("--eval", action="store_true", help="call model.eval() first (default: as the factory built it)")
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="torch CPU threads while capturing (default: torch's; 1 is the steadiest on a busy machine)")
     p.add_argument("--trace", metavar="TRACE.json", default=None,
                    help="read a torch-profiler chrome trace (record_shapes=True) instead of running a model")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="the commands file to write")
@@ -80,19 +83,23 @@ def _main(args: argparse.Namespace) -> int:
     from ..fsutil import atomic_write
 
     if args.trace is not None:
-        if args.model is not None or args.input or args.backward or args.layout or args.eval:
-            raise UsageError("--trace reads a recorded trace: give no MODEL, --input, --backward, --layout or --eval")
+        if args.model is not None or args.input or args.backward or args.layout or args.eval or args.threads:
+            raise UsageError("--trace reads a recorded trace: give no MODEL, --input, --backward, --layout, --eval or "
+                             "--threads")
         check_output(args.output)
         text = trace_commands(args.trace)
     else:
         if args.model is None:
             raise UsageError("give a MODEL (path/to/file.py:factory or package.module:factory) or --trace FILE")
         inputs = [parse_input(s) for s in args.input]
+        if args.threads is not None and args.threads < 1:
+            raise UsageError(f"--threads {args.threads}: give at least 1")
         if ":" not in args.model:
             raise UsageError(f"MODEL {args.model[:120]!r}: expected path/to/file.py:factory or "
                              "package.module:factory")
         check_output(args.output)
-        text = model_commands(args.model, inputs, backward=args.backward, layout=args.layout, eval_mode=args.eval)
+        text = model_commands(args.model, inputs, backward=args.backward, layout=args.layout, eval_mode=args.eval,
+                              threads=args.threads)
     try:
         atomic_write(args.output, text)
     except OSError as e:
