@@ -90,7 +90,7 @@ def main() -> int:
         best_ratio = best_captured / best_eager
         t0 = time.perf_counter()
         text = model_commands(f"{Path(__file__).resolve()}:resnet_like",
-                              [parse_input("x".join(map(str, shape)))])
+                              [parse_input("x".join(map(str, shape)))], threads=args.threads)
         end_to_end = time.perf_counter() - t0
         ops = sum(int(ln.split("calls=")[1].split()[0]) for ln in text.splitlines() if ln.startswith("# boo-tui:"))
         label = "x".join(map(str, shape))
