@@ -1,5 +1,5 @@
 """Capturing a live model: load `FILE.py:factory` or `package.module:factory`, build inputs from `--input` specs,
-time the eager pass without the profiler, then record one pass with torch.profiler and read its chrome trace with
+time the eager pass without the profiler, then record three passes with torch.profiler and read its chrome trace with
 the same converter as `--trace` (trace.py).
 
 Why the profiler: its events carry exactly what BOO's aten lines are made of (names, input dims, dtypes, strides,
