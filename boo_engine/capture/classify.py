@@ -28,6 +28,7 @@ NON_COMPUTE: frozenset[str] = frozenset({
     "resolve_conj", "resolve_neg", "conj", "_conj", "_neg_view",
     # copies and dtype/device moves
     "contiguous", "clone", "copy_", "_copy_from", "_copy_from_and_resize", "to", "_to_copy", "type_as",
+    "slice_backward", "select_backward",  # a view's gradient: zeros with the gradient copied into the view
     # metadata and host reads
     "size", "stride", "dim", "numel", "is_nonzero", "is_same_size", "result_type", "item", "_local_scalar_dense",
     "record_stream", "_has_compatible_shallow_copy_type",
