@@ -324,6 +324,23 @@ def test_trace_with_profiler_steps_takes_their_spans_as_the_total(model_file, tm
     assert sum(n for n, _, _ in commands) == 2 * 14, "the two recorded steps' calls, the warm-up's left out"
 
 
+def test_trace_with_gpu_kernels_says_their_time_is_not_attributed(model_file, tmp_path):
+    (tmp_path / "net.py").write_text(MODEL)
+    trace = tmp_path / "gpu.json"
+    _record_trace(trace)
+    data = json.loads(trace.read_text())
+    first = next(ev for ev in data["traceEvents"] if ev.get("name") == "aten::conv2d")
+    # what a CUDA trace adds beside the CPU ops: a kernel on a stream of its own
+    data["traceEvents"].append({"ph": "X", "cat": "kernel", "name": "implicit_convolve_sgemm", "pid": 0, "tid": 7,
+                                "ts": first["ts"] + 1, "dur": 3.0, "args": {"External id": first["args"]["External id"]}})
+    trace.write_text(json.dumps(data))
+    out = tmp_path / "gpu.txt"
+    assert main(["capture", "--trace", str(trace), "-o", str(out)]) == 0
+    header, commands = read_commands(out)
+    assert any("1 GPU kernel/copy events are not attributed" in h for h in header), header
+    assert not [c for _, _, c in commands if "implicit_convolve" in c]
+
+
 def test_trace_import_and_live_capture_agree_on_the_commands(forward, tmp_path):
     (tmp_path / "net.py").write_text(MODEL)
     trace = tmp_path / "trace.json"

@@ -76,5 +76,9 @@ def trace_commands(path: str) -> str:
               f"total: {trace.total_us / 1e3:.3f} ms = {trace.span_what}",
               "share = a command's summed time in the trace / that total; self = the same of its self time",
               "calls = how many times the trace recorded it (every profiled step counts)",
-              _summary(commands, trace, False), ""]
+              _summary(commands, trace, False)]
+    if trace.device_events:
+        header.append(f"times are the CPU-side op events' (launch time on a GPU); the trace's {trace.device_events} "
+                      "GPU kernel/copy events are not attributed to them")
+    header.append("")
     return render(header, commands, trace.total_us)

@@ -54,6 +54,8 @@ class TraceCalls:
     """aten ops looked at and left out as non-compute (views, copies, allocations, 0-d bookkeeping)."""
     steps: int = 1
     """the trace's `ProfilerStep#` spans (1 when it has none)"""
+    device_events: int = 0
+    """GPU kernels / copies in the trace: their time is not attributed to the ops (the times here are CPU-side)"""
 
 
 @dataclass
@@ -158,7 +160,8 @@ def outermost_calls(data: dict[str, Any], source: str = "trace") -> TraceCalls:
         top = top or roots
         total = max(n.end for n in top) - min(n.start for n in top)
         what = "the span of the top-level CPU events (first start to last end)"
-    return TraceCalls(calls, total, what, dropped, max(len(steps), 1))
+    device = sum(1 for ev in xs if ev.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
+    return TraceCalls(calls, total, what, dropped, max(len(steps), 1), device)
 
 
 def _call(node: _Node, step: int) -> OpCall | None:
