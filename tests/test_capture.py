@@ -77,6 +77,20 @@ MODEL = textwrap.dedent('''
         return Shapes()
 
 
+    class Flaky(nn.Module):
+        calls = 0
+
+        def forward(self, x):
+            Flaky.calls += 1
+            if Flaky.calls == 3:
+                raise ValueError("ran out of cache on call 3")
+            return x * 2
+
+
+    def flaky():
+        return Flaky()
+
+
     def broken():
         raise RuntimeError("no weights for this net\\nsecond line")
 
@@ -407,6 +421,8 @@ def test_bad_inputs_are_one_line_errors(capsys, model_file, tmp_path):
     _fails(capsys, [str(model_file), "--input", INPUT, "-o", out], ":factory")
     _fails(capsys, [f"{model_file}:make", "--input", "2x3x16x16:float17", "-o", out], "float17")
     _fails(capsys, [f"{model_file}:make", "--input", "2x3x16", "-o", out], "the model's", "failed")
+    _fails(capsys, [f"{model_file}:flaky", "--input", INPUT, "-o", out], "a pass of the model failed",
+           "ran out of cache on call 3")
     _fails(capsys, [f"{model_file}:make", "--input", INPUT], "-o")
     _fails(capsys, ["-o", out], "MODEL")
     assert not Path(out).exists()

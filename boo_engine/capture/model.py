@@ -149,13 +149,15 @@ def capture_model(model_spec: str, inputs: Sequence[InputSpec], *, backward: boo
         raise CaptureError(f"{where}() returned a {type(model).__name__}, not a torch.nn.Module")
     floats = {s.dtype for s in inputs if s.dtype in ("float16", "bfloat16", "float64")}
     if len(floats) == 1 and all(s.dtype != "float32" for s in inputs):
-        model = model.to(getattr(torch, floats.pop()))  # a half-precision input: the model runs in it too
+        dtype = getattr(torch, floats.pop())  # a half-precision input: the model runs in it too
+        model = _call_user(f"model.to({dtype})", lambda: model.to(dtype))
     if eval_mode:
-        model.eval()
+        _call_user("model.eval()", model.eval)
     torch.manual_seed(0)
     args = [_make_input(torch, s) for s in inputs]
     if layout == "nhwc":
-        model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+        model = _call_user("model.to(memory_format=torch.channels_last)",
+                           lambda: model.to(memory_format=torch.channels_last))
         args = [_channels_last(torch, a) for a in args]
     grads: list[Any] = []
 
@@ -178,6 +180,21 @@ def capture_model(model_spec: str, inputs: Sequence[InputSpec], *, backward: boo
     _call_user("the model's pass", one_pass)
     # warm-up: the first passes pay for oneDNN primitive creation and allocator growth (a small conv net's first
     # pass took 926 ms, its second 58 ms, later ones 2-14 ms here), so at least 2 more and 0.2 s before timing
+    def checked_pass() -> None:  # the model's own errors as one line; ours (trace reading) stay bugs
+        _call_user("a pass of the model", one_pass)
+
+    times = _eager_times(checked_pass, min_time_s)
+    trace, profiled_us = _record(torch, checked_pass)
+    facts = {"model": where, "inputs": " ".join(map(str, inputs)) or "(none)",
+             "pass": "forward + backward of the sum of the outputs" if backward else "forward (no_grad)",
+             "layout": "channels_last (--layout nhwc)" if layout == "nhwc" else "as built",
+             "mode": "eval" if eval_mode else ("train" if model.training else "eval"),
+             "torch": f"{torch.__version__}, {torch.get_num_threads()} CPU thread(s)"}
+    return ModelCapture(trace, statistics.median(times) * 1e6, len(times), profiled_us, facts)
+
+
+def _eager_times(one_pass: Callable[[], None], min_time_s: float) -> list[float]:
+    """Warm-up, then the wall time of passes (at least 5 and `min_time_s`, at most 100), profiler off."""
     warm_t0 = time.perf_counter()
     for i in range(50):
         if i >= 2 and time.perf_counter() - warm_t0 > min_time_s / 2:
@@ -188,13 +205,7 @@ def capture_model(model_spec: str, inputs: Sequence[InputSpec], *, backward: boo
         t0 = time.perf_counter()
         one_pass()
         times.append(time.perf_counter() - t0)
-    trace, profiled_us = _record(torch, one_pass)
-    facts = {"model": where, "inputs": " ".join(map(str, inputs)) or "(none)",
-             "pass": "forward + backward of the sum of the outputs" if backward else "forward (no_grad)",
-             "layout": "channels_last (--layout nhwc)" if layout == "nhwc" else "as built",
-             "mode": "eval" if eval_mode else ("train" if model.training else "eval"),
-             "torch": f"{torch.__version__}, {torch.get_num_threads()} CPU thread(s)"}
-    return ModelCapture(trace, statistics.median(times) * 1e6, len(times), profiled_us, facts)
+    return times
 
 
 #: passes recorded (one ProfilerStep each): each command's figures are the median over them (lines.merge)
@@ -232,7 +243,8 @@ def _record(torch: Any, one_pass: Callable[[], None]) -> tuple[TraceCalls, float
 @contextlib.contextmanager
 def _quiet_stderr() -> Iterator[None]:
     """Kineto prints `USDT: ... profiler_start` / `profiler_stop` on the process's stderr at every start: keep
-    them off the user's terminal (they are shown when the block fails, in case they explain it)."""
+    them off the user's terminal (they are shown when the block fails with an error of ours or the profiler's, in
+    case they explain it)."""
     try:
         saved = os.dup(2)
     except OSError:
@@ -241,15 +253,18 @@ def _quiet_stderr() -> Iterator[None]:
     with tempfile.TemporaryFile() as sink:
         sys.stderr.flush()
         os.dup2(sink.fileno(), 2)
-        ok = False
+        replay = True
         try:
             yield
-            ok = True
+            replay = False
+        except CaptureError:  # the model's own error, already one line
+            replay = False
+            raise
         finally:
             sys.stderr.flush()
             os.dup2(saved, 2)
             os.close(saved)
-            if not ok:
+            if replay:
                 sink.seek(0)
                 sys.stderr.write(sink.read().decode(errors="replace"))
 
