@@ -250,6 +250,22 @@ def test_nhwc_capture_reads_channels_last_from_the_strides(model_file, tmp_path)
     assert bwd and all(s.in_layout == "NHWC" and s.fil_layout == "NHWC" for s in bwd)
 
 
+def test_eval_mode_batch_norm_is_inference(model_file, tmp_path):
+    sigs = signatures(capture(model_file, tmp_path / "eval.txt", "--eval"))
+    assert BatchNormSignature("float32", (2, 8, 16, 16), "NCHW", True, "forward_inference", run=True) in sigs
+
+
+def test_bfloat16_model_gets_bfp16_lines_and_its_bf16_batch_norm_stays_aten(model_file, tmp_path):
+    out = tmp_path / "bf16net.txt"
+    commands = capture(model_file, out, inputs=("2x3x16x16:bfloat16",))
+    sigs = signatures(commands)
+    assert ConvSignature("bfloat16", 2, 3, 8, (16, 16), (3, 3), (1, 1), (1, 1), (1, 1), bias=True) in sigs
+    assert GemmSignature("bfloat16", m=2, k=32, n=12, trans_b=True) in sigs
+    assert not [s for s in sigs if s.op == "bnorm"], "MIOpen keeps bnorm parameters in float32; these were bf16"
+    (bn,) = [c for _, _, c in commands if c.startswith("aten::batch_norm")]
+    assert aten_lists(bn)[2][:3] == ["c10::BFloat16"] * 3
+
+
 def test_bfloat16_input_runs_the_model_in_bfloat16(model_file, tmp_path):
     out = tmp_path / "bf16.txt"
     assert main(["capture", f"{model_file}:linear_only", "--input", "4x32:bfloat16", "-o", str(out)]) == 0
