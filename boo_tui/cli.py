@@ -34,6 +34,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from boo_engine.cli.tune import main as tune_main
 
         return tune_main(argv[1:])
+    if argv[:1] == ["capture"]:   # `boo-tui capture ...`: a model's kernels as a commands file (cli/capture.py)
+        from boo_engine.cli.capture import main as capture_main
+
+        return capture_main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         return _main(args)

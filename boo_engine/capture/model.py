@@ -1,0 +1,299 @@
+"""Capturing a live model: load `FILE.py:factory` or `package.module:factory`, build inputs from `--input` specs,
+time the eager pass without the profiler, then record three passes with torch.profiler and read its chrome trace with
+the same converter as `--trace` (trace.py).
+
+Why the profiler: its events carry exactly what BOO's aten lines are made of (names, input dims, dtypes, strides,
+concrete scalars, per the chrome trace it exports), plus durations and nesting, so the outermost op of each call
+chain is found by time interval; a dispatch mode would only see the decomposed ops below the composite ones
+(aten.convolution, never aten::conv2d) and would time nothing. Its cost is the profiler's per-op overhead in the
+recorded pass (benchmarks/bench_capture.py measures it); shares are taken over the eager time measured without it.
+
+torch is imported inside the functions: importing this module (and `boo-tui capture --trace`) needs no torch.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import json
+import os
+import re
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import CaptureError, first_line
+from .trace import TraceCalls, outermost_calls
+
+#: --input dtype names -> torch attribute names
+DTYPES = {
+    "float32": "float32", "float": "float32", "fp32": "float32", "float16": "float16", "half": "float16",
+    "fp16": "float16", "bfloat16": "bfloat16", "bf16": "bfloat16", "float64": "float64", "double": "float64",
+    "int64": "int64", "long": "int64", "int32": "int32", "int": "int32", "int16": "int16", "int8": "int8",
+    "uint8": "uint8", "bool": "bool",
+}
+_SHAPE = re.compile(r"[0-9]{1,9}(?:x[0-9]{1,9}){0,15}")
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One model input: its shape and dtype (a key of DTYPES, normalized to the torch name)."""
+
+    shape: tuple[int, ...]
+    dtype: str
+
+    def __str__(self) -> str:
+        return f"{'x'.join(map(str, self.shape)) or 'scalar'}:{self.dtype}"
+
+
+def parse_input(text: str) -> InputSpec:
+    """`2x3x224x224` or `2x3x224x224:float16` (`scalar:float32` for a 0-d input). CaptureError otherwise."""
+    shape_text, _, dtype_text = text.strip().partition(":")
+    dtype = DTYPES.get((dtype_text or "float32").strip().lower())
+    if dtype is None:
+        raise CaptureError(f"--input {text[:80]!r}: unknown dtype {dtype_text[:40]!r} "
+                           f"(one of {', '.join(sorted(set(DTYPES.values())))})")
+    shape_text = shape_text.strip().lower()
+    if shape_text == "scalar":
+        return InputSpec((), dtype)
+    if not _SHAPE.fullmatch(shape_text):
+        raise CaptureError(f"--input {text[:80]!r}: expected a shape like 2x3x224x224, optionally :DTYPE")
+    return InputSpec(tuple(int(d) for d in shape_text.split("x")), dtype)
+
+
+def load_factory(spec: str) -> tuple[Callable[[], Any], str]:
+    """`path/to/file.py:factory` or `package.module:factory` -> (the factory, where it came from). CaptureError
+    when the spec has no `:factory`, the module fails to import (its message) or has no such callable."""
+    where, sep, name = spec.rpartition(":")
+    if not sep or not where or not name.isidentifier():
+        raise CaptureError(f"MODEL {spec[:120]!r}: expected path/to/file.py:factory or package.module:factory")
+    if where.endswith(".py") or os.sep in where or "/" in where:
+        path = Path(where)
+        if not path.is_file():
+            raise CaptureError(f"model file {where} does not exist")
+        mod_name = f"_boo_capture_{path.stem}"
+        try:
+            loader_spec = importlib.util.spec_from_file_location(mod_name, path)
+            if loader_spec is None or loader_spec.loader is None:
+                raise ImportError(f"cannot load {path}")
+            module = importlib.util.module_from_spec(loader_spec)
+            sys.modules[mod_name] = module
+            sys.path.insert(0, str(path.resolve().parent))  # its sibling modules import as in a script
+            try:
+                loader_spec.loader.exec_module(module)
+            finally:
+                with contextlib.suppress(ValueError):
+                    sys.path.remove(str(path.resolve().parent))
+        except BaseException as e:  # noqa: BLE001 - the user's module: anything it raises is its message
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            raise CaptureError(f"cannot import {where}: {first_line(e)}") from None
+    else:
+        try:
+            module = importlib.import_module(where)
+        except BaseException as e:  # noqa: BLE001
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            raise CaptureError(f"cannot import {where}: {first_line(e)}") from None
+    factory = getattr(module, name, None)
+    if not callable(factory):
+        raise CaptureError(f"{where} has no callable {name!r}")
+    return factory, f"{where}:{name}"
+
+
+@dataclass(frozen=True)
+class ModelCapture:
+    """What one capture found: the calls (trace.py), the eager time shares are taken of, and facts for the
+    header."""
+
+    trace: TraceCalls
+    eager_us: float
+    eager_runs: int
+    profiled_us: float
+    """median wall time of a recorded pass, profiler on (after a profiled warm-up pass)"""
+    facts: dict[str, str]
+
+
+def _call_user(what: str, fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # noqa: BLE001 - the user's code: one line, exit 2
+        raise CaptureError(f"{what} failed: {first_line(e)}") from None
+
+
+def capture_model(model_spec: str, inputs: Sequence[InputSpec], *, backward: bool = False,
+                  layout: str | None = None, eval_mode: bool = False, threads: int | None = None,
+                  min_time_s: float = 0.5) -> ModelCapture:
+    """Load, run once (warm-up), time eager passes, record RECORDED_PASSES passes; see the module docstring.
+    `threads`: torch's CPU threads (None: torch's default). On a shared 2-core host a small net's pass took 10.9 ms
+    with 2 threads and 1.5 ms with 1 (the other threads' barriers wait for a descheduled one), so a loaded machine
+    wants 1."""
+    if threads is not None and threads < 1:
+        raise CaptureError(f"--threads {threads}: give at least 1")
+    factory, where = load_factory(model_spec)
+    import torch
+
+    if threads is not None:
+        torch.set_num_threads(threads)
+
+    model = _call_user(f"{where}()", factory)
+    if not isinstance(model, torch.nn.Module):
+        raise CaptureError(f"{where}() returned a {type(model).__name__}, not a torch.nn.Module")
+    floats = {s.dtype for s in inputs if s.dtype in ("float16", "bfloat16", "float64")}
+    if len(floats) == 1 and all(s.dtype != "float32" for s in inputs):
+        dtype = getattr(torch, floats.pop())  # a half-precision input: the model runs in it too
+        model = _call_user(f"model.to({dtype})", lambda: model.to(dtype))
+    if eval_mode:
+        _call_user("model.eval()", model.eval)
+    torch.manual_seed(0)
+    args = [_make_input(torch, s) for s in inputs]
+    if layout == "nhwc":
+        model = _call_user("model.to(memory_format=torch.channels_last)",
+                           lambda: model.to(memory_format=torch.channels_last))
+        args = [_channels_last(torch, a) for a in args]
+    grads: list[Any] = []
+
+    def one_pass() -> None:
+        if not backward:
+            with torch.no_grad():
+                model(*args)
+            return
+        for p in model.parameters():
+            p.grad = None  # no AccumulateGrad add_ in the recorded pass: every pass sees fresh gradients
+        outs = [t for t in _leaves(model(*args)) if t.requires_grad]
+        torch.autograd.backward(outs, grads)
+
+    if backward:  # d(sum of outputs)/d(out) = ones, made outside the timed passes: no sum op is recorded
+        with torch.enable_grad():
+            first = [t for t in _leaves(_call_user("the model's forward", lambda: model(*args))) if t.requires_grad]
+        if not first:
+            raise CaptureError("--backward: no output of the model requires grad (no trainable parameters?)")
+        grads.extend(torch.ones_like(t) for t in first)
+    _call_user("the model's pass", one_pass)
+    # warm-up: the first passes pay for oneDNN primitive creation and allocator growth (a small conv net's first
+    # pass took 926 ms, its second 58 ms, later ones 2-14 ms here), so at least 2 more and 0.2 s before timing
+    def checked_pass() -> None:  # the model's own errors as one line; ours (trace reading) stay bugs
+        _call_user("a pass of the model", one_pass)
+
+    times = _eager_times(checked_pass, min_time_s)
+    trace, profiled_us = _record(torch, checked_pass)
+    facts = {"model": where, "inputs": " ".join(map(str, inputs)) or "(none)",
+             "pass": "forward + backward of the sum of the outputs" if backward else "forward (no_grad)",
+             "layout": "channels_last (--layout nhwc)" if layout == "nhwc" else "as built",
+             "mode": "eval" if eval_mode else ("train" if model.training else "eval"),
+             "torch": f"{torch.__version__}, {torch.get_num_threads()} CPU thread(s)"}
+    return ModelCapture(trace, statistics.median(times) * 1e6, len(times), profiled_us, facts)
+
+
+def _eager_times(one_pass: Callable[[], None], min_time_s: float) -> list[float]:
+    """Warm-up, then the wall time of passes (at least 5 and `min_time_s`, at most 100), profiler off."""
+    warm_t0 = time.perf_counter()
+    for i in range(50):
+        if i >= 2 and time.perf_counter() - warm_t0 > min_time_s / 2:
+            break
+        one_pass()
+    times: list[float] = []
+    while len(times) < 5 or (sum(times) < min_time_s and len(times) < 100):
+        t0 = time.perf_counter()
+        one_pass()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+#: passes recorded (one ProfilerStep each): each command's figures are the median over them (lines.merge)
+RECORDED_PASSES = 3
+
+
+def _record(torch: Any, one_pass: Callable[[], None]) -> tuple[TraceCalls, float]:
+    """RECORDED_PASSES passes recorded with the profiler, after a profiled warm-up step (the profiler's own start
+    costs ~1 s the first time in a process, and its first step runs cold), exported as one chrome trace. Returns
+    the calls and the median wall time of a recorded pass."""
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    fd, tmp = tempfile.mkstemp(prefix="boo-capture-", suffix=".json")
+    os.close(fd)
+    step_s: list[float] = []
+    try:
+        with warnings.catch_warnings(), _quiet_stderr():
+            warnings.simplefilter("ignore", UserWarning)  # "Profiler clears events at the end of each cycle"
+            with profile(activities=[ProfilerActivity.CPU], record_shapes=True,
+                         schedule=schedule(wait=0, warmup=1, active=RECORDED_PASSES),
+                         on_trace_ready=lambda p: p.export_chrome_trace(tmp)) as prof:
+                for _ in range(1 + RECORDED_PASSES):
+                    t0 = time.perf_counter()
+                    one_pass()
+                    step_s.append(time.perf_counter() - t0)
+                    prof.step()
+        with open(tmp, "rb") as f:
+            data = json.load(f)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+    return outermost_calls(data, "the recorded passes"), statistics.median(step_s[1:]) * 1e6
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """Kineto prints `USDT: ... profiler_start` / `profiler_stop` on the process's stderr at every start: keep
+    them off the user's terminal (they are shown when the block fails with an error of ours or the profiler's, in
+    case they explain it)."""
+    try:
+        saved = os.dup(2)
+    except OSError:
+        yield
+        return
+    with tempfile.TemporaryFile() as sink:
+        sys.stderr.flush()
+        os.dup2(sink.fileno(), 2)
+        replay = True
+        try:
+            yield
+            replay = False
+        except CaptureError:  # the model's own error, already one line
+            replay = False
+            raise
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            if replay:
+                sink.seek(0)
+                sys.stderr.write(sink.read().decode(errors="replace"))
+
+
+def _make_input(torch: Any, spec: InputSpec) -> Any:
+    dtype = getattr(torch, spec.dtype)
+    if dtype.is_floating_point:
+        return torch.randn(spec.shape, dtype=dtype)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, spec.shape).bool()
+    return torch.randint(0, 2, spec.shape, dtype=dtype)  # 0/1: valid indices for any embedding
+
+
+def _channels_last(torch: Any, t: Any) -> Any:
+    if t.dim() == 4:
+        return t.contiguous(memory_format=torch.channels_last)
+    if t.dim() == 5:
+        return t.contiguous(memory_format=torch.channels_last_3d)
+    return t
+
+
+def _leaves(out: Any) -> list[Any]:
+    """The floating tensors of a model's output (a tensor, or tuples / lists / dicts of them)."""
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return [out] if out.is_floating_point() else []
+    if isinstance(out, dict):
+        return [t for v in out.values() for t in _leaves(v)]
+    if isinstance(out, list | tuple):
+        return [t for v in out for t in _leaves(v)]
+    return []
