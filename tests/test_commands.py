@@ -129,6 +129,39 @@ def test_layernorm_names_distinct_for_distinct_kernels() -> None:
     assert len(names) == len(variants)
 
 
+def test_layernorm_boo_modes_and_argument_lists() -> None:
+    """BOO's layernorm: every -F in both modes (BOO's sample file has `-F 4` and `-F 8` without --mode, i.e.
+    mode 0), with BOO's argument list per kernel: input backward takes the weight in both modes, the full
+    backward takes weight and bias in mode 1 only."""
+    args = lambda cmd: parse_command(cmd).arg_names()  # noqa: E731
+    x = "layernorm --input 10x32x42x32 -t 1 --iter 100"
+    assert args(f"{x} -F 4") == ["dLdy", "x", "mean", "rstd"]
+    assert args(f"{x} -F 8") == ["dLdy"]
+    for mode in (0, 1):
+        assert args(f"{x} -F 2 -m {mode}") == ["dLdy", "x", "weight", "mean", "rstd"]
+        assert args(f"{x} -F 4 -m {mode}") == ["dLdy", "x", "mean", "rstd"]
+        assert args(f"{x} -F 8 -m {mode}") == ["dLdy"]
+    assert args(f"{x} -F 14 -m 1") == ["dLdy", "x", "weight", "bias", "mean", "rstd"]
+    assert args(f"{x} -F 14 -m 0") == ["dLdy", "x", "mean", "rstd"]
+    assert args(f"{x} -F 1 -m 0") == ["x"] and args(f"{x} -F 1 -m 1") == ["x", "weight", "bias"]
+    assert parse_command(f"{x} -F 14 -m 0").output_shapes() == [(10, 32, 42, 32), (32,), (32,)]
+
+
+def test_layernorm_input_permutation_and_use_aten() -> None:
+    plain = parse_command("layernorm --input 2x3x4 -F 2")
+    perm = parse_command("layernorm --input 2x3x4 -F 2 --input-permutation 0 2 1")
+    assert perm == parse_command("layernorm --input 2x3x4 -F 2 --input-permutation=0,2,1")
+    assert perm.input_permutation == (0, 2, 1) and perm.input_shapes()[1] == (2, 4, 3)
+    assert perm.input_shapes()[0] == (2, 3, 4)   # dLdy keeps the plain layout, as in BOO
+    assert perm.func_name != plain.func_name
+    # the identity (and BOO's empty list) is the plain layout: the same kernel
+    assert parse_command("layernorm --input 2x3x4 -F 2 --input-permutation 0 1 2") == plain
+    assert parse_command("layernorm --input 2x3x4 -F 2 --input-permutation") == plain
+    # --use-aten changes nothing here (our kernels always write the math out)
+    assert parse_command("layernorm --input 2x3x4 -F 14 -m 1 --use-aten 0") == parse_command(
+        "layernorm --input 2x3x4 -F 14 -m 1")
+
+
 def test_gemm_flags_and_defaults() -> None:
     sig = parse_command("gemm")
     assert isinstance(sig, GemmSignature)
@@ -226,7 +259,12 @@ BAD = [
     ("layernorm -e nan", r"^layernorm: -e expects a finite number, got 'nan'$"),
     ("layernorm -e -1", r"^layernorm: --eps must be a finite number >= 0"),
     ("layernorm -m 2", r"^layernorm: -m expects 0 or 1, got 2$"),
-    ("layernorm -F 4", r"^layernorm: -F 4 asks for weight/bias grads, which need --mode 1"),
+    ("layernorm -X 2x3x4 --input-permutation 0 2", r"^layernorm: --input-permutation 0 2 is not a permutation of 0..2"),
+    ("layernorm -X 2x3x4 --input-permutation 0 1 3", r"^layernorm: --input-permutation 0 1 3 is not a permutation"),
+    ("layernorm -X 2x3x4 --input-permutation=0,a", r"^layernorm: --input-permutation expects dims like 0 2 1 3, got 'a'$"),
+    ("layernorm -X 2x3x4 --input-permutation 0 1 2 x", r"^layernorm: unexpected argument 'x'$"),
+    ("layernorm --use-aten maybe", r"^layernorm: --use-aten expects 0, 1, true or false, got 'maybe'$"),
+    ("layernorm --use-aten", r"^layernorm: --use-aten expects a value$"),
     ("layernorm -F 3", r"^layernorm: unsupported -F 3"),
     ("gemm -k 0", r"^gemm: --a_w must be positive, got 0$"),
     ("gemm -u 2", r"^gemm: -u expects 0 or 1, got 2$"),
