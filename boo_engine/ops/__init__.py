@@ -5,10 +5,10 @@ from boo_engine.ops.base import DEFAULT_FORMULATION, DTYPES, OpSignature
 from boo_engine.ops.bnorm import BatchNormSignature
 from boo_engine.ops.conv import FWDCONV, MATMUL, ConvSignature
 from boo_engine.ops.gemm import GemmSignature
-from boo_engine.ops.layernorm import AUTOGRAD, LayerNormSignature
+from boo_engine.ops.layernorm import LayerNormSignature
 
 #: every formulation some kernel has (OpSignature.formulations): what a variant may name
-FORMULATIONS: tuple[str, ...] = (DEFAULT_FORMULATION, FWDCONV, MATMUL, AUTOGRAD)
+FORMULATIONS: tuple[str, ...] = (DEFAULT_FORMULATION, FWDCONV, MATMUL)
 
-__all__ = ["AUTOGRAD", "DEFAULT_FORMULATION", "DTYPES", "FORMULATIONS", "FWDCONV", "MATMUL", "OpSignature",
-           "BatchNormSignature", "ConvSignature", "GemmSignature", "LayerNormSignature"]
+__all__ = ["DEFAULT_FORMULATION", "DTYPES", "FORMULATIONS", "FWDCONV", "MATMUL", "OpSignature", "BatchNormSignature",
+           "ConvSignature", "GemmSignature", "LayerNormSignature"]
