@@ -162,6 +162,48 @@ def test_layernorm_input_permutation_and_use_aten() -> None:
         "layernorm --input 2x3x4 -F 14 -m 1")
 
 
+def test_miopen_driver_flags_per_op_family() -> None:
+    """MIOpenDriver's own flags, as its driver/*_driver.hpp declare them per op: -V verify everywhere; -w wall in
+    conv, bnorm, layernorm; -s search, -S solution, -G gpualloc in conv only (in bnorm -s is --save, an op flag)."""
+    conv = parse_invocation("conv -n 2 -V 1 -w 2 -s 1 -S ConvDirectNaiveFwd -G 1 -i 5 --wall 1")
+    assert (conv.verify, conv.iters, conv.ignored_flags) == (1, 5, ("-w", "-s", "-S", "-G", "--wall"))
+    assert conv.signature == parse_command("conv -n 2")
+    bnorm = parse_invocation("bnorm -n 2 -c 4 -H 3 -W 3 -s 1 -V 0 -w 1")
+    assert bnorm.signature.save and bnorm.verify == 0 and bnorm.ignored_flags == ("-w",)
+    ln = parse_invocation("layernorm --input 2x8 --verify 1")
+    assert ln.verify == 1 and ln.ignored_flags == ()
+    assert parse_invocation("gemm -V 1").verify == 1 and parse_invocation("gemm").verify is None
+
+
+@pytest.mark.parametrize("line,message", [
+    ("gemm -w 1", r"^gemm: unknown flag '-w'$"),            # MIOpen's gemm driver has no wall-clock flag
+    ("bnorm --search 1", r"^bnorm: unknown flag '--search'$"),
+    ("conv -V 2", r"^conv: -V expects 0 or 1, got 2$"),
+    ("convbfp16 --verify x", r"^conv: --verify expects an integer, got 'x'$"),
+    ("layernorm -w 2", r"^layernorm: -w expects 0 or 1, got 2$"),
+    ("conv -w 3", r"^conv: -w expects 0 or 1 or 2, got 3$"),
+    ("conv -S", r"^conv: -S expects a value$"),
+    ("conv -G=1", r"^conv: unknown flag '-G=1'$"),
+])
+def test_miopen_driver_flag_errors_name_the_flag(line: str, message: str) -> None:
+    with pytest.raises(CommandError, match=message):
+        parse_invocation(line)
+
+
+def test_bnorm_boo_sample_line_save_run_layout() -> None:
+    """BOO's bnorm line: --save 1 and --run 1 are MIOpen's (save the batch mean / inverse std; keep running
+    statistics), so the training kernel takes and returns what BOO's `_native_batch_norm_legit_functional` does,
+    in its order; --layout NHWC is the memory order of x (BOO: a channels_last tensor)."""
+    sig = parse_command("bnormbfp16 --batchsize 8 --in_channels 64 --in_h 56 --in_w 56 -t 1 --iter 100 --save 1 "
+                        "--run 1 --layout NHWC")
+    assert sig.mode == "forward_training" and sig.layout == "NHWC" and sig.input_shape == (8, 56, 56, 64)
+    assert sig.arg_names() == ["x", "scale", "bias", "running_mean", "running_var"]
+    assert len(sig.output_shapes()) == 5   # y, saved mean, saved inverse std, new running mean and variance
+    no_save = parse_command("bnorm -n 8 -c 4 -H 5 -W 5 --run 1")
+    assert len(no_save.output_shapes()) == 3 and "running_mean" in no_save.arg_names()
+    assert len(parse_command("bnorm -n 8 -c 4 -H 5 -W 5 --save 1").output_shapes()) == 3
+
+
 def test_gemm_flags_and_defaults() -> None:
     sig = parse_command("gemm")
     assert isinstance(sig, GemmSignature)
