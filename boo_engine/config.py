@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .compare import DEFAULT_MIN_EFFECT
-from .results import IREE, TORCH
+from .results import IREE, TORCH, NumericsCriteria
 from .variants import BASELINE, Variant
 
 
@@ -21,6 +21,7 @@ class SessionConfig:
     seed: int = 0
     splat_value: float | None = None
     verify_numerics: bool = True
+    numerics: NumericsCriteria = field(default_factory=NumericsCriteria)  # how numerics are judged (BOO's flags)
     db_path: str | None = None                # None: default_db_path()
     cache_dir: str | None = None              # None: $BOO_CACHE_DIR or the default cache
     compile_workers: int | None = None        # None: one per core

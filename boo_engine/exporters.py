@@ -43,7 +43,7 @@ from .compile.flags import chosen_flags
 from .environment import defaults_label, machine_label
 from .errors import BooError
 from .fsutil import atomic_write
-from .results import DONE, FAILED, JobResult
+from .results import DONE, FAILED, IREE, JobResult, NumericsInfo
 
 FORMATS = (".csv", ".json", ".md")
 NA = "N.A."
@@ -59,6 +59,12 @@ CSV_COLUMNS = [
 _STAT_COLUMNS = ("n", "min_us", "median_us", "mean_us", "max_us", "stddev_us", "p10_us", "p90_us", "iqr_us",
                  "gflops", "gbps")
 BOO_DRIVER_STATS = ("min", "max", "mean", "stddev", "num_dispatches")
+#: BOO's --verify-numerics CSV columns (iree-turbine driver/driver.py), in its order, after every timing column
+BOO_NUMERICS_COLUMNS = ("numerics_pass", "boo_vs_ref_mean", "boo_vs_ref_stddev", "boo_vs_ref_max",
+                        "pytorch_vs_ref_mean", "pytorch_vs_ref_stddev", "pytorch_vs_ref_max",
+                        "boo_vs_pytorch_mean", "boo_vs_pytorch_stddev", "boo_vs_pytorch_max", "structured_test")
+#: ours, after BOO's: the worst relative error over every output, and why a check failed
+OUR_NUMERICS_COLUMNS = ("numerics_max_rel_err", "numerics_reason")
 
 Comparisons = Mapping[tuple[str, str, str], Comparison]
 
@@ -142,16 +148,37 @@ def export_results(
     _write_atomic(p, text)
 
 
-def write_boo_driver_csv(path: str | os.PathLike[str], rows: Sequence[tuple[str, Mapping[str, JobResult]]]) -> None:
+def write_boo_driver_csv(path: str | os.PathLike[str], rows: Sequence[tuple[str, Mapping[str, JobResult]]], *,
+                         numerics: bool = False) -> None:
     """iree-boo-driver's `--csv` file. `rows`: one (arguments text, {backend: JobResult}) per command.
 
-    Columns: `arguments`, then for each backend (in first-seen order) `<b> min`, `<b> max`, `<b> mean`,
-    `<b> stddev`, `<b> num_dispatches` (times in us). When any result carries a numerics check, each backend
-    also gets `<b> numerics_pass` (True/False) and one `<b> <stat>` column per numerics statistic (sorted
-    names, the union over all results). Anything a result cannot provide (failed, missing) is `N.A.`.
+    Columns, as BOO's: `arguments`, then for each backend (in first-seen order) `<b> min`, `<b> max`, `<b> mean`,
+    `<b> stddev`, `<b> num_dispatches` (times in us); with `numerics` (--verify-numerics) or when some result
+    carries a check (a command's `-V 1`), BOO's 11 numerics columns (BOO_NUMERICS_COLUMNS, see `boo_csv_cells`)
+    from the command's IREE kernel, then ours (OUR_NUMERICS_COLUMNS). Anything a result cannot provide (failed,
+    missing) is `N.A.`.
     """
     p = check_export_path(path, formats=(".csv",))
-    _write_atomic(p, render_boo_driver_csv(rows))
+    _write_atomic(p, render_boo_driver_csv(rows, numerics=numerics))
+
+
+def boo_csv_cells(info: NumericsInfo | None, *, failed: bool = False) -> list[str]:
+    """BOO's 11 --verify-numerics CSV cells for one command, from its IREE kernel's check: PASS/FAIL, then the
+    main output's (output 0, as BOO judges only its main result) signed error mean, unbiased std and max |err|
+    for kernel vs reference, eager torch vs reference, kernel vs eager torch (`%.6e`), then the structured test
+    (PASS/FAIL, N.A. when skipped). No check: N.A. everywhere; `failed` (the kernel did not build or run): FAIL
+    then N.A., as BOO writes an execution error."""
+    if info is None:
+        return ["FAIL" if failed else NA] + [NA] * (len(BOO_NUMERICS_COLUMNS) - 1)
+    cells = ["PASS" if info.verdict == "pass" else "FAIL"]
+    outputs = info.stats.get("outputs") or []
+    main = outputs[0] if outputs else {}
+    for keys in (("mean_err", "std_err", "max_abs_err"), ("torch_mean_err", "torch_std_err", "torch_max_abs_err"),
+                 ("vs_torch_mean", "vs_torch_std", "vs_torch_max_abs")):
+        cells += [NA if not isinstance(main.get(k), (int, float)) else f"{main[k]:.6e}" for k in keys]
+    structured = info.stats.get("structured")
+    cells.append(NA if not isinstance(structured, dict) else ("PASS" if structured.get("pass") else "FAIL"))
+    return cells
 
 
 # --- CSV -----------------------------------------------------------------------------------------------------
@@ -459,23 +486,18 @@ def _side_by_side_table(cells: dict[tuple[str, str], dict[str, JobResult]], labe
 
 # --- iree-boo-driver CSV -------------------------------------------------------------------------------------
 
-def render_boo_driver_csv(rows: Sequence[tuple[str, Mapping[str, JobResult]]]) -> str:
+def render_boo_driver_csv(rows: Sequence[tuple[str, Mapping[str, JobResult]]], *, numerics: bool = False) -> str:
     backends: list[str] = []
-    numerics_keys: set[str] = set()
-    any_numerics = False
     for _, by_backend in rows:
         for b, res in by_backend.items():
             if b not in backends:
                 backends.append(b)
-            if res.numerics is not None:
-                any_numerics = True
-                numerics_keys.update(res.numerics.stats)
-    stat_keys = sorted(numerics_keys)
+            numerics = numerics or res.numerics is not None
     header = ["arguments"]
     for b in backends:
         header += [f"{b} {k}" for k in BOO_DRIVER_STATS]
-        if any_numerics:
-            header += [f"{b} numerics_pass"] + [f"{b} {k}" for k in stat_keys]
+    if numerics:
+        header += [*BOO_NUMERICS_COLUMNS, *OUR_NUMERICS_COLUMNS]
     out = []
     for arguments, by_backend in rows:
         line = [arguments]
@@ -487,12 +509,22 @@ def render_boo_driver_csv(rows: Sequence[tuple[str, Mapping[str, JobResult]]]) -
                 line += [_cell(s.min_us), _cell(s.max_us), _cell(s.mean_us), _cell(s.stddev_us), _cell(nd)]
             else:
                 line += [NA] * len(BOO_DRIVER_STATS)
-            if any_numerics:
-                num = r.numerics if r is not None else None
-                if num is None:
-                    line += [NA] * (1 + len(stat_keys))
-                else:
-                    line.append("True" if num.verdict == "pass" else "False")
-                    line += [NA if num.stats.get(k) is None else _cell(num.stats[k]) for k in stat_keys]
+        if numerics:
+            line += _numerics_cells(by_backend.values())
         out.append(line)
     return _csv_text(header, out)
+
+
+def _numerics_cells(results: Iterable[JobResult]) -> list[str]:
+    """A command's numerics cells: its IREE kernel's check (the only one checked); N.A. throughout without one,
+    but FAIL first when the kernel failed before a check could run (BOO's execution-error row)."""
+    results = list(results)   # (a line that did not parse has no IREE job: N.A. throughout)
+    checked = next((r for r in results if r.numerics is not None), None)
+    kernel = next((r for r in results if r.backend == IREE), None)
+    failed = kernel is not None and kernel.status == FAILED
+    cells = boo_csv_cells(checked.numerics if checked else None, failed=failed)
+    if checked is None or checked.numerics is None:
+        return cells + [NA] * len(OUR_NUMERICS_COLUMNS)
+    stats = checked.numerics.stats
+    rel = stats.get("max_rel_err")
+    return cells + [NA if not isinstance(rel, (int, float)) else f"{rel:.6e}", str(stats.get("reason") or "")]

@@ -16,6 +16,11 @@ is below 0.03*std, i.e. BOO's test.
 
 plus a structured test (every input zero except one block of ones), which catches indexing bugs that random
 data hides, compared with eager torch in the same dtype within a few ulps.
+
+As BOO, errors are pooled over as many seeds as it takes for the main output (output 0) to give
+`min_samples` (1000) of them, and every number above is a `NumericsCriteria` field that boo-driver's BOO flags
+(`--numerics-{mean,stddev}-{atol,rtol}`, `--numerics-min-samples`, `--numerics-reference-dtype`,
+`--skip-structured-tests`) change. Unlike BOO, every output is judged, not only the main one.
 """
 from __future__ import annotations
 
@@ -26,13 +31,15 @@ from typing import Any
 import torch
 
 from .ops.base import OpSignature
-from .results import NumericsInfo
+from .results import NumericsCriteria, NumericsInfo
 
-MEAN_ABS_TOL = 1e-5
-MEAN_STD_FACTOR = 0.2
+DEFAULT_CRITERIA = NumericsCriteria()
+MEAN_ABS_TOL = DEFAULT_CRITERIA.mean_atol
+MEAN_STD_FACTOR = DEFAULT_CRITERIA.mean_rtol
 MEAN_SAMPLING_Z = 3.0
-STD_ABS_TOL = 1e-5
-STD_TORCH_FACTOR = 1.2
+STD_ABS_TOL = DEFAULT_CRITERIA.stddev_atol
+STD_TORCH_FACTOR = DEFAULT_CRITERIA.stddev_rtol
+REFERENCE_DTYPES = {"float64": torch.float64, "float32": torch.float32}
 #: relative tolerance of the structured test, per dtype (a few ulps: exact-integer sums, different orders)
 STRUCTURED_RTOL = {torch.float32: 1e-5, torch.float16: 1e-2, torch.bfloat16: 3e-2, torch.float64: 1e-10}
 
@@ -41,39 +48,71 @@ def _as_tuple(x: torch.Tensor | Sequence[torch.Tensor]) -> tuple[torch.Tensor, .
     return (x,) if isinstance(x, torch.Tensor) else tuple(x)
 
 
+def _to(args: Sequence[torch.Tensor], dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+    """Copies of the floating-point arguments in `dtype`; integer and bool arguments (an aten call's indices
+    and masks) as they are."""
+    return tuple(a.detach().cpu().to(dtype) if a.is_floating_point() else a.detach().cpu() for a in args)
+
+
 def _f64(args: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
-    """float64 copies of the floating-point arguments; integer and bool arguments (indices, masks) as they are."""
-    return tuple(a.detach().cpu().to(torch.float64) if a.is_floating_point() else a.detach().cpu() for a in args)
+    return _to(args, torch.float64)
+
+
+def batches_needed(sig: OpSignature, criteria: NumericsCriteria = DEFAULT_CRITERIA) -> int:
+    """How many seeds give at least `criteria.min_samples` errors of the main output (output 0), as BOO
+    collects them; at most `criteria.max_batches`."""
+    shapes = sig.output_shapes()
+    n = math.prod(shapes[0]) if shapes else 1
+    if n <= 0:
+        return 1
+    return max(1, min(criteria.max_batches, -(-criteria.min_samples // n)))
 
 
 def numerics_verdict(sig: OpSignature, args: Sequence[torch.Tensor],
                      outputs: torch.Tensor | Sequence[torch.Tensor], *,
-                     reference_outputs: torch.Tensor | Sequence[torch.Tensor] | None = None) -> NumericsInfo:
+                     reference_outputs: torch.Tensor | Sequence[torch.Tensor] | None = None,
+                     criteria: NumericsCriteria = DEFAULT_CRITERIA,
+                     more: Sequence[tuple[Sequence[torch.Tensor], torch.Tensor | Sequence[torch.Tensor]]] = (),
+                     ) -> NumericsInfo:
     """Judge `outputs` (what the kernel returned for `args`). Pure: only eager torch runs.
 
-    The reference is `sig.reference` on float64 copies of `args`, or `reference_outputs` when given (e.g. the
-    baseline kernel's outputs when judging a variant). The noise yardstick is always eager torch in the args'
-    dtype against the float64 reference."""
-    args = tuple(a.detach().cpu() for a in args)
-    outs = _as_tuple(outputs)
-    with torch.no_grad():
-        exact = _as_tuple(sig.reference(*_f64(args)))
-        ref = exact if reference_outputs is None else _f64(_as_tuple(reference_outputs))
-        torch_low = _as_tuple(sig.reference(*args))
-    per_output: list[dict[str, Any]] = []
+    The reference is `sig.reference` on copies of `args` in `criteria.reference_dtype` (float64 by default), or
+    `reference_outputs` when given (e.g. the baseline kernel's outputs when judging a variant). The noise
+    yardstick is always eager torch in the args' dtype against that high-precision reference. `more`: (args,
+    outputs) of further seeds (BOO's --numerics-min-samples), whose errors are pooled with the first's; they are
+    judged against the high-precision reference."""
+    ref_dtype = REFERENCE_DTYPES[criteria.reference_dtype]
+    batches = [(tuple(a.detach().cpu() for a in args), _as_tuple(outputs), reference_outputs)]
+    batches += [(tuple(a.detach().cpu() for a in a2), _as_tuple(o2), None) for a2, o2 in more]
+    pooled: list[list[tuple[torch.Tensor, ...]]] = []
     reasons: list[str] = []
-    if len(outs) != len(ref):
-        reasons.append(f"kernel returned {len(outs)} outputs, the reference {len(ref)}")
-    for i, (k, r, t, e) in enumerate(zip(outs, ref, torch_low, exact)):
-        st, why = _judge_output(k, r, t, e)
+    n_out = None
+    for bargs, outs, given in batches:
+        with torch.no_grad():
+            exact = _as_tuple(sig.reference(*_to(bargs, ref_dtype)))
+            ref = exact if given is None else _to(_as_tuple(given), ref_dtype)
+            torch_low = _as_tuple(sig.reference(*bargs))
+        if len(outs) != len(ref):
+            reasons.append(f"kernel returned {len(outs)} outputs, the reference {len(ref)}")
+            break
+        n_out = len(outs)
+        for i, (k, r, t, e) in enumerate(zip(outs, ref, torch_low, exact)):
+            if len(pooled) <= i:
+                pooled.append([])
+            pooled[i].append((k, r, t, e))
+    per_output: list[dict[str, Any]] = []
+    for i, quads in enumerate(pooled[: n_out or 0]):
+        st, why = _judge_output(quads, criteria, ref_dtype)
         st["index"] = i
         per_output.append(st)
         reasons += [f"output {i}: {w}" for w in why]
+    c = criteria
     stats: dict[str, Any] = {
         "outputs": per_output,
-        "reference": "float64" if reference_outputs is None else "given",
-        "criteria": f"|mean err| <= {MEAN_ABS_TOL:g} + {MEAN_STD_FACTOR:g}*std(err) + {MEAN_SAMPLING_Z:g}*std/sqrt(n); "
-                    f"std(err) <= {STD_ABS_TOL:g} + {STD_TORCH_FACTOR:g}*std(torch {sig.dtype_name} err); NaN match",
+        "reference": criteria.reference_dtype if reference_outputs is None else "given",
+        "criteria": f"|mean err| <= {c.mean_atol:g} + {c.mean_rtol:g}*std(err) + {MEAN_SAMPLING_Z:g}*std/sqrt(n); "
+                    f"std(err) <= {c.stddev_atol:g} + {c.stddev_rtol:g}*std(torch {sig.dtype_name} err); NaN match",
+        "seeds": len(batches),
         "max_abs_err": max((o["max_abs_err"] for o in per_output), default=math.nan),
         "max_rel_err": max((o["max_rel_err"] for o in per_output), default=math.nan),
     }
@@ -82,39 +121,50 @@ def numerics_verdict(sig: OpSignature, args: Sequence[torch.Tensor],
     return NumericsInfo(verdict="fail" if reasons else "pass", stats=stats)
 
 
-def _judge_output(kernel: torch.Tensor, ref: torch.Tensor, torch_low: torch.Tensor,
-                  exact: torch.Tensor) -> tuple[dict[str, Any], list[str]]:
+def _moments(err: torch.Tensor) -> tuple[float, float, float]:
+    """(mean, std, max |err|) as BOO computes them: signed mean, unbiased std, max absolute."""
+    n = err.numel()
+    if n == 0:
+        return 0.0, 0.0, 0.0
+    return float(err.mean()), float(err.std()) if n > 1 else 0.0, float(err.abs().max())
+
+
+def _judge_output(quads: list[tuple[torch.Tensor, ...]], criteria: NumericsCriteria,
+                  ref_dtype: torch.dtype) -> tuple[dict[str, Any], list[str]]:
+    """One output over every seed: (kernel, reference, eager torch in the op's dtype, high-precision) each."""
+    kernel = quads[0][0]
     st: dict[str, Any] = {"shape": list(kernel.shape), "dtype": str(kernel.dtype).replace("torch.", "")}
-    if tuple(kernel.shape) != tuple(ref.shape):
-        st.update(max_abs_err=math.inf, max_rel_err=math.inf)
-        return st, [f"shape {tuple(kernel.shape)} != reference {tuple(ref.shape)}"]
-    k = kernel.detach().cpu().to(torch.float64)
-    # integer / bool results (argmax, masks) are compared as numbers: a correct kernel's errors are all 0
-    ref, exact = ref.to(torch.float64), exact.to(torch.float64)
-    t_err = torch_low.detach().cpu().to(torch.float64) - exact
+    for k, r, _, _ in quads:
+        if tuple(k.shape) != tuple(r.shape):
+            st.update(max_abs_err=math.inf, max_rel_err=math.inf)
+            return st, [f"shape {tuple(k.shape)} != reference {tuple(r.shape)}"]
+    flat = lambda i: torch.cat([q[i].detach().cpu().to(ref_dtype).reshape(-1) for q in quads])  # noqa: E731
+    k, ref, low, exact = flat(0), flat(1), flat(2), flat(3)
+    t_err = low - exact
     nan_k, nan_r = torch.isnan(k), torch.isnan(ref)
     why: list[str] = []
     if not torch.equal(nan_k, nan_r):
         why.append(f"NaN mismatch ({int(nan_k.sum())} NaN in kernel, {int(nan_r.sum())} in reference)")
     ok = ~(nan_k | nan_r)
     err = (k - ref)[ok]
-    t_err = t_err[ok & ~torch.isnan(t_err)]
+    ok_t = ok & ~torch.isnan(t_err)
     n = err.numel()
-    mean = float(err.mean()) if n else 0.0
-    std = float(err.std(unbiased=False)) if n else 0.0
-    t_std = float(t_err.std(unbiased=False)) if t_err.numel() else 0.0
-    max_abs = float(err.abs().max()) if n else 0.0
+    mean, std, max_abs = _moments(err)
+    t_mean, t_std, t_max = _moments(t_err[ok_t])
+    v_mean, v_std, v_max = _moments((k - low)[ok_t])
     scale = float(ref[ok].abs().max()) if n else 0.0
     st.update(n=n, mean_err=mean, std_err=std, torch_std_err=t_std, max_abs_err=max_abs,
               max_rel_err=max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else math.inf),
-              ref_max_abs=scale)
-    mean_bound = MEAN_ABS_TOL + MEAN_STD_FACTOR * std + (MEAN_SAMPLING_Z * std / math.sqrt(n) if n else 0.0)
+              ref_max_abs=scale, torch_mean_err=t_mean, torch_max_abs_err=t_max,
+              vs_torch_mean=v_mean, vs_torch_std=v_std, vs_torch_max_abs=v_max)
+    c = criteria
+    mean_bound = c.mean_atol + c.mean_rtol * std + (MEAN_SAMPLING_Z * std / math.sqrt(n) if n else 0.0)
     st["mean_err_bound"] = mean_bound
     if not math.isfinite(mean) or abs(mean) > mean_bound:
-        why.append(f"biased: mean err {mean:.3g} > bound {mean_bound:.3g} ({MEAN_ABS_TOL:g} + "
-                   f"{MEAN_STD_FACTOR:g}*std {std:.3g} + sampling allowance, n={n})")
-    if not math.isfinite(std) or std > STD_ABS_TOL + STD_TORCH_FACTOR * t_std:
-        why.append(f"noisy: std err {std:.3g} > {STD_ABS_TOL:g} + {STD_TORCH_FACTOR:g}*torch std {t_std:.3g}")
+        why.append(f"biased: mean err {mean:.3g} > bound {mean_bound:.3g} ({c.mean_atol:g} + "
+                   f"{c.mean_rtol:g}*std {std:.3g} + sampling allowance, n={n})")
+    if not math.isfinite(std) or std > c.stddev_atol + c.stddev_rtol * t_std:
+        why.append(f"noisy: std err {std:.3g} > {c.stddev_atol:g} + {c.stddev_rtol:g}*torch std {t_std:.3g}")
     return st, why
 
 
@@ -150,20 +200,26 @@ def structured_verdict(sig: OpSignature, args: Sequence[torch.Tensor],
 
 
 def check_numerics(sig: OpSignature, target: Any = "cpu", variant: Any = None, *, seed: int = 0,
-                   cache: Any = None) -> NumericsInfo:
+                   cache: Any = None, criteria: NumericsCriteria = DEFAULT_CRITERIA) -> NumericsInfo:
     """Compile (through the cache), run on random and structured inputs, judge. Raises CompileError or
     LaunchError when the kernel cannot be built or loaded here."""
     from .runtime.launchable import get_launchable
 
     kernel = get_launchable(sig, target, variant, cache=cache)
     args = sig.get_sample_args(seed)
-    info = numerics_verdict(sig, args, kernel(*args))
-    sargs = structured_args(sig)
-    structured = structured_verdict(sig, sargs, kernel(*sargs))
+    more = [(a, kernel(*a)) for a in (sig.get_sample_args(seed + b) for b in range(1, batches_needed(sig, criteria)))]
+    info = numerics_verdict(sig, args, kernel(*args), criteria=criteria, more=more)
+    if criteria.structured:
+        sargs = structured_args(sig)
+        add_structured(info, structured_verdict(sig, sargs, kernel(*sargs)))
+    return info
+
+
+def add_structured(info: NumericsInfo, structured: dict[str, Any]) -> None:
+    """Record the structured test in `info`; a failed one fails the check."""
     info.stats["structured"] = structured
     if not structured["pass"]:
         info.verdict = "fail"
         reason = (f"structured test: off by {structured['max_err_rel_to_scale']:.3g} of scale "
                   f"(rtol {structured['rtol']:g})")
         info.stats["reason"] = "; ".join(filter(None, [info.stats.get("reason"), reason]))
-    return info

@@ -100,6 +100,22 @@ class NumericsInfo:
         return dataclasses.asdict(self)
 
 
+@dataclass(frozen=True)
+class NumericsCriteria:
+    """The numerics criteria and how many error samples they are judged on (boo_engine/numerics.py says why);
+    the defaults are BOO's (iree-turbine driver/numerics.py), its boo-driver flags change them."""
+
+    mean_atol: float = 1e-5       # --numerics-mean-atol: |mean err| below this always passes
+    mean_rtol: float = 0.2        # --numerics-mean-rtol: ... or below this times std(err)
+    stddev_atol: float = 1e-5     # --numerics-stddev-atol: std(err) below this always passes
+    stddev_rtol: float = 1.2      # --numerics-stddev-rtol: ... or below this times std(torch err)
+    min_samples: int = 1000       # --numerics-min-samples: error samples of the main output (more seeds if needed)
+    reference_dtype: str = "float64"   # --numerics-reference-dtype: float64 | float32
+    structured: bool = True       # False: --skip-structured-tests
+    #: seeds judged at most (a 1-element output with --numerics-min-samples 10^6 does not run 10^6 times)
+    max_batches: int = 64
+
+
 @dataclass
 class JobResult:
     job_id: str

@@ -182,6 +182,67 @@ def test_boo_driver_csv_and_exit_codes(env, tmp_path):
     assert p.stdout.splitlines()[0].startswith("gemm -k 16") and ">>> min=" in p.stdout
 
 
+BOO_NUMERICS = ["numerics_pass", "boo_vs_ref_mean", "boo_vs_ref_stddev", "boo_vs_ref_max", "pytorch_vs_ref_mean",
+                "pytorch_vs_ref_stddev", "pytorch_vs_ref_max", "boo_vs_pytorch_mean", "boo_vs_pytorch_stddev",
+                "boo_vs_pytorch_max", "structured_test"]
+
+
+def test_boo_driver_verify_numerics_csv_and_tolerance_flags(env, tmp_path):
+    """BOO's 11 numerics columns after the timing columns (a script reading BOO's CSV finds them by name and
+    order), ours after; BOO's tolerance flags change the verdict; bad values are usage errors."""
+    cmds = tmp_path / "c.txt"
+    cmds.write_text(f"{GEMM}\ngemm -k 0\n")
+    db = str(tmp_path / "r.db")
+    p = boo_driver(["--commands-file", str(cmds), "--iter", "5", "--csv", "n.csv", "--db", db, "--verify-numerics",
+                    "--numerics-min-samples", "2048", "--skip-structured-tests", "--numerics-verbose"], env, tmp_path)
+    assert p.returncode == 1, p.stderr   # the bad line
+    rows = list(csv.reader(open(tmp_path / "n.csv")))
+    header = rows[0]
+    assert header[:6] == ["arguments", "iree_boo min", "iree_boo max", "iree_boo mean", "iree_boo stddev",
+                          "iree_boo num_dispatches"]
+    assert header[6:17] == BOO_NUMERICS and header[17:] == ["numerics_max_rel_err", "numerics_reason"]
+    good = dict(zip(header, rows[1]))
+    assert good["numerics_pass"] == "PASS" and good["structured_test"] == "N.A."   # skipped
+    assert float(good["boo_vs_ref_stddev"]) > 0 and "e" in good["boo_vs_ref_max"]  # BOO's %.6e
+    assert rows[2][6:17] == ["N.A."] * 11
+    assert "Numerics: PASS" in p.stdout and " n=2048:" in p.stdout    # 8 seeds of a 16x16 output
+
+    # no error spread allowed at all: the same kernel fails
+    p = boo_driver([*GEMM.split(), "--iter", "5", "--csv", "f.csv", "--db", db, "--verify-numerics",
+                    "--numerics-stddev-rtol", "0", "--numerics-stddev-atol", "0"], env, tmp_path)
+    assert p.returncode == 1 and "Numerics: FAIL (output 0: noisy" in p.stdout
+    failed = dict(zip(*list(csv.reader(open(tmp_path / "f.csv")))))
+    assert failed["numerics_pass"] == "FAIL" and failed["structured_test"] == "PASS"
+    assert "noisy" in failed["numerics_reason"]
+
+    for flag, value in [("--numerics-mean-rtol", "abc"), ("--numerics-stddev-atol", "-1"),
+                        ("--numerics-min-samples", "0"), ("--numerics-reference-dtype", "float16")]:
+        p = boo_driver([*GEMM.split(), flag, value, "--db", db], env, tmp_path)
+        assert p.returncode == 2, (flag, p.stderr)
+        assert len(p.stderr.strip().splitlines()) == 1 and flag in p.stderr and "Traceback" not in p.stderr
+
+
+def test_miopen_verify_and_ignored_flags(env, tmp_path):
+    """-V 1 checks that command's numerics where they are opt-in (boo-driver) or off (--no-numerics); -V 0
+    leaves boo-tui's default check on; -w/-s are noted once per run, not per line."""
+    cmds = tmp_path / "c.txt"
+    cmds.write_text(f"{CONV} -F 1 -V 1 -w 1\n{CONV} -F 1 -s 1 -w 1\n")
+    db = str(tmp_path / "r.db")
+    p = boo_driver(["--commands-file", str(cmds), "--iter", "5", "--csv", "v.csv", "--db", db], env, tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert p.stderr.count("MIOpenDriver flags with no meaning here") == 1 and "-w" in p.stderr
+    assert p.stdout.count("Numerics: PASS") == 1   # only the -V 1 line
+    rows = list(csv.reader(open(tmp_path / "v.csv")))
+    assert rows[0][6] == "numerics_pass" and rows[1][6] == "PASS" and rows[2][6] == "N.A."
+
+    p = boo_tui([f"{GEMM} -V 1", "--no-numerics", "--iter", "5", "--db", db, "--export", "a.csv"], env, tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert [r["numerics"] for r in csv.DictReader(open(tmp_path / "a.csv")) if r["backend"] == "iree"] == ["pass"]
+    p = boo_tui([f"{GEMM} -V 0", "--iter", "5", "--db", db, "--export", "b.csv"], env, tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert [r["numerics"] for r in csv.DictReader(open(tmp_path / "b.csv")) if r["backend"] == "iree"] == ["pass"]
+
+
 def test_boo_driver_preload_cross_compiles_without_running(env, tmp_path):
     cmds = tmp_path / "p.txt"
     cmds.write_text(f"{GEMM}\n{CONV} -F 1\ngemm -k 0\n")

@@ -129,6 +129,81 @@ def test_layernorm_names_distinct_for_distinct_kernels() -> None:
     assert len(names) == len(variants)
 
 
+def test_layernorm_boo_modes_and_argument_lists() -> None:
+    """BOO's layernorm: every -F in both modes (BOO's sample file has `-F 4` and `-F 8` without --mode, i.e.
+    mode 0), with BOO's argument list per kernel: input backward takes the weight in both modes, the full
+    backward takes weight and bias in mode 1 only."""
+    args = lambda cmd: parse_command(cmd).arg_names()  # noqa: E731
+    x = "layernorm --input 10x32x42x32 -t 1 --iter 100"
+    assert args(f"{x} -F 4") == ["dLdy", "x", "mean", "rstd"]
+    assert args(f"{x} -F 8") == ["dLdy"]
+    for mode in (0, 1):
+        assert args(f"{x} -F 2 -m {mode}") == ["dLdy", "x", "weight", "mean", "rstd"]
+        assert args(f"{x} -F 4 -m {mode}") == ["dLdy", "x", "mean", "rstd"]
+        assert args(f"{x} -F 8 -m {mode}") == ["dLdy"]
+    assert args(f"{x} -F 14 -m 1") == ["dLdy", "x", "weight", "bias", "mean", "rstd"]
+    assert args(f"{x} -F 14 -m 0") == ["dLdy", "x", "mean", "rstd"]
+    assert args(f"{x} -F 1 -m 0") == ["x"] and args(f"{x} -F 1 -m 1") == ["x", "weight", "bias"]
+    assert parse_command(f"{x} -F 14 -m 0").output_shapes() == [(10, 32, 42, 32), (32,), (32,)]
+
+
+def test_layernorm_input_permutation_and_use_aten() -> None:
+    plain = parse_command("layernorm --input 2x3x4 -F 2")
+    perm = parse_command("layernorm --input 2x3x4 -F 2 --input-permutation 0 2 1")
+    assert perm == parse_command("layernorm --input 2x3x4 -F 2 --input-permutation=0,2,1")
+    assert perm.input_permutation == (0, 2, 1) and perm.input_shapes()[1] == (2, 4, 3)
+    assert perm.input_shapes()[0] == (2, 3, 4)   # dLdy keeps the plain layout, as in BOO
+    assert perm.func_name != plain.func_name
+    # the identity (and BOO's empty list) is the plain layout: the same kernel
+    assert parse_command("layernorm --input 2x3x4 -F 2 --input-permutation 0 1 2") == plain
+    assert parse_command("layernorm --input 2x3x4 -F 2 --input-permutation") == plain
+    # --use-aten changes nothing here (our kernels always write the math out)
+    assert parse_command("layernorm --input 2x3x4 -F 14 -m 1 --use-aten 0") == parse_command(
+        "layernorm --input 2x3x4 -F 14 -m 1")
+
+
+def test_miopen_driver_flags_per_op_family() -> None:
+    """MIOpenDriver's own flags, as its driver/*_driver.hpp declare them per op: -V verify everywhere; -w wall in
+    conv, bnorm, layernorm; -s search, -S solution, -G gpualloc in conv only (in bnorm -s is --save, an op flag)."""
+    conv = parse_invocation("conv -n 2 -V 1 -w 2 -s 1 -S ConvDirectNaiveFwd -G 1 -i 5 --wall 1")
+    assert (conv.verify, conv.iters, conv.ignored_flags) == (1, 5, ("-w", "-s", "-S", "-G", "--wall"))
+    assert conv.signature == parse_command("conv -n 2")
+    bnorm = parse_invocation("bnorm -n 2 -c 4 -H 3 -W 3 -s 1 -V 0 -w 1")
+    assert bnorm.signature.save and bnorm.verify == 0 and bnorm.ignored_flags == ("-w",)
+    ln = parse_invocation("layernorm --input 2x8 --verify 1")
+    assert ln.verify == 1 and ln.ignored_flags == ()
+    assert parse_invocation("gemm -V 1").verify == 1 and parse_invocation("gemm").verify is None
+
+
+@pytest.mark.parametrize("line,message", [
+    ("gemm -w 1", r"^gemm: unknown flag '-w'$"),            # MIOpen's gemm driver has no wall-clock flag
+    ("bnorm --search 1", r"^bnorm: unknown flag '--search'$"),
+    ("conv -V 2", r"^conv: -V expects 0 or 1, got 2$"),
+    ("convbfp16 --verify x", r"^conv: --verify expects an integer, got 'x'$"),
+    ("layernorm -w 2", r"^layernorm: -w expects 0 or 1, got 2$"),
+    ("conv -w 3", r"^conv: -w expects 0 or 1 or 2, got 3$"),
+    ("conv -S", r"^conv: -S expects a value$"),
+    ("conv -G=1", r"^conv: unknown flag '-G=1'$"),
+])
+def test_miopen_driver_flag_errors_name_the_flag(line: str, message: str) -> None:
+    with pytest.raises(CommandError, match=message):
+        parse_invocation(line)
+
+
+def test_bnorm_boo_sample_line_save_run_layout() -> None:
+    """BOO's bnorm line: --save 1 and --run 1 are MIOpen's (save the batch mean / inverse std; keep running
+    statistics), so the training kernel takes and returns what BOO's `_native_batch_norm_legit_functional` does,
+    in its order; --layout NHWC is the memory order of x (BOO: a channels_last tensor)."""
+    sig = parse_command("bnormbfp16 --batchsize 8 --in_channels 64 --in_h 56 --in_w 56 -t 1 --iter 100 --save 1 "
+                        "--run 1 --layout NHWC")
+    assert sig.mode == "forward_training" and sig.layout == "NHWC" and sig.input_shape == (8, 56, 56, 64)
+    assert sig.arg_names() == ["x", "scale", "bias", "running_mean", "running_var"]
+    assert len(sig.output_shapes()) == 5   # y, saved mean, saved inverse std, new running mean and variance
+    no_save = parse_command("bnorm -n 8 -c 4 -H 5 -W 5 --run 1")
+    assert len(no_save.output_shapes()) == 3 and "running_mean" in no_save.arg_names()
+    assert len(parse_command("bnorm -n 8 -c 4 -H 5 -W 5 --save 1").output_shapes()) == 3
+
+
 def test_gemm_flags_and_defaults() -> None:
     sig = parse_command("gemm")
     assert isinstance(sig, GemmSignature)
@@ -226,7 +301,12 @@ BAD = [
     ("layernorm -e nan", r"^layernorm: -e expects a finite number, got 'nan'$"),
     ("layernorm -e -1", r"^layernorm: --eps must be a finite number >= 0"),
     ("layernorm -m 2", r"^layernorm: -m expects 0 or 1, got 2$"),
-    ("layernorm -F 4", r"^layernorm: -F 4 asks for weight/bias grads, which need --mode 1"),
+    ("layernorm -X 2x3x4 --input-permutation 0 2", r"^layernorm: --input-permutation 0 2 is not a permutation of 0..2"),
+    ("layernorm -X 2x3x4 --input-permutation 0 1 3", r"^layernorm: --input-permutation 0 1 3 is not a permutation"),
+    ("layernorm -X 2x3x4 --input-permutation=0,a", r"^layernorm: --input-permutation expects dims like 0 2 1 3, got 'a'$"),
+    ("layernorm -X 2x3x4 --input-permutation 0 1 2 x", r"^layernorm: unexpected argument 'x'$"),
+    ("layernorm --use-aten maybe", r"^layernorm: --use-aten expects 0, 1, true or false, got 'maybe'$"),
+    ("layernorm --use-aten", r"^layernorm: --use-aten expects a value$"),
     ("layernorm -F 3", r"^layernorm: unsupported -F 3"),
     ("gemm -k 0", r"^gemm: --a_w must be positive, got 0$"),
     ("gemm -u 2", r"^gemm: -u expects 0 or 1, got 2$"),

@@ -50,6 +50,15 @@ COMMANDS = [
     f"layernorm {LN} --mode 1 -F 8",
     f"layernorm {LN} --mode 1 -F 14",
     f"layernorm {LN} --mode 0 -F 2",
+    # mode 0 (MIOPEN_ELEMENTWISE_AFFINE) takes every -F, as in BOO; BOO's --input-permutation
+    f"layernorm {LN} --mode 0 -F 4",
+    f"layernorm {LN} --mode 0 -F 8",
+    f"layernorm {LN} --mode 0 -F 14",
+    f"layernorm {LN} --mode 1 -F 2 --input-permutation 2 0 1",
+    # BOO's sample lines at their size: the weight / bias grads sum 13440 rows, which failed the numerics check
+    # until the sum was chunked (ops/layernorm.py _sum_leading)
+    "layernorm --input 10x32x42x32 -t 1 -F 4 --iter 100",
+    "layernorm --input 10x32x42x32 -t 1 -F 8 --iter 100",
     # 16-bit forward: the reference normalizes in float32 (as eager torch does); before it did, the kernel
     # computed in fp16/bf16 and its error std was ~2x torch's, which this check caught
     f"layernormfp16 {LN} --mode 1 -F 1",

@@ -194,6 +194,8 @@ def test_atomic_write_keeps_old_file_on_failure(tmp_path, results, monkeypatch):
 
 
 def test_boo_driver_csv(tmp_path, results):
+    """BOO's numerics columns come once, after every backend's timing columns, with BOO's names and order (its
+    nightly CI reads them); a check without the statistics BOO writes (an old result) gives N.A. cells."""
     conv_base, conv_torch = results[0], results[2]
     gemm_failed = results[4]
     rows = [(CONV, {"iree": conv_base, "torch": conv_torch}), (GEMM, {"iree": gemm_failed})]
@@ -204,14 +206,30 @@ def test_boo_driver_csv(tmp_path, results):
     assert table[0] == [
         "arguments",
         "iree min", "iree max", "iree mean", "iree stddev", "iree num_dispatches",
-        "iree numerics_pass", "iree max_abs", "iree mean_error",
         "torch min", "torch max", "torch mean", "torch stddev", "torch num_dispatches",
-        "torch numerics_pass", "torch max_abs", "torch mean_error",
+        "numerics_pass", "boo_vs_ref_mean", "boo_vs_ref_stddev", "boo_vs_ref_max",
+        "pytorch_vs_ref_mean", "pytorch_vs_ref_stddev", "pytorch_vs_ref_max",
+        "boo_vs_pytorch_mean", "boo_vs_pytorch_stddev", "boo_vs_pytorch_max", "structured_test",
+        "numerics_max_rel_err", "numerics_reason",
     ]
     conv, gemm = table[1], table[2]
-    assert conv[0] == CONV and float(conv[1]) == conv_base.stats.min_us and conv[5] == "1" and conv[6] == "True"
-    assert conv[13] == "N.A."   # torch has no dispatch count
-    assert gemm[0] == GEMM and set(gemm[1:]) == {"N.A."}
+    assert conv[0] == CONV and float(conv[1]) == conv_base.stats.min_us and conv[5] == "1" and conv[11] == "PASS"
+    assert conv[10] == "N.A."   # torch has no dispatch count
+    assert conv[12:22] == ["N.A."] * 10   # no per-output statistics in this check
+    assert gemm[0] == GEMM and gemm[11] == "FAIL" and set(gemm[1:11] + gemm[12:]) == {"N.A."}   # kernel failed
+
+    conv_base.numerics = NumericsInfo("fail", {"outputs": [{"mean_err": -1e-9, "std_err": 2e-7, "max_abs_err": 1e-6,
+                                                           "torch_mean_err": 0.0, "torch_std_err": 1e-7,
+                                                           "torch_max_abs_err": 5e-7, "vs_torch_mean": 1e-9,
+                                                           "vs_torch_std": 3e-7, "vs_torch_max_abs": 2e-6}],
+                                               "structured": {"pass": True}, "max_rel_err": 0.5, "reason": "why"})
+    write_boo_driver_csv(path, [(CONV, {"iree": conv_base})], numerics=True)
+    with open(path, newline="") as f:
+        header, row = list(csv.reader(f))
+    cells = dict(zip(header, row))
+    assert [cells[k] for k in ("numerics_pass", "boo_vs_ref_mean", "boo_vs_ref_stddev", "boo_vs_ref_max",
+                               "pytorch_vs_ref_stddev", "boo_vs_pytorch_max", "structured_test", "numerics_reason")] \
+        == ["FAIL", "-1.000000e-09", "2.000000e-07", "1.000000e-06", "1.000000e-07", "2.000000e-06", "PASS", "why"]
 
 
 def test_boo_driver_csv_without_numerics(tmp_path, results):
@@ -222,5 +240,9 @@ def test_boo_driver_csv_without_numerics(tmp_path, results):
     with open(path, newline="") as f:
         assert next(csv.reader(f)) == ["arguments", "iree min", "iree max", "iree mean", "iree stddev",
                                        "iree num_dispatches"]
+    write_boo_driver_csv(path, [(CONV, {"iree": r})], numerics=True)   # --verify-numerics: the columns, N.A.
+    with open(path, newline="") as f:
+        header, row = list(csv.reader(f))
+    assert header[6] == "numerics_pass" and row[6:] == ["N.A."] * 13
     with pytest.raises(ExportError):
         write_boo_driver_csv(tmp_path / "d.json", [])

@@ -105,3 +105,39 @@ def test_small_outputs_do_not_fail_by_chance():
         noise = torch.randn(out.shape, generator=torch.Generator().manual_seed(100 + seed), dtype=torch.float64)
         fails += numerics_verdict(sig, args, (out + noise * 1e-6).float()).verdict == "fail"
     assert fails <= 2
+
+
+def test_criteria_change_the_verdict():
+    """BOO's tolerance flags reach the judgement: an output 1.5x noisier than torch fails BOO's stddev rtol 1.2
+    and passes with 2.0; a bias of 1e-3 passes once mean atol allows it."""
+    from boo_engine.results import NumericsCriteria
+
+    sig = parse_command("gemmfp16 --a_w 64 --a_h 128 --b_w 96")
+    args = sig.get_sample_args(0)
+    exact = sig.reference(*[a.double() for a in args])
+    torch_err = sig.reference(*args).double() - exact
+    noisy = exact + 1.5 * torch_err   # (kept in float64: rounding to fp16 again would hide the extra noise)
+    assert numerics_verdict(sig, args, noisy).verdict == "fail"
+    assert numerics_verdict(sig, args, noisy, criteria=NumericsCriteria(stddev_rtol=2.0)).verdict == "pass"
+    biased = GEMM.reference(*GEMM.get_sample_args(0)) + 1e-3
+    gargs = GEMM.get_sample_args(0)
+    assert numerics_verdict(GEMM, gargs, biased).verdict == "fail"
+    loose = NumericsCriteria(mean_atol=2e-3, stddev_atol=1.0)
+    info = numerics_verdict(GEMM, gargs, biased, criteria=loose)
+    assert info.verdict == "pass", info.stats.get("reason")
+    assert "2e-03" in info.stats["criteria"] or "0.002" in info.stats["criteria"]
+
+
+def test_min_samples_pools_seeds_and_reference_dtype():
+    from boo_engine.numerics import batches_needed
+    from boo_engine.results import NumericsCriteria
+
+    small = parse_command("layernorm --input 64x16 -F 4")   # main output: 16 weight-grad elements
+    assert batches_needed(small) == 63 and batches_needed(small, NumericsCriteria(min_samples=16)) == 1
+    assert batches_needed(small, NumericsCriteria(min_samples=10**9)) == NumericsCriteria().max_batches
+    seeds = [small.get_sample_args(s) for s in range(3)]
+    info = numerics_verdict(small, seeds[0], small.reference(*seeds[0]),
+                            more=[(a, small.reference(*a)) for a in seeds[1:]],
+                            criteria=NumericsCriteria(reference_dtype="float32"))
+    assert info.verdict == "pass" and info.stats["outputs"][0]["n"] == 48 and info.stats["seeds"] == 3
+    assert info.stats["reference"] == "float32"

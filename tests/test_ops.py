@@ -22,7 +22,9 @@ CONV_VARIANTS = [
 ]
 CONV_FORWS = [1, 2, 4, 6, 7, 8, 9, 10]
 LN_VARIANTS = ["layernorm -X 3x4x5 -m 1", "layernorm -X 3x4x5 -m 1 -o 1", "layernorm -X 3x4x5 -m 1 -o 0",
-               "layernorm -X 6 -m 1", "layernorm -X 2x3x4x5 -m 0 -e 1e-3"]
+               "layernorm -X 6 -m 1", "layernorm -X 2x3x4x5 -m 0 -e 1e-3", "layernorm -X 3x4x5 -m 0",
+               # BOO's --input-permutation: x stored in another memory order, in both modes
+               "layernorm -X 3x4x5 -m 1 --input-permutation 2 0 1", "layernorm -X 3x4x5 -m 0 -o 1 --input-permutation 1 2 0"]
 LN_FORWS = [1, 2, 4, 6, 8, 10, 12, 14]
 BNORM_VARIANTS = ["bnorm -n 3 -c 4 -H 3 -W 2 -m 1", "bnorm -n 3 -c 4 -H 3 -W 2 -m 1 -L NHWC",
                   "bnorm -n 3 -c 2 -H 2 -W 3 -m 0", "bnorm -n 2 -c 3 -D 2 -H 2 -W 3 -m 1 -L NDHWC",
@@ -38,7 +40,7 @@ def _all_commands() -> list[str]:
         cmds += [f"{base} -F {f}" for f in CONV_FORWS]
         cmds.append(f"{base} -F 1 -b 1")
     for base in LN_VARIANTS:
-        cmds += [f"{base} -F {f}" for f in LN_FORWS if "-m 1" in base or f in (1, 2)]
+        cmds += [f"{base} -F {f}" for f in LN_FORWS]  # every -F in both modes, as BOO accepts them
     for base in GEMM_VARIANTS:
         cmds += [f"{base} -F {f}" for f in (1, 2, 3)]
     for base in BNORM_VARIANTS:
@@ -86,10 +88,14 @@ def _conv_autograd(sig, args):
 
 
 def _layernorm_autograd(sig, args):
+    """torch.nn.functional.layer_norm on the input in its own dims; gradients via autograd. In mode 0
+    (MIOPEN_ELEMENTWISE_AFFINE) weight = 1 and bias = 0, and their gradients are still asked for."""
     roles = dict(zip(sig.arg_names(), args))
     shape = sig.normalized_shape
+    perm = sig.input_permutation or tuple(range(len(sig.input_shape)))
+    inverse = [perm.index(d) for d in range(len(perm))]
     if sig.is_forward:
-        x = roles["x"]
+        x = roles["x"].permute(inverse)
         y = torch.nn.functional.layer_norm(x, shape, roles.get("weight"), roles.get("bias"), sig.eps)
         dims = list(range(sig.normalized_dim, x.dim()))
         mean = x.mean(dim=dims, keepdim=True)
@@ -98,12 +104,14 @@ def _layernorm_autograd(sig, args):
     # the backward kernels take mean/rstd from the forward: autograd recomputes them from x, which is the same
     # thing because the sample args carry the real statistics of x
     dy = roles["dLdy"]
-    x = (roles["x"] if "x" in roles else torch.randn(sig.input_shape, dtype=dy.dtype)).clone().requires_grad_(True)
-    w = (roles["weight"] if "weight" in roles else torch.randn(shape, dtype=dy.dtype)).clone().requires_grad_(True)
+    x = roles["x"].permute(inverse) if "x" in roles else torch.randn(sig.input_shape, dtype=dy.dtype)
+    x = x.clone().requires_grad_(True)
+    if "weight" in roles:
+        w = roles["weight"]
+    else:
+        w = torch.randn(shape, dtype=dy.dtype) if sig.affine else torch.ones(shape, dtype=dy.dtype)
+    w = w.clone().requires_grad_(True)
     b = torch.zeros(shape, dtype=dy.dtype, requires_grad=True)
-    if not sig.affine:
-        y = torch.nn.functional.layer_norm(x, shape, None, None, sig.eps)
-        return (torch.autograd.grad(y, x, dy)[0],)
     y = torch.nn.functional.layer_norm(x, shape, w, b, sig.eps)
     grads = torch.autograd.grad(y, (x, w, b), dy)
     return tuple(g for g, on in zip(grads, sig.grad_mask) if on)
@@ -139,7 +147,7 @@ def _exact_stats(sig, args):
         return tuple(out)
     if "mean" not in roles:
         return args
-    x = out[roles.index("x")]
+    x = sig._logical_x(out[roles.index("x")])
     dims = list(range(sig.normalized_dim, x.dim()))
     out[roles.index("mean")] = x.mean(dim=dims, keepdim=True)
     out[roles.index("rstd")] = torch.rsqrt(x.var(dim=dims, keepdim=True, unbiased=False) + sig.eps)

@@ -158,12 +158,21 @@ def run_spec(spec: BenchSpec, cache: RuntimeCache, send: Callable[[list[float]],
         kernel = IreeCall(cache, spec.sig, spec.vmfb_path, runtime_driver(spec.driver, spec.threads), spec.threads,
                           spec.function, args)
         call, outputs, driver = kernel.call, kernel.outputs, kernel.driver
+
+        def run_on(other: tuple[Any, ...]) -> tuple[Any, ...]:
+            """The kernel's outputs for other inputs (numerics: more seeds, the structured test)."""
+            assert spec.vmfb_path is not None
+            return IreeCall(cache, spec.sig, spec.vmfb_path, runtime_driver(spec.driver, spec.threads), spec.threads,
+                            spec.function, other).outputs()
     else:
         targs = tuple(a.to(device) for a in args)
         call = spec.sig.eager(*targs)
 
         def outputs() -> tuple[Any, ...]:
             return _as_tensor_tuple(call())
+
+        def run_on(other: tuple[Any, ...]) -> tuple[Any, ...]:
+            return _as_tensor_tuple(spec.sig.reference(*(a.to(device) for a in other)))
 
         if device != "cpu":
             sync = torch.cuda.synchronize
@@ -181,7 +190,7 @@ def run_spec(spec: BenchSpec, cache: RuntimeCache, send: Callable[[list[float]],
         if spec.save_outputs_to:
             outputs_path = _save_outputs(outs, spec.save_outputs_to)
         if spec.verify_numerics:
-            numerics = _numerics(spec, args, outs)
+            numerics = _numerics(spec, args, outs, run_on)
     return BenchOutcome(
         samples_us=m.samples_us, block_k=m.block_k, warmup_calls=m.warmup_calls, wall_s=m.wall_s,
         host_load=m.host_load, numerics=numerics, outputs_path=outputs_path, driver=driver,
@@ -205,15 +214,29 @@ def _save_outputs(outs: tuple[Any, ...], path: str) -> str:
     return path
 
 
-def _numerics(spec: BenchSpec, args: tuple[Any, ...], outs: tuple[Any, ...]) -> NumericsInfo:
+def _numerics(spec: BenchSpec, args: tuple[Any, ...], outs: tuple[Any, ...],
+              run_on: Callable[[tuple[Any, ...]], tuple[Any, ...]]) -> NumericsInfo:
+    """The check `spec.numerics` asks for: the measured call's outputs, plus further seeds until the main output
+    gave `min_samples` errors (against the high-precision reference: a variant compared with its baseline's
+    saved outputs has those for the first seed only), plus the structured test."""
     import torch
 
-    from ..numerics import numerics_verdict
+    from ..numerics import add_structured, batches_needed, numerics_verdict, structured_args, structured_verdict
 
+    criteria = spec.numerics
     reference = None
     if spec.compare_outputs_with:
         reference = tuple(torch.load(spec.compare_outputs_with))
-    return numerics_verdict(spec.sig, args, outs, reference_outputs=reference)
+    more = []
+    if reference is None and spec.splat_value is None:   # (a splat gives every seed the same inputs)
+        for b in range(1, batches_needed(spec.sig, criteria)):
+            other = spec.sig.get_sample_args(spec.seed + b, splat_value=spec.splat_value)
+            more.append((other, tuple(o.detach().cpu() for o in run_on(other))))
+    info = numerics_verdict(spec.sig, args, outs, reference_outputs=reference, criteria=criteria, more=more)
+    if criteria.structured:
+        sargs = structured_args(spec.sig)
+        add_structured(info, structured_verdict(spec.sig, sargs, tuple(o.detach().cpu() for o in run_on(sargs))))
+    return info
 
 
 class IreeCall:

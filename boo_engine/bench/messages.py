@@ -13,10 +13,10 @@ This module is imported by the spawned child before anything else: it imports no
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from ..results import Backend, NumericsInfo
+from ..results import Backend, NumericsCriteria, NumericsInfo
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,7 @@ class BenchSpec:
     seed: int = 0
     splat_value: float | None = None
     verify_numerics: bool = False
+    numerics: NumericsCriteria = field(default_factory=NumericsCriteria)   # how verify_numerics judges
     save_outputs_to: str | None = None  # torch.save the outputs of one call here (baselines, for variants)
     compare_outputs_with: str | None = None  # numerics vs these saved outputs instead of the float64 reference
     timeout_s: float | None = None      # None: default_timeout_s(self)

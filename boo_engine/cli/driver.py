@@ -31,18 +31,29 @@ FLAGS = {
     "--splat-input-value": 1, "--verbose": 0, "--no-verbose": 0, "--gpu-id": 1, "--target": 1,
     "--tuning-spec": 1, "--db": 1, "--preload": 0, "--jobs": 1, "--threads": 1, "--seed": 1,
     "--min-time": 1, "-h": 0, "--help": 0,
+    # BOO's numerics flags (iree-turbine driver/driver.py)
+    "--numerics-verbose": 0, "--numerics-min-samples": 1, "--numerics-stddev-rtol": 1, "--numerics-stddev-atol": 1,
+    "--numerics-mean-rtol": 1, "--numerics-mean-atol": 1, "--numerics-reference-dtype": 1,
+    "--skip-structured-tests": 0,
 }
+#: BOO's numerics tolerance flags -> NumericsCriteria fields
+TOLERANCES = {"--numerics-stddev-rtol": "stddev_rtol", "--numerics-stddev-atol": "stddev_atol",
+              "--numerics-mean-rtol": "mean_rtol", "--numerics-mean-atol": "mean_atol"}
 
 USAGE = """usage: boo-driver [COMMAND ...] [--commands-file FILE] [--csv FILE] [--backend NAME]...
                   [--verify-numerics] [--cache-dir DIR] [--splat-input-value V] [--verbose | --no-verbose]
                   [--target cpu|hip:ARCH|cuda:ARCH] [--tuning-spec SPEC.mlir] [--db PATH] [--preload]
                   [--jobs N] [--threads N] [--seed N] [--min-time S] [--gpu-id N|-1]
+                  [--numerics-verbose] [--numerics-min-samples N] [--numerics-{mean,stddev}-{atol,rtol} X]
+                  [--numerics-reference-dtype float64|float32] [--skip-structured-tests]
 
 A drop-in for iree-boo-driver: COMMAND is an MIOpenDriver command (conv*, layernorm*, gemm*), with its own
 --iter (and -t/--time, accepted and ignored: every kernel is timed).
 --backend: iree (also iree_boo, iree_boo_experimental, iree_boo_legacy) and/or torch; default iree.
 --preload compiles every command into the cache (in parallel) without running anything.
 --gpu-id N measures on GPU N (-1: the only GPU); refused on the cpu target and for a GPU this machine lacks.
+--verify-numerics checks every command's IREE kernel (BOO's criteria, changed by its --numerics-* flags) and adds
+BOO's 11 CSV columns; a command's own -V 1 checks that command. MIOpenDriver's -w/-s/-S/-G are accepted, ignored.
 Exit codes: 0 all commands succeeded, 1 some failed (CSV cells N.A.), 2 usage error."""
 
 
@@ -112,6 +123,34 @@ def _number(opts, name, kind, default=None):
         raise BooError(f"{name} expects a number, got {value!r}") from None
 
 
+def numerics_criteria(opts: dict[str, list[str]]):
+    """BOO's numerics flags as a NumericsCriteria; a bad value is a BooError (one line, exit 2)."""
+    import math
+
+    from ..results import NumericsCriteria
+
+    fields: dict[str, object] = {}
+    for flag, name in TOLERANCES.items():
+        value = _number(opts, flag, float)
+        if value is not None:
+            if not math.isfinite(value) or value < 0:
+                raise BooError(f"{flag} expects a finite number >= 0, got {_last(opts, flag)!r}")
+            fields[name] = value
+    samples = _last(opts, "--numerics-min-samples")
+    if samples is not None:
+        if not samples.strip().isdigit() or int(samples) < 1:
+            raise BooError(f"--numerics-min-samples expects a whole number >= 1, got {samples!r}")
+        fields["min_samples"] = int(samples)
+    ref = _last(opts, "--numerics-reference-dtype")
+    if ref is not None:
+        if ref not in ("float64", "float32"):
+            raise BooError(f"--numerics-reference-dtype expects float64 or float32, got {ref!r}")
+        fields["reference_dtype"] = ref
+    if "--skip-structured-tests" in opts:
+        fields["structured"] = False
+    return NumericsCriteria(**fields)  # type: ignore[arg-type]
+
+
 def _run(opts: dict[str, list[str]], command: list[str]) -> int:
     from ..variants import Variant, parse_variant_arg, preflight_variant, variant_from_env
 
@@ -120,6 +159,7 @@ def _run(opts: dict[str, list[str]], command: list[str]) -> int:
         if name not in BACKENDS:
             raise BooError(f"--backend {name!r} is not supported here (use iree, iree_boo or torch)")
     backends = tuple(dict.fromkeys(BACKENDS[n] for n in names))
+    criteria = numerics_criteria(opts)
     if "--cache-dir" in opts:
         os.environ["BOO_CACHE_DIR"] = os.path.abspath(_last(opts, "--cache-dir"))
     files = opts.get("--commands-file", [])
@@ -160,6 +200,7 @@ def _run(opts: dict[str, list[str]], command: list[str]) -> int:
         min_time_s=_number(opts, "--min-time", float),
         splat_value=_number(opts, "--splat-input-value", float),
         verify_numerics="--verify-numerics" in opts,
+        numerics=criteria,
         db_path=_last(opts, "--db"),
         cache_dir=_last(opts, "--cache-dir"),
         compile_workers=_number(opts, "--jobs", int),
@@ -181,7 +222,8 @@ def _run(opts: dict[str, list[str]], command: list[str]) -> int:
             stops.hard_exit = session.kill_children
             if session.cache_notice:
                 print(f"{PROG}: {session.cache_notice}", file=sys.stderr)
-            failed = _measure_and_print(session, files, command, names, verbose, rows, stops)
+            failed = _measure_and_print(session, files, command, names, verbose, rows, stops,
+                                        numerics_verbose="--numerics-verbose" in opts)
     except KeyboardInterrupt:   # before the run started
         return stops.exit_code
     finally:
@@ -193,13 +235,13 @@ def _run(opts: dict[str, list[str]], command: list[str]) -> int:
     if csv_path is not None:
         from ..exporters import write_boo_driver_csv
 
-        write_boo_driver_csv(csv_path, rows)
+        write_boo_driver_csv(csv_path, rows, numerics="--verify-numerics" in opts)
     if session.failure is not None:  # the results database cannot be written: the run stopped; one line
         print(f"{PROG}: error: {session.failure}", file=sys.stderr)
     return EXIT_FAILED if failed else EXIT_OK
 
 
-def _measure_and_print(session, files, command, names, verbose, rows, stops) -> bool:
+def _measure_and_print(session, files, command, names, verbose, rows, stops, *, numerics_verbose=False) -> bool:
     """Measure, then print every command's lines; True when some job failed."""
     entries: list[tuple[str, list[JobResult]]] = []
     extra = command if files else []
@@ -208,6 +250,8 @@ def _measure_and_print(session, files, command, names, verbose, rows, stops) -> 
             entries += session.add_file(f, extra)
     else:
         entries.append((" ".join(command), session.add_command(command)))
+    if session.driver_flags_note:   # once per run, however many lines carry such flags
+        print(f"{PROG}: note: {session.driver_flags_note}", file=sys.stderr)
     stops.raising = False
     try:
         session.start()
@@ -232,6 +276,10 @@ def _measure_and_print(session, files, command, names, verbose, rows, stops) -> 
             by_backend[name] = job
             print(_line(name, job, len(names) > 1 or verbose))
             failed = failed or not job_succeeded(job)
+            if job.numerics is not None:   # as BOO prints its verdict per command
+                print(_numerics_line(job.numerics))
+                if numerics_verbose:
+                    print("\n".join(_numerics_details(job.numerics)))
         rows.append((text, by_backend))
     return failed
 
@@ -252,6 +300,30 @@ def _line(name: str, job: JobResult, show_backend: bool) -> str:
     if job.status in ("interrupted", "cancelled"):
         return f">>> {who}{job.status.upper()}"
     return f">>> {who}FAILED: {job.error or job.status}"
+
+
+def _numerics_line(info) -> str:
+    if info.verdict == "pass":
+        return "Numerics: PASS"
+    return f"Numerics: FAIL ({info.stats.get('reason') or 'unknown'})"
+
+
+def _numerics_details(info) -> list[str]:
+    """--numerics-verbose: every output's error statistics, the structured test and the criteria."""
+    lines = []
+    for o in info.stats.get("outputs", []):
+        if "n" not in o:
+            lines.append(f"  output {o.get('index')}: shape mismatch")
+            continue
+        lines.append(f"  output {o['index']} {o['shape']} {o['dtype']} n={o['n']}: vs reference mean "
+                     f"{o['mean_err']:.6e} stddev {o['std_err']:.6e} max {o['max_abs_err']:.6e}; "
+                     f"torch vs reference stddev {o['torch_std_err']:.6e}; vs torch max {o['vs_torch_max_abs']:.6e}")
+    structured = info.stats.get("structured")
+    if isinstance(structured, dict):
+        lines.append(f"  structured test: {'PASS' if structured.get('pass') else 'FAIL'}")
+    lines.append(f"  criteria: {info.stats.get('criteria')} ({info.stats.get('seeds', 1)} seed(s), reference "
+                 f"{info.stats.get('reference')})")
+    return lines
 
 
 def _preload(opts, files, command, variant, target) -> int:

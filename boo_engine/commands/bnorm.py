@@ -4,6 +4,13 @@ Supported: forward training (`-F 1`), forward inference (`-F 2`), backward (`-F 
 per-activation (`-m 0`) statistics; `-r` (running statistics) and `-s` (saved statistics); any layout of the
 letters N, C, [D,] H, W. Refused with a clear message: forward and backward in one command, alpha != 1,
 beta != 0.
+
+Checked against MIOpen's driver/bn_driver.hpp and BOO's op_exports/batch_norm.py: `-s/--save 1` saves the batch
+mean and inverse std (training) or takes them (backward), `-r/--run 1` keeps running statistics (training: in and
+out, in BOO's `_native_batch_norm_legit_functional` order), `-L/--layout` is x's memory order (BOO: NHWC as a
+channels_last tensor). `-m` keeps MIOpen's meaning, default 0 = per-activation; BOO's own line
+(`bnormbfp16 ... --save 1 --run 1 --layout NHWC`, no -m) is per-activation here, while BOO, which accepts only
+mode 0, computes a spatial (per-channel) norm for it: add `-m 1` for BOO's kernel.
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from boo_engine.commands.aten import aten_text
-from boo_engine.commands.flags import split_timing_args
+from boo_engine.commands.flags import split_driver_args
 from boo_engine.commands.registry import parse_op_tokens, tokenize
 from boo_engine.errors import CommandError
 from boo_engine.ops.base import OpSignature
@@ -20,7 +20,10 @@ class Command:
     prints and what goes in the `arguments` column of exports. `tokens` are the same words, unquoted.
     `iters` is MIOpenDriver's `--iter`/`-i` (the default measuring goal). `time` is MIOpenDriver's `-t/--time`
     (0 or 1: whether MIOpenDriver prints kernel times): accepted for compatibility and otherwise IGNORED, since
-    boo-tui always times every kernel.
+    boo-tui always times every kernel. `verify` is MIOpenDriver's `-V` (None: not given; 1: check this command's
+    numerics even where numerics are off or opt-in; 0: nothing, since it is MIOpenDriver's default that the user
+    did not ask for). `ignored_flags`: MIOpenDriver flags given that change nothing here (`-w`, `-s`, ...), as
+    typed; front ends say so once per run.
     """
 
     signature: OpSignature
@@ -28,6 +31,8 @@ class Command:
     tokens: tuple[str, ...]
     iters: int = 100
     time: int = 1
+    verify: int | None = None
+    ignored_flags: tuple[str, ...] = ()
 
 
 def parse_invocation(cmd: str | Sequence[str], *, check: bool = True) -> Command:
@@ -37,14 +42,16 @@ def parse_invocation(cmd: str | Sequence[str], *, check: bool = True) -> Command
     has the op and an overload takes the recorded arguments, which imports torch). `check=False` is syntax
     only and never imports torch: what a dashboard labelling rows on its own thread wants."""
     tokens = tokenize(cmd)
-    rest, iters, time = split_timing_args(tokens)
+    driver = split_driver_args(tokens)
+    rest = driver.rest
     if not rest:
         raise CommandError("command has no op (only timing args)")
     signature = parse_op_tokens(rest)
     if check:
         signature.check()
     text = aten_text(rest) or shlex.join(rest)
-    return Command(signature=signature, text=text, tokens=tuple(rest), iters=iters, time=time)
+    return Command(signature=signature, text=text, tokens=tuple(rest), iters=driver.iters,
+                   time=driver.time, verify=driver.verify, ignored_flags=driver.ignored)
 
 
 def parse_command(cmd: str | Sequence[str], *, check: bool = True) -> OpSignature:

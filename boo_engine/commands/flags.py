@@ -115,25 +115,73 @@ def _family(word: str) -> str:
     return word
 
 
-def split_timing_args(tokens: Sequence[str]) -> tuple[list[str], int, int]:
-    """Remove the timing args (`-t/--time`, `--iter`/`-i`) wherever they appear, as BOO does before the op's
-    parser sees the command. Returns (remaining tokens, iters, time); the last occurrence wins.
+@dataclass(frozen=True)
+class DriverFlag:
+    """One of MIOpenDriver's own flags (not the op's): what it is called, the values it takes, what it means
+    here. `values` None: any non-empty text (the solution id or name of `-S`)."""
+
+    long: str
+    short: str
+    values: tuple[int, ...] | None
+    meaning: str
+
+
+_VERIFY = DriverFlag("verify", "V", (0, 1), "numerics check (-V 1 checks this command's numerics)")
+_WALL = DriverFlag("wall", "w", (0, 1), "wall-clock timing: ignored, every kernel is timed per call")
+#: MIOpenDriver's own flags per op family, beyond -t/--time and -i/--iter (which every family has), as its
+#: driver/*_driver.hpp declare them: a letter means different things in different families (`-s` is conv's
+#: kernel search but bnorm's --save, an op flag), so the tables are per family. Only -V has a meaning here.
+DRIVER_FLAGS: dict[str, tuple[DriverFlag, ...]] = {
+    "conv": (_VERIFY, DriverFlag("wall", "w", (0, 1, 2), _WALL.meaning),
+             DriverFlag("search", "s", (0, 1), "MIOpen's kernel search: ignored (boo-tui tune searches IREE's)"),
+             DriverFlag("solution", "S", None, "MIOpen solution id: ignored (IREE compiles its own kernel)"),
+             DriverFlag("gpualloc", "G", (0, 1), "MIOpen's buffer allocation: ignored")),
+    "bnorm": (_VERIFY, _WALL),
+    "layernorm": (_VERIFY, _WALL),
+    "gemm": (_VERIFY,),
+}
+
+
+@dataclass(frozen=True)
+class DriverArgs:
+    """A command with MIOpenDriver's own flags taken out. `verify`: the -V value, None when not given.
+    `ignored`: the flags taken out that change nothing here, as typed (`-w`, `--search`), in order."""
+
+    rest: list[str]
+    iters: int = 100
+    time: int = 1
+    verify: int | None = None
+    ignored: tuple[str, ...] = ()
+
+
+def split_driver_args(tokens: Sequence[str]) -> DriverArgs:
+    """Remove MIOpenDriver's own flags wherever they appear, as BOO removes its timing args before the op's
+    parser sees the command; the last occurrence wins. Every family has:
 
     | flag | value | meaning in boo-tui |
     |---|---|---|
     | `--iter N`, `-i N` | N >= 1 (default 100) | iterations to measure (the goal unless --min-time is given) |
     | `--time 0/1`, `-t 0/1` | 0 or 1 (default 1) | IGNORED: validated and kept in `Command.time` for compatibility |
     |  |  | with MIOpenDriver (whose `-t 1` prints kernel times); boo-tui always times every kernel |
-    """
-    iters, time = 100, 1
-    op = _family(tokens[0]) if tokens and not tokens[0].startswith("-") else "command"
+
+    and per family (DRIVER_FLAGS): `-V/--verify 0|1` (1: check this command's numerics), `-w/--wall`,
+    conv's `-s/--search`, `-S/--solution`, `-G/--gpualloc` (validated, then ignored: `DriverArgs.ignored`)."""
+    iters, time, verify = 100, 1, None
+    family = _family(tokens[0]) if tokens and not tokens[0].startswith("-") else "command"
+    op = family
+    own = {"--iter": "iter", "-i": "iter", "--time": "time", "-t": "time"}
+    table: dict[str, DriverFlag] = {}
+    for entry in DRIVER_FLAGS.get(family, ()):
+        table["--" + entry.long] = table["-" + entry.short] = entry
     rest: list[str] = []
+    ignored: list[str] = []
     i = 0
     while i < len(tokens):
         token = tokens[i]
         name, eq, inline = token.partition("=") if token.startswith("--") else (token, "", "")
-        which = {"--iter": "iter", "-i": "iter", "--time": "time", "-t": "time"}.get(name)
-        if which is None:
+        which = own.get(name)
+        flag = table.get(name)
+        if which is None and flag is None:
             rest.append(token)
             i += 1
             continue
@@ -143,6 +191,20 @@ def split_timing_args(tokens: Sequence[str]) -> tuple[list[str], int, int]:
             raw, i = tokens[i + 1], i + 2
         else:
             raise CommandError(f"{op}: {name} expects a value")
+        if flag is not None:
+            if flag.values is None:
+                if not raw.strip():
+                    raise CommandError(f"{op}: {name} expects a value")
+                value = None
+            else:
+                value = _convert(op, name, "int", raw)
+                if value not in flag.values:
+                    raise CommandError(f"{op}: {name} expects {' or '.join(map(str, flag.values))}, got {value}")
+            if flag is _VERIFY:
+                verify = value
+            elif name not in ignored:
+                ignored.append(name)
+            continue
         value = _convert(op, name, "int", raw)
         if which == "iter":
             if value < 1:
@@ -152,7 +214,19 @@ def split_timing_args(tokens: Sequence[str]) -> tuple[list[str], int, int]:
             if value not in (0, 1):
                 raise CommandError(f"{op}: {name} must be 0 or 1, got {value}")
             time = value
-    return rest, iters, time
+    return DriverArgs(rest=rest, iters=iters, time=time, verify=verify, ignored=tuple(ignored))
+
+
+def split_timing_args(tokens: Sequence[str]) -> tuple[list[str], int, int]:
+    """`split_driver_args` as (remaining tokens, iters, time)."""
+    args = split_driver_args(tokens)
+    return args.rest, args.iters, args.time
+
+
+def ignored_flags_note(flags: Iterable[str]) -> str:
+    """The one line a run prints (once) when its commands carry MIOpenDriver flags that change nothing here."""
+    return (f"MIOpenDriver flags with no meaning here are accepted and ignored: {', '.join(flags)} "
+            "(-w wall-clock, -s search, -S solution, -G gpualloc: boo-tui times every call of IREE's kernel)")
 
 
 def require(op: str, cond: bool, message: str) -> None:

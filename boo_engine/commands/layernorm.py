@@ -3,6 +3,11 @@
 `--normalized_dim` defaults to the LAST dim when not given: MIOpen's default is 3, but BOO normalizes over the
 last dim whatever the flag says, so commands written for BOO (e.g. `--input 16x128x768` with no `-o`) keep their
 meaning. Given explicitly, it is honoured: normalize over dims [o, rank).
+
+BOO's own flags: `--input-permutation P0 P1 ...` (its syntax: the dims as separate words; `P0,P1,...` in one
+word is taken too) is x's memory order (see ops/layernorm.py). `--use-aten V` is accepted (V: 0/1/true/false)
+and has no effect here: in BOO it makes the full backward call `aten.native_layer_norm_backward` instead of the
+written-out math, which IREE 3.13 cannot lower, so our kernels always write the math out.
 """
 from __future__ import annotations
 
@@ -22,7 +27,10 @@ LAYERNORM_FLAGS: tuple[Flag, ...] = (
     Flag("mode", "m", "int", 0),
     Flag("normalized_dim", "o", "int", None),
     Flag("forw", "F", "int", 1),
+    Flag("use-aten", None, "str", "1"),
 )
+PERMUTATION_FLAG = "--input-permutation"
+_INT = re.compile(r"[+-]?[0-9]{1,10}")
 
 
 def parse_shape(op: str, flag: str, text: str) -> tuple[int, ...]:
@@ -35,8 +43,41 @@ def parse_shape(op: str, flag: str, text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in shape.split("x"))
 
 
+def split_permutation(op: str, tokens: Sequence[str]) -> tuple[list[str], tuple[int, ...] | None]:
+    """Take `--input-permutation` and its values out of `tokens` (BOO's argparse `nargs="*"`: every integer word
+    that follows; `--input-permutation=0,2,1` in one word too). The last occurrence wins."""
+    rest: list[str] = []
+    perm: tuple[int, ...] | None = None
+    i = 0
+    while i < len(tokens):
+        name, eq, inline = tokens[i].partition("=")
+        if name != PERMUTATION_FLAG:
+            rest.append(tokens[i])
+            i += 1
+            continue
+        words: list[str] = []
+        i += 1
+        if eq:
+            words = [w for w in inline.replace(",", " ").split()]
+            require(op, bool(words), f"{PERMUTATION_FLAG} expects dims like 0 2 1 3, got {show(inline)}")
+        else:
+            while i < len(tokens) and _INT.fullmatch(tokens[i].strip()):
+                words.append(tokens[i])
+                i += 1
+        for w in words:
+            require(op, _INT.fullmatch(w.strip()) is not None,
+                    f"{PERMUTATION_FLAG} expects dims like 0 2 1 3, got {show(w)}")
+        require(op, len(words) <= MAX_RANK, f"{PERMUTATION_FLAG} has {len(words)} dims, at most {MAX_RANK}")
+        perm = tuple(int(w) for w in words)
+    return rest, perm
+
+
 def parse_layernorm(op: str, dtype_name: str, tokens: Sequence[str]) -> LayerNormSignature:
+    tokens, perm = split_permutation(op, tokens)
     values, spelled = parse_flags(op, tokens, LAYERNORM_FLAGS)
+    use_aten = str(values["use-aten"]).strip().lower()
+    require(op, use_aten in ("0", "1", "true", "false"),
+            f"{spelled.get('use-aten', '--use-aten')} expects 0, 1, true or false, got {show(values['use-aten'])}")
     shape = parse_shape(op, spelled.get("input", "--input"), values["input"])
     mode = values["mode"]
     require(op, mode in (0, 1), f"{spelled.get('mode', '--mode')} expects 0 or 1, got {mode}")
@@ -50,4 +91,6 @@ def parse_layernorm(op: str, dtype_name: str, tokens: Sequence[str]) -> LayerNor
         eps=values["eps"],
         affine=bool(mode),
         forw=values["forw"],
+        # an empty list is BOO's identity (its `input_permutation or identity`)
+        input_permutation=perm or None,
     )

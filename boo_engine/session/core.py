@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from .. import events as ev
 from ..commands import Command, looks_like_commands_file, parse_invocation, read_commands_file, split_words
+from ..commands.flags import ignored_flags_note
 from ..config import SessionConfig
 from ..errors import BooError, CommandError, elide
 from ..results import (
@@ -73,6 +74,8 @@ class Session:
         self.cache_notice: str | None = self._cache.notice
         if self.cache_notice:
             self._state.emit(ev.Log(level="warning", message=self.cache_notice))
+        #: said once per run, for the first command carrying MIOpenDriver flags that change nothing here (-w, -s...)
+        self.driver_flags_note: str | None = None
         self._closed = False
         self._stopped = False       # the work stopped (interrupt() or close()): no job runs any more
         self._interrupted = False   # interrupt(): the run ends INTERRUPTED even if it was idle
@@ -167,6 +170,9 @@ class Session:
             return self._announce(self._plan.add_variant(variant))
 
     def _add_entry(self, entry: InputEntry) -> list[JobResult]:
+        if entry.command is not None and entry.command.ignored_flags and self.driver_flags_note is None:
+            self.driver_flags_note = ignored_flags_note(entry.command.ignored_flags)
+            self._state.emit(ev.Log(level="info", message=self.driver_flags_note))
         with self._state.lock:
             return self._announce(self._plan.add_entry(entry, self.variants))
 

@@ -167,7 +167,9 @@ class MeasureStage:
         assert job.command is not None and job.backend is not None, job_id   # bad input lines are never measured
         cfg = self._config
         is_baseline = job_id == baseline_id
-        verify = cfg.verify_numerics and last and job.backend == IREE
+        # MIOpenDriver's -V 1 asks for this command's numerics even where they are off (--no-numerics) or opt-in
+        # (boo-driver without --verify-numerics); -V 0 is its default, not a request, and changes nothing
+        verify = (cfg.verify_numerics or job.command.verify == 1) and last and job.backend == IREE
         outputs = None
         compare_with = None
         if verify and is_baseline:
@@ -188,6 +190,7 @@ class MeasureStage:
             seed=cfg.seed,
             splat_value=cfg.splat_value,
             verify_numerics=verify,
+            numerics=cfg.numerics,
             save_outputs_to=outputs,
             compare_outputs_with=compare_with,
             timeout_s=cfg.bench_timeout_s,
