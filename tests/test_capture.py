@@ -278,8 +278,8 @@ def test_layernorm_without_affine_is_mode_0(model_file, tmp_path):
     out = tmp_path / "ln.txt"
     assert main(["capture", f"{model_file}:plain_norm", "--input", "4x16", "--backward", "-o", str(out)]) == 0
     lns = {parse_command(c) for _, _, c in read_commands(out)[1] if c.startswith("layernorm")}
-    assert {(s.forw, len(s.input_shapes())) for s in lns} == {(1, 1), (2, 4)}, \
-        "forward takes x alone; the input grad takes dLdy, x, mean, rstd"
+    assert {(s.forw, len(s.input_shapes())) for s in lns} == {(1, 1), (2, 5)}, \
+        "forward takes x alone; the input grad takes dLdy, x, weight (all ones in mode 0, as BOO's), mean, rstd"
     assert all("--mode 0" in c for _, _, c in read_commands(out)[1] if c.startswith("layernorm"))
 
 
