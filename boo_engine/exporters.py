@@ -10,6 +10,12 @@ checked up front (`check_export_path`) so a long run cannot end in "unknown exte
   reproducer, the comparisons and a per-variant summary.
 - Markdown: one row per command, variants (and the torch reference) side by side with their ratio to the
   baseline, its 95% CI and a verdict mark; fit to paste into a pull request.
+
+Results whose commands file gave weights (`# boo-tui: calls=N share=P%`) carry `calls` and `share` in every
+format, and every format adds the model line of each column (`weights.model_lines`: sum of calls x median, its
+ratio to the baseline with a CI and a verdict, partial when some weighted command is not counted): CSV rows with
+status `model`, a `model` list in the JSON, a line beside the geomean in the Markdown. Rows stay in the file's
+order.
 """
 from __future__ import annotations
 
@@ -43,7 +49,8 @@ from .compile.flags import chosen_flags
 from .environment import defaults_label, machine_label
 from .errors import BooError
 from .fsutil import atomic_write
-from .results import DONE, FAILED, JobResult
+from .results import DONE, FAILED, IREE, TORCH, JobResult
+from .weights import ModelLine, describe, has_weights, model_lines
 
 FORMATS = (".csv", ".json", ".md")
 NA = "N.A."
@@ -54,8 +61,13 @@ CSV_COLUMNS = [
     "numerics", "noisy", "noise_reason", "host_load", "block_k", "warmup_calls",
     "compile_seconds", "cache_hit", "num_dispatches", "spec_applied", "compile_flags",
     "ratio_vs_baseline", "ci_low", "ci_high", "p_value", "verdict",
+    "calls", "share", "weighted_us",
     "error", "source", "reproducer", "job_id",
 ]
+#: the `command` and `status` of a CSV row holding a model line (`weights.ModelLine`): its `median_us` is the
+#: column's sum of calls x median, `n` the kernels counted, `calls` / `share` their sums, `error` says "partial"
+MODEL_COMMAND = "model: sum of calls x median"
+MODEL_STATUS = "model"
 _STAT_COLUMNS = ("n", "min_us", "median_us", "mean_us", "max_us", "stddev_us", "p10_us", "p90_us", "iqr_us",
                  "gflops", "gbps")
 BOO_DRIVER_STATS = ("min", "max", "mean", "stddev", "num_dispatches")
@@ -120,25 +132,28 @@ def export_results(
     run: dict[str, Any] | None = None,
     comparisons: Comparisons | None = None,
     min_effect: float = DEFAULT_MIN_EFFECT,
+    model: Sequence[ModelLine] | None = None,
 ) -> None:
     """Write `results` to `path` in the format its extension names (.csv, .json, .md).
 
     `comparisons` maps `compare.comparison_key(result)` to its Comparison against the baseline; when None they
     are computed here from the samples (`compare.compare_results`). `min_effect`: the run's --min-effect (the
-    Markdown legend states it).
+    Markdown legend states it). `model`: the model lines (`weights.model_lines`), computed here when None.
     """
     p = check_export_path(path)
     fmt = export_format(p)
     results = list(results)
     if comparisons is None:
         comparisons = compare_results(results, min_effect=min_effect)
+    if model is None:
+        model = model_lines(results, comparisons, min_effect=min_effect)
     if fmt == ".csv":
-        text = render_csv(results, comparisons)
+        text = render_csv(results, comparisons, model)
     elif fmt == ".json":
-        text = render_json(results, environment=environment, run=run, comparisons=comparisons)
+        text = render_json(results, environment=environment, run=run, comparisons=comparisons, model=model)
     else:
         text = render_markdown(results, environment=environment, run=run, comparisons=comparisons,
-                               min_effect=min_effect)
+                               min_effect=min_effect, model=model)
     _write_atomic(p, text)
 
 
@@ -192,13 +207,37 @@ def _result_record(r: JobResult, comparisons: Comparisons) -> dict[str, Any]:
     d.update(ratio_vs_baseline=cmp.ratio if cmp else None, ci_low=cmp.ci_low if cmp else None,
              ci_high=cmp.ci_high if cmp else None, p_value=cmp.p_value if cmp else None,
              verdict=cmp.verdict if cmp else None)
+    d.update(calls=r.calls, share=r.share, weighted_us=weighted_us(r))
     return d
 
 
-def render_csv(results: Sequence[JobResult], comparisons: Comparisons) -> str:
+def weighted_us(r: JobResult) -> float | None:
+    """calls x median: what this kernel costs the model (None without a weight or a median)."""
+    if r.calls is None or r.status != DONE or r.stats is None:
+        return None
+    return r.calls * r.stats.median_us
+
+
+def _model_record(line: ModelLine) -> dict[str, Any]:
+    d: dict[str, Any] = dict.fromkeys(CSV_COLUMNS)
+    d.update(command=MODEL_COMMAND, variant=line.label, target=line.target, status=MODEL_STATUS, n=line.commands,
+             backend=TORCH if line.label == TORCH else IREE,
+             median_us=line.total_us, ratio_vs_baseline=line.ratio, ci_low=line.ci_low, ci_high=line.ci_high,
+             p_value=line.p_value, verdict=line.verdict, calls=line.calls, share=line.share,
+             weighted_us=line.total_us,
+             error=(f"partial: {line.commands} of {line.weighted} weighted commands" if line.partial else None))
+    return d
+
+
+def render_csv(results: Sequence[JobResult], comparisons: Comparisons,
+               model: Sequence[ModelLine] | None = None) -> str:
+    """One row per result, in the given order, then one per model line (status `model`)."""
     rows = []
     for r in results:
         rec = _result_record(r, comparisons)
+        rows.append([_cell(rec[k]) for k in CSV_COLUMNS])
+    for line in model or ():
+        rec = _model_record(line)
         rows.append([_cell(rec[k]) for k in CSV_COLUMNS])
     return _csv_text(CSV_COLUMNS, rows)
 
@@ -217,7 +256,7 @@ def _json_safe(v: Any) -> Any:
 
 
 def render_json(results: Sequence[JobResult], *, environment: dict[str, Any] | None, run: dict[str, Any] | None,
-                comparisons: Comparisons) -> str:
+                comparisons: Comparisons, model: Sequence[ModelLine] | None = None) -> str:
     out_results = []
     for r in results:
         d = r.to_dict()
@@ -237,6 +276,7 @@ def render_json(results: Sequence[JobResult], *, environment: dict[str, Any] | N
             for (t, cmd, label), c in comparisons.items()
         ],
         "summary": {label: s.to_dict() for label, s in summarize(by_variant(comparisons)).items()},
+        "model": [line.to_dict() for line in model or ()],
     }
     return json.dumps(_json_safe(doc), indent=1, allow_nan=False, default=str) + "\n"
 
@@ -353,10 +393,13 @@ def _short_iree_version(line: str) -> str:
 
 def render_markdown(results: Sequence[JobResult], *, environment: dict[str, Any] | None = None,
                     run: dict[str, Any] | None = None, comparisons: Comparisons | None = None,
-                    min_effect: float = DEFAULT_MIN_EFFECT) -> str:
-    """The Markdown document (also what the headless run prints). `comparisons` None: computed from samples."""
+                    min_effect: float = DEFAULT_MIN_EFFECT, model: Sequence[ModelLine] | None = None) -> str:
+    """The Markdown document (also what the headless run prints). `comparisons` / `model` None: computed from
+    the samples."""
     results = list(results)
     comparisons = comparisons if comparisons is not None else compare_results(results, min_effect=min_effect)
+    if model is None:
+        model = model_lines(results, comparisons, min_effect=min_effect)
     lines = _header_lines(results, environment, run)
     labels: list[str] = []
     cells: dict[tuple[str, str], dict[str, JobResult]] = {}
@@ -369,10 +412,11 @@ def render_markdown(results: Sequence[JobResult], *, environment: dict[str, Any]
         labels.remove(BASELINE_LABEL)
         labels.insert(0, BASELINE_LABEL)
     multi_target = len({t for t, _ in cells}) > 1
+    weights = _weights_columns(cells) if has_weights(results) else {}
     if labels == [BASELINE_LABEL] or len(labels) == 1:
-        lines += _single_column_table(cells, labels[0] if labels else BASELINE_LABEL, multi_target)
+        lines += _single_column_table(cells, labels[0] if labels else BASELINE_LABEL, multi_target, weights)
     else:
-        lines += _side_by_side_table(cells, labels, comparisons, multi_target)
+        lines += _side_by_side_table(cells, labels, comparisons, multi_target, weights)
     if not cells:
         lines.append("_no results_")
     summary = summarize(by_variant(comparisons)) if comparisons else {}
@@ -387,6 +431,9 @@ def render_markdown(results: Sequence[JobResult], *, environment: dict[str, Any]
                          + (f", {s.unclear} unclear" if s.unclear else "")
                          + (f", {s.insufficient} too few samples" if s.insufficient else "") + ")")
         lines += ["", "Geomean latency ratio vs baseline (< 1 is faster): " + " · ".join(parts)]
+    if model:
+        lines += ["", "Model time in these kernels (sum of calls x median; ratio vs the baseline's sum over the same"
+                  " kernels, 95% CI, verdict): " + " · ".join(_model_md(m, multi_target) for m in model)]
     n_failed = sum(1 for r in results if r.status == FAILED)
     n_noisy = sum(1 for r in results if r.noisy)
     notes = ["Times are median microseconds per call."]
@@ -400,8 +447,23 @@ def render_markdown(results: Sequence[JobResult], *, environment: dict[str, Any]
     return "\n".join(lines)
 
 
+def _model_md(line: ModelLine, multi_target: bool) -> str:
+    """`**tuned** 9,876 us 0.800x [0.780, 0.820] faster (...; **partial**: 3 of 4 weighted commands)`."""
+    text = _md_escape(describe(line).removeprefix(line.label + " ")).replace("partial:", "**partial**:")
+    return (f"{_code(line.target)} " if multi_target else "") + f"**{_md_escape(line.label)}** {text}"
+
+
 def _row_head(target: str, command: str, multi_target: bool) -> list[str]:
     return ([_code(target)] if multi_target else []) + [_code(command)]
+
+
+def _weights_columns(cells: dict[tuple[str, str], dict[str, JobResult]]) -> dict[tuple[str, str], list[str]]:
+    """Each row's `calls` and `share` cells (the first result of the row that has them)."""
+    out = {}
+    for key, by_label in cells.items():
+        r = next((x for x in by_label.values() if x.calls is not None), None)
+        out[key] = [str(r.calls), f"{r.share:.2f}%" if r.share is not None else "-"] if r else ["-", "-"]
+    return out
 
 
 def _flags_column(cells: dict[tuple[str, str], dict[str, JobResult]], label: str) -> dict[tuple[str, str], str]:
@@ -416,14 +478,17 @@ def _flags_column(cells: dict[tuple[str, str], dict[str, JobResult]], label: str
 
 
 def _single_column_table(cells: dict[tuple[str, str], dict[str, JobResult]], label: str,
-                         multi_target: bool) -> list[str]:
+                         multi_target: bool, weights: dict[tuple[str, str], list[str]]) -> list[str]:
     flags = _flags_column(cells, label)
-    head = (["target"] if multi_target else []) + ["command"] + (["flags"] if flags else []) + [
-        "median (us)", "min (us)", "p10-p90 (us)", "GFLOP/s", "n"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] * (len(head) - 5) + ["---:"] * 5) + "|"]
+    head = (["target"] if multi_target else []) + ["command"] + (["flags"] if flags else []) + (
+        ["calls", "share"] if weights else []) + ["median (us)", "min (us)", "p10-p90 (us)", "GFLOP/s", "n"]
+    n_right = 7 if weights else 5
+    lines = ["| " + " | ".join(head) + " |",
+             "|" + "|".join(["---"] * (len(head) - n_right) + ["---:"] * n_right) + "|"]
     for (target, command), by_label in cells.items():
         r = by_label.get(label)
-        row = _row_head(target, command, multi_target) + ([flags[(target, command)]] if flags else [])
+        row = _row_head(target, command, multi_target) + ([flags[(target, command)]] if flags else []) + (
+            weights.get((target, command), []))
         if r is not None and r.status == DONE and r.stats is not None:
             s = r.stats
             row += [_latency_cell(r), format_us(s.min_us), f"{format_us(s.p10_us)}-{format_us(s.p90_us)}",
@@ -435,10 +500,14 @@ def _single_column_table(cells: dict[tuple[str, str], dict[str, JobResult]], lab
 
 
 def _side_by_side_table(cells: dict[tuple[str, str], dict[str, JobResult]], labels: list[str],
-                        comparisons: Comparisons, multi_target: bool) -> list[str]:
+                        comparisons: Comparisons, multi_target: bool,
+                        weights: dict[tuple[str, str], list[str]]) -> list[str]:
     flags = _flags_column(cells, BASELINE_LABEL)
     head = (["target"] if multi_target else []) + ["command"] + (["baseline flags"] if flags else [])
     align = ["---"] * len(head)
+    if weights:
+        head += ["calls", "share"]
+        align += ["---:", "---:"]
     for label in labels:
         head.append(f"{_md_escape(label)} (us)")
         align.append("---:")
@@ -447,7 +516,8 @@ def _side_by_side_table(cells: dict[tuple[str, str], dict[str, JobResult]], labe
             align.append("---")
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join(align) + "|"]
     for (target, command), by_label in cells.items():
-        row = _row_head(target, command, multi_target) + ([flags[(target, command)]] if flags else [])
+        row = _row_head(target, command, multi_target) + ([flags[(target, command)]] if flags else []) + (
+            weights.get((target, command), []))
         for label in labels:
             row.append(_latency_cell(by_label.get(label)))
             if label != BASELINE_LABEL:

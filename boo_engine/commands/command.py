@@ -20,6 +20,9 @@ class Command:
     `iters` is MIOpenDriver's `--iter`/`-i` (the default measuring goal). `time` is MIOpenDriver's `-t/--time`
     (0 or 1: whether MIOpenDriver prints kernel times): accepted for compatibility and otherwise IGNORED, since
     boo-tui always times every kernel.
+    `calls` / `share`: the command's weight in the model it was captured from, from the `# boo-tui: calls=N
+    share=P%` line before it in a commands file (`files.py`): how many times the model called the kernel (>= 1)
+    and its share of the model's eager time in percent. None when the file gives none.
     """
 
     signature: OpSignature
@@ -27,6 +30,8 @@ class Command:
     tokens: tuple[str, ...]
     iters: int = 100
     time: int = 1
+    calls: int | None = None
+    share: float | None = None
 
 
 def parse_invocation(cmd: str | Sequence[str]) -> Command:
