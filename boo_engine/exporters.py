@@ -546,6 +546,9 @@ def render_boo_driver_csv(rows: Sequence[tuple[str, Mapping[str, JobResult]]]) -
         header += [f"{b} {k}" for k in BOO_DRIVER_STATS]
         if any_numerics:
             header += [f"{b} numerics_pass"] + [f"{b} {k}" for k in stat_keys]
+    weighted = any(r.calls is not None for _, by_backend in rows for r in by_backend.values())
+    if weighted:   # after iree-boo-driver's own columns, so theirs keep their places
+        header += ["calls", "share"] + [f"{b} calls_x_median" for b in backends]
     out = []
     for arguments, by_backend in rows:
         line = [arguments]
@@ -564,5 +567,39 @@ def render_boo_driver_csv(rows: Sequence[tuple[str, Mapping[str, JobResult]]]) -
                 else:
                     line.append("True" if num.verdict == "pass" else "False")
                     line += [NA if num.stats.get(k) is None else _cell(num.stats[k]) for k in stat_keys]
+        if weighted:
+            line += _boo_driver_weights(by_backend, backends)
         out.append(line)
+    if weighted:
+        out.append(_boo_driver_model_row(rows, backends, len(header)))
     return _csv_text(header, out)
+
+
+def _boo_driver_weights(by_backend: Mapping[str, JobResult], backends: Sequence[str]) -> list[str]:
+    """A row's `calls`, `share` and `<b> calls_x_median` cells."""
+    r = next((x for x in by_backend.values() if x.calls is not None), None)
+    cells = [_cell(r.calls) if r else NA, _cell(r.share) if r and r.share is not None else NA]
+    for b in backends:
+        res = by_backend.get(b)
+        w = weighted_us(res) if res is not None else None
+        cells.append(NA if w is None else _cell(w))
+    return cells
+
+
+def _boo_driver_model_row(rows: Sequence[tuple[str, Mapping[str, JobResult]]], backends: Sequence[str],
+                          width: int) -> list[str]:
+    """The model line of the boo-driver CSV: `arguments` says what it is (and `partial` when some weighted command
+    has no result on a backend), each `<b> calls_x_median` the backend's sum of calls x median over the
+    commands it measured. iree-boo-driver's CSV has no ratios, so neither has this row."""
+    weighted_rows = [by for _, by in rows if any(r.calls is not None for r in by.values())]
+    sums: list[str] = []
+    counted: list[int] = []
+    for b in backends:
+        ws = [w for by in weighted_rows if (w := weighted_us(by[b]) if b in by else None) is not None]
+        counted.append(len(ws))
+        sums.append(_cell(sum(ws)) if ws else NA)
+    calls = sum(next(r.calls or 0 for r in by.values() if r.calls is not None) for by in weighted_rows)
+    text = f"{MODEL_COMMAND} ({len(weighted_rows)} weighted commands"
+    short = [f"{b} {n} of {len(weighted_rows)}" for b, n in zip(backends, counted) if n < len(weighted_rows)]
+    text += f"; partial: {', '.join(short)})" if short else ")"
+    return [text] + [NA] * (width - 3 - len(backends)) + [str(calls), NA] + sums

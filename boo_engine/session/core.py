@@ -43,6 +43,7 @@ from .state import Listener, SessionState
 if TYPE_CHECKING:
     from ..bench.worker import BenchWorker
     from ..compare import Comparison
+    from ..weights import ModelLine
 
 #: how often wait() looks whether the session went idle
 WAIT_POLL_S = 0.05
@@ -316,19 +317,37 @@ class Session:
         return self._plan.planned[job_id].command
 
     def export(self, path: str | os.PathLike[str], *,
-               comparisons: dict[tuple[str, str, str], Comparison] | None = None) -> None:
-        """Write every job to `path` (.csv, .json, .md). `comparisons`: from comparisons(), when the caller
-        already has them (a bootstrap per variant and command: worth computing once for several exports)."""
+               comparisons: dict[tuple[str, str, str], Comparison] | None = None,
+               model: list[ModelLine] | None = None) -> None:
+        """Write every job to `path` (.csv, .json, .md). `comparisons` (from comparisons()) and `model` (from
+        model_lines()), when the caller already has them (bootstraps: worth computing once for several exports)."""
         from ..exporters import export_results
 
         with self._state.lock:
             results = list(self.jobs.values())
+        comparisons = self.comparisons(results) if comparisons is None else comparisons
         export_results(
             path, results, environment=self.environment(),
             run=self.store.run_info(self.run_id) if self.run_id is not None else None,
-            comparisons=self.comparisons(results) if comparisons is None else comparisons,
+            comparisons=comparisons,
             min_effect=self.config.min_effect,
+            model=self.model_lines(results, comparisons) if model is None else model,
         )
+
+    def model_lines(self, results: list[JobResult] | None = None,
+                    comparisons: dict[tuple[str, str, str], Comparison] | None = None) -> list[ModelLine]:
+        """The model line of every column (`weights.model_lines`: sum of calls x median of the weighted commands,
+        its ratio to the baseline with a CI and a verdict), with the session's --min-effect and seed; [] when no
+        command has a weight. `comparisons`: from comparisons() over the same results, when the caller has them."""
+        from ..weights import has_weights, model_lines
+
+        with self._state.lock:
+            results = list(self.jobs.values()) if results is None else results
+        if not has_weights(results):
+            return []
+        if comparisons is None:
+            comparisons = self.comparisons(results)
+        return model_lines(results, comparisons, min_effect=self.config.min_effect, seed=self.config.seed)
 
     def comparisons(self, results: list[JobResult] | None = None) -> dict[tuple[str, str, str], Comparison]:
         """Every finished variant (and the torch reference) against the baseline of the same command:
