@@ -449,7 +449,7 @@ def render_markdown(results: Sequence[JobResult], *, environment: dict[str, Any]
 
 def _model_md(line: ModelLine, multi_target: bool) -> str:
     """`**tuned** 9,876 us 0.800x [0.780, 0.820] faster (...; **partial**: 3 of 4 weighted commands)`."""
-    text = _md_escape(describe(line).removeprefix(line.label + " ")).replace("partial:", "**partial**:")
+    text = _md_escape(describe(line, label=False)).replace("partial:", "**partial**:")
     return (f"{_code(line.target)} " if multi_target else "") + f"**{_md_escape(line.label)}** {text}"
 
 

@@ -50,7 +50,7 @@ class ModelLine:
     ci_low: float                 # 95% bootstrap CI of the ratio (NaN when not computed)
     ci_high: float
     p_value: float
-    verdict: Verdict | None       # compare.decide's rule; None on the baseline's own line
+    verdict: Verdict | None       # compare.decide's rule; None on the baseline's own line and when none counts
     commands: int                 # weighted commands counted
     weighted: int                 # weighted commands of the target in all (counted or not)
     unweighted: int               # commands of the target without a weight (never counted)
@@ -153,7 +153,7 @@ def _line(target: str, label: str, baseline: str, weights: Mapping[str, JobResul
     ratio = total / base_total if counted and base_total > 0 else math.nan
     if not counted:
         return ModelLine(baseline_us=None, ratio=math.nan, ci_low=math.nan, ci_high=math.nan, p_value=math.nan,
-                         verdict=Verdict.UNCLEAR, **common)  # type: ignore[arg-type]
+                         verdict=None, **common)  # type: ignore[arg-type]
     if any(len(r.samples_us) < MIN_SAMPLES or b is None or len(b.samples_us) < MIN_SAMPLES for _, r, b in counted):
         return ModelLine(baseline_us=base_total, ratio=ratio, ci_low=math.nan, ci_high=math.nan, p_value=math.nan,
                          verdict=INSUFFICIENT, **common)  # type: ignore[arg-type]
@@ -185,12 +185,15 @@ def _bootstrap(counted: list[tuple[int, JobResult, JobResult | None]], *, n_boot
     return float(low), float(high), p_value
 
 
-def describe(line: ModelLine) -> str:
+def describe(line: ModelLine, *, label: bool = True) -> str:
     """One line a person reads (the dashboard, the Markdown export): `tuned 9,876 us 0.800x [0.780, 0.820]
     faster (3 kernels, 12 calls, 70.1% of the model's eager time; partial: 3 of 4 weighted commands)`."""
     from .exporters import format_us  # the one latency formatter (exporters imports this module)
 
-    parts = [f"{line.label} {format_us(line.total_us)} us"]
+    name = f"{line.label} " if label else ""
+    if not line.commands:
+        return f"{name}no kernel counted yet (0 of {line.weighted} weighted commands)"
+    parts = [f"{name}{format_us(line.total_us)} us"]
     if line.verdict is not None:
         if math.isfinite(line.ratio):
             ci = (f" [{line.ci_low:.3f}, {line.ci_high:.3f}]"
