@@ -91,7 +91,6 @@ def model_lines(
     """The model line of every (target, column) of `results`, the baseline's first; [] when no result has a
     weight. `comparisons`: the engine's (`compare.compare_results`, with the run's settings), which decide which
     commands a column counts."""
-    results = [r for r in results if r.backend in (Backend.IREE, Backend.TORCH)]   # not a file's bad lines
     everything = list(results)
     if not has_weights(everything):
         return []
@@ -99,15 +98,16 @@ def model_lines(
     targets = list(dict.fromkeys(r.target for r in everything))
     for target in targets:
         mine = [r for r in everything if r.target == target]
-        weights: dict[str, JobResult] = {}
-        unweighted: set[str] = set()
+        weights: dict[str, JobResult] = {}      # a bad line of the file keeps its weight: counted as missing
         cells: dict[tuple[str, str], JobResult] = {}
         for r in mine:
             if r.calls is not None:
                 weights.setdefault(r.command, r)
+        measured = [r for r in mine if r.backend in (Backend.IREE, Backend.TORCH)]   # not a file's bad lines
+        for r in measured:
             cells[(r.command, column_label(r))] = r
         unweighted = {r.command for r in mine} - set(weights)
-        labels = list(dict.fromkeys(column_label(r) for r in mine))
+        labels = list(dict.fromkeys(column_label(r) for r in measured))
         labels.sort(key=lambda label: label != baseline)
         for label in labels:
             line = _line(target, label, baseline, weights, len(unweighted), cells, comparisons, min_effect=min_effect,
