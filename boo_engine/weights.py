@@ -183,26 +183,3 @@ def _bootstrap(counted: list[tuple[int, JobResult, JobResult | None]], *, n_boot
     low, high = np.percentile(ratios, [tail, 100.0 - tail])
     p_value = min(1.0, 2.0 * min(float(np.mean(ratios >= 1.0)), float(np.mean(ratios <= 1.0))))
     return float(low), float(high), p_value
-
-
-def describe(line: ModelLine, *, label: bool = True) -> str:
-    """One line a person reads (the dashboard, the Markdown export): `tuned 9,876 us 0.800x [0.780, 0.820]
-    faster (3 kernels, 12 calls, 70.1% of the model's eager time; partial: 3 of 4 weighted commands)`."""
-    from .exporters import format_us  # the one latency formatter (exporters imports this module)
-
-    name = f"{line.label} " if label else ""
-    if not line.commands:
-        return f"{name}no kernel counted yet (0 of {line.weighted} weighted commands)"
-    parts = [f"{name}{format_us(line.total_us)} us"]
-    if line.verdict is not None:
-        if math.isfinite(line.ratio):
-            ci = (f" [{line.ci_low:.3f}, {line.ci_high:.3f}]"
-                  if math.isfinite(line.ci_low) and math.isfinite(line.ci_high) else "")
-            parts.append(f"{line.ratio:.3f}x{ci}")
-        parts.append("too few samples" if line.verdict == INSUFFICIENT else str(line.verdict))
-    notes = [f"{line.commands} kernels, {line.calls} calls, {line.share:.1f}% of the model's eager time"]
-    if line.partial:
-        notes.append(f"partial: {line.commands} of {line.weighted} weighted commands")
-    if line.unweighted:
-        notes.append(f"{line.unweighted} without weight not counted")
-    return " ".join(parts) + " (" + "; ".join(notes) + ")"

@@ -18,8 +18,9 @@ from rich.text import Text
 from textual import events
 from textual.widgets import DataTable, Input, Static
 
+from boo_engine.exporters import describe_model_line
 from boo_engine.results import JobResult
-from boo_engine.weights import ModelLine, describe
+from boo_engine.weights import ModelLine
 
 from .cells import COLUMN_WIDTHS, VERDICT_STYLE, Filter, columns, ordered, row_cells
 from .detail import render_detail, reproducer_text
@@ -266,5 +267,5 @@ def model_line_text(lines: list[ModelLine]) -> Text:
     for i, line in enumerate(lines):
         if i:
             text.append(" · ", style="dim")
-        text.append(describe(line), style=VERDICT_STYLE.get(line.verdict, "") if line.verdict else "")
+        text.append(describe_model_line(line), style=VERDICT_STYLE.get(line.verdict, "") if line.verdict else "")
     return text

@@ -18,9 +18,9 @@ import pytest
 from boo_engine.bench.stats import compute_stats
 from boo_engine.commands import CommandError, read_commands_file
 from boo_engine.compare import compare_results
-from boo_engine.exporters import MODEL_COMMAND, MODEL_STATUS, format_us
+from boo_engine.exporters import MODEL_COMMAND, MODEL_STATUS, describe_model_line, format_us
 from boo_engine.results import DONE, FAILED, JobResult
-from boo_engine.weights import describe, model_lines
+from boo_engine.weights import model_lines
 
 GEMM = "gemm -k 16 -m 32 -n 16"
 CONV = "conv -n 1 -c 4 -H 8 -W 8 -k 4 -y 3 -x 3 -p 1 -q 1"
@@ -108,7 +108,7 @@ def test_model_line_is_the_weighted_sum_with_a_ci_and_partial_when_a_kernel_fail
     assert math.isclose(v.baseline_us, 10 * med["a", "baseline"] + med["b", "baseline"])
     assert math.isclose(v.ratio, (10 * med["a", "v"] + med["b", "v"]) / v.baseline_us)
     assert v.ci_low < v.ratio < v.ci_high and v.ci_high < 1.0 and v.verdict == "faster"
-    assert "partial: 2 of 3 weighted commands" in describe(v) and "1 without weight" in describe(v)
+    assert "partial: 2 of 3 weighted commands" in describe_model_line(v) and "1 without weight" in describe_model_line(v)
 
 
 def test_model_line_claims_no_verdict_its_samples_cannot_support():

@@ -33,7 +33,7 @@ from ..results import (
 from ..targets import Target, default_target, parse_target
 from ..variants import BASELINE, Variant
 from .compiling import CompileStage
-from .finalize import Finalizer, compare_columns
+from .finalize import Finalizer, compare_columns, model_lines_of
 from .measuring import MeasureStage
 from .plan import InputEntry, Plan
 from .recording import RunRecorder, store_halt_reason
@@ -319,35 +319,23 @@ class Session:
     def export(self, path: str | os.PathLike[str], *,
                comparisons: dict[tuple[str, str, str], Comparison] | None = None,
                model: list[ModelLine] | None = None) -> None:
-        """Write every job to `path` (.csv, .json, .md). `comparisons` (from comparisons()) and `model` (from
-        model_lines()), when the caller already has them (bootstraps: worth computing once for several exports)."""
+        """Write every job to `path` (.csv, .json, .md); `comparisons` / `model`: the caller's, computed once."""
         from ..exporters import export_results
 
         with self._state.lock:
             results = list(self.jobs.values())
         comparisons = self.comparisons(results) if comparisons is None else comparisons
-        export_results(
-            path, results, environment=self.environment(),
-            run=self.store.run_info(self.run_id) if self.run_id is not None else None,
-            comparisons=comparisons,
-            min_effect=self.config.min_effect,
-            model=self.model_lines(results, comparisons) if model is None else model,
-        )
+        export_results(path, results, environment=self.environment(),
+                       run=self.store.run_info(self.run_id) if self.run_id is not None else None,
+                       comparisons=comparisons, min_effect=self.config.min_effect,
+                       model=model_lines_of(results, comparisons, self.config) if model is None else model)
 
     def model_lines(self, results: list[JobResult] | None = None,
                     comparisons: dict[tuple[str, str, str], Comparison] | None = None) -> list[ModelLine]:
-        """The model line of every column (`weights.model_lines`: sum of calls x median of the weighted commands,
-        its ratio to the baseline with a CI and a verdict), with the session's --min-effect and seed; [] when no
-        command has a weight. `comparisons`: from comparisons() over the same results, when the caller has them."""
-        from ..weights import has_weights, model_lines
-
+        """Every column's model line with the session's settings (`finalize.model_lines_of`); [] without weights."""
         with self._state.lock:
             results = list(self.jobs.values()) if results is None else results
-        if not has_weights(results):
-            return []
-        if comparisons is None:
-            comparisons = self.comparisons(results)
-        return model_lines(results, comparisons, min_effect=self.config.min_effect, seed=self.config.seed)
+        return model_lines_of(results, comparisons, self.config)
 
     def comparisons(self, results: list[JobResult] | None = None) -> dict[tuple[str, str, str], Comparison]:
         """Every finished variant (and the torch reference) against the baseline of the same command:
