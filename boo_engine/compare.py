@@ -144,8 +144,8 @@ def _bootstrap_ratio_ci(
     b: np.ndarray, v: np.ndarray, *, n_boot: int, seed: int, confidence: float
 ) -> tuple[float, float]:
     rng = np.random.default_rng(seed)
-    med_b = _bootstrap_medians(b, n_boot, rng)
-    med_v = _bootstrap_medians(v, n_boot, rng)
+    med_b = bootstrap_medians(b, n_boot, rng)
+    med_v = bootstrap_medians(v, n_boot, rng)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratios = med_v / med_b
     ratios = ratios[np.isfinite(ratios)]
@@ -156,7 +156,7 @@ def _bootstrap_ratio_ci(
     return float(low), float(high)
 
 
-def _bootstrap_medians(x: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+def bootstrap_medians(x: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
     """Medians of n_boot resamples (with replacement) of x.
 
     Resampling indices into the SORTED sample makes the median of a resample the value at the median of its

@@ -8,8 +8,14 @@ checked up front (`check_export_path`) so a long run cannot end in "unknown exte
   baseline of the same command.
 - JSON: everything: environment, run, every result with its raw samples, compile and numerics details,
   reproducer, the comparisons and a per-variant summary.
-- Markdown: one row per command, variants (and the torch reference) side by side with their ratio to the
-  baseline, its 95% CI and a verdict mark; fit to paste into a pull request.
+- Markdown (`markdown.py`): one row per command, variants (and the torch reference) side by side with their
+  ratio to the baseline, its 95% CI and a verdict mark; fit to paste into a pull request.
+
+Results whose commands file gave weights (`# boo-tui: calls=N share=P%`) carry `calls` and `share` in every
+format, and every format adds the model line of each column (`weights.model_lines`: sum of calls x median, its
+ratio to the baseline with a CI and a verdict, partial when some weighted command is not counted): CSV rows with
+status `model`, a `model` list in the JSON, a line beside the geomean in the Markdown. Rows stay in the file's
+order.
 """
 from __future__ import annotations
 
@@ -27,11 +33,6 @@ from typing import Any
 from .compare import (
     BASELINE_LABEL,
     DEFAULT_MIN_EFFECT,
-    FASTER,
-    INSUFFICIENT,
-    SAME,
-    SLOWER,
-    UNCLEAR,
     Comparison,
     by_variant,
     column_label,
@@ -40,10 +41,18 @@ from .compare import (
     summarize,
 )
 from .compile.flags import chosen_flags
-from .environment import defaults_label, machine_label
 from .errors import BooError
 from .fsutil import atomic_write
-from .results import DONE, FAILED, IREE, JobResult, NumericsInfo
+from .markdown import VERDICT_MARK, describe_model_line, format_us, render_markdown, verdict_legend
+from .results import DONE, FAILED, IREE, TORCH, JobResult, NumericsInfo
+from .weights import ModelLine, model_lines
+
+__all__ = [  # the Markdown side lives in markdown.py; its public names are exporters' as they always were
+    "BOO_DRIVER_STATS", "BOO_NUMERICS_COLUMNS", "CSV_COLUMNS", "FORMATS", "MODEL_COMMAND", "MODEL_STATUS",
+    "VERDICT_MARK", "ExportError", "boo_csv_cells", "check_export_path", "describe_model_line", "export_format",
+    "export_results", "format_us", "render_boo_driver_csv", "render_csv", "render_json", "render_markdown",
+    "verdict_legend", "weighted_us", "write_boo_driver_csv",
+]
 
 FORMATS = (".csv", ".json", ".md")
 NA = "N.A."
@@ -54,8 +63,13 @@ CSV_COLUMNS = [
     "numerics", "noisy", "noise_reason", "host_load", "block_k", "warmup_calls",
     "compile_seconds", "cache_hit", "num_dispatches", "spec_applied", "compile_flags",
     "ratio_vs_baseline", "ci_low", "ci_high", "p_value", "verdict",
+    "calls", "share", "weighted_us",
     "error", "source", "reproducer", "job_id",
 ]
+#: the `command` and `status` of a CSV row holding a model line (`weights.ModelLine`): its `median_us` is the
+#: column's sum of calls x median, `n` the kernels counted, `calls` / `share` their sums, `error` says "partial"
+MODEL_COMMAND = "model: sum of calls x median"
+MODEL_STATUS = "model"
 _STAT_COLUMNS = ("n", "min_us", "median_us", "mean_us", "max_us", "stddev_us", "p10_us", "p90_us", "iqr_us",
                  "gflops", "gbps")
 BOO_DRIVER_STATS = ("min", "max", "mean", "stddev", "num_dispatches")
@@ -126,25 +140,28 @@ def export_results(
     run: dict[str, Any] | None = None,
     comparisons: Comparisons | None = None,
     min_effect: float = DEFAULT_MIN_EFFECT,
+    model: Sequence[ModelLine] | None = None,
 ) -> None:
     """Write `results` to `path` in the format its extension names (.csv, .json, .md).
 
     `comparisons` maps `compare.comparison_key(result)` to its Comparison against the baseline; when None they
     are computed here from the samples (`compare.compare_results`). `min_effect`: the run's --min-effect (the
-    Markdown legend states it).
+    Markdown legend states it). `model`: the model lines (`weights.model_lines`), computed here when None.
     """
     p = check_export_path(path)
     fmt = export_format(p)
     results = list(results)
     if comparisons is None:
         comparisons = compare_results(results, min_effect=min_effect)
+    if model is None:
+        model = model_lines(results, comparisons, min_effect=min_effect)
     if fmt == ".csv":
-        text = render_csv(results, comparisons)
+        text = render_csv(results, comparisons, model)
     elif fmt == ".json":
-        text = render_json(results, environment=environment, run=run, comparisons=comparisons)
+        text = render_json(results, environment=environment, run=run, comparisons=comparisons, model=model)
     else:
         text = render_markdown(results, environment=environment, run=run, comparisons=comparisons,
-                               min_effect=min_effect)
+                               min_effect=min_effect, model=model)
     _write_atomic(p, text)
 
 
@@ -219,13 +236,37 @@ def _result_record(r: JobResult, comparisons: Comparisons) -> dict[str, Any]:
     d.update(ratio_vs_baseline=cmp.ratio if cmp else None, ci_low=cmp.ci_low if cmp else None,
              ci_high=cmp.ci_high if cmp else None, p_value=cmp.p_value if cmp else None,
              verdict=cmp.verdict if cmp else None)
+    d.update(calls=r.calls, share=r.share, weighted_us=weighted_us(r))
     return d
 
 
-def render_csv(results: Sequence[JobResult], comparisons: Comparisons) -> str:
+def weighted_us(r: JobResult) -> float | None:
+    """calls x median: what this kernel costs the model (None without a weight or a median)."""
+    if r.calls is None or r.status != DONE or r.stats is None:
+        return None
+    return r.calls * r.stats.median_us
+
+
+def _model_record(line: ModelLine) -> dict[str, Any]:
+    d: dict[str, Any] = dict.fromkeys(CSV_COLUMNS)
+    d.update(command=MODEL_COMMAND, variant=line.label, target=line.target, status=MODEL_STATUS, n=line.commands,
+             backend=TORCH if line.label == TORCH else IREE,
+             median_us=line.total_us, ratio_vs_baseline=line.ratio, ci_low=line.ci_low, ci_high=line.ci_high,
+             p_value=line.p_value, verdict=line.verdict, calls=line.calls, share=line.share,
+             weighted_us=line.total_us,
+             error=(f"partial: {line.commands} of {line.weighted} weighted commands" if line.partial else None))
+    return d
+
+
+def render_csv(results: Sequence[JobResult], comparisons: Comparisons,
+               model: Sequence[ModelLine] | None = None) -> str:
+    """One row per result, in the given order, then one per model line (status `model`)."""
     rows = []
     for r in results:
         rec = _result_record(r, comparisons)
+        rows.append([_cell(rec[k]) for k in CSV_COLUMNS])
+    for line in model or ():
+        rec = _model_record(line)
         rows.append([_cell(rec[k]) for k in CSV_COLUMNS])
     return _csv_text(CSV_COLUMNS, rows)
 
@@ -244,7 +285,7 @@ def _json_safe(v: Any) -> Any:
 
 
 def render_json(results: Sequence[JobResult], *, environment: dict[str, Any] | None, run: dict[str, Any] | None,
-                comparisons: Comparisons) -> str:
+                comparisons: Comparisons, model: Sequence[ModelLine] | None = None) -> str:
     out_results = []
     for r in results:
         d = r.to_dict()
@@ -264,224 +305,9 @@ def render_json(results: Sequence[JobResult], *, environment: dict[str, Any] | N
             for (t, cmd, label), c in comparisons.items()
         ],
         "summary": {label: s.to_dict() for label, s in summarize(by_variant(comparisons)).items()},
+        "model": [line.to_dict() for line in model or ()],
     }
     return json.dumps(_json_safe(doc), indent=1, allow_nan=False, default=str) + "\n"
-
-
-# --- Markdown ------------------------------------------------------------------------------------------------
-
-#: the mark of each verdict, in the Markdown export and the dashboard's "vs base" column alike
-VERDICT_MARK = {FASTER: "✅", SLOWER: "❌", SAME: "≈", UNCLEAR: "❓", INSUFFICIENT: "❔"}
-_MARK = {v: f"{VERDICT_MARK[v]} {'too few samples' if v == INSUFFICIENT else v}" for v in VERDICT_MARK}
-
-
-def verdict_legend(min_effect: float) -> str:
-    """What a verdict means, with the run's --min-effect (the Markdown export's legend; the dashboard shows it too)."""
-    pct = f"{min_effect * 100:g}%"
-    return ("Ratios: median(variant) / median(baseline) (< 1 is faster) with a 95% bootstrap CI. faster / slower: "
-            f"Mann-Whitney p < 0.05, a change of at least {pct} and a CI excluding 1; same: a change within ±{pct}; "
-            "unclear: a bigger change the data cannot confirm (measure longer or on a quieter machine).")
-
-
-def _md_escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
-
-
-def _code(text: str) -> str:
-    return "`" + text.replace("`", "'").replace("|", "\\|").replace("\n", " ") + "`"
-
-
-def format_us(x: float | None) -> str:
-    """A latency in microseconds as people read it: 12,345 / 123.4 / 1.23 (and "-" for none)."""
-    if x is None or not math.isfinite(x):
-        return "-"
-    if x >= 1000:
-        return f"{x:,.0f}"
-    if x >= 10:
-        return f"{x:.1f}"
-    return f"{x:.2f}"
-
-
-def _fmt_ratio(c: Comparison) -> str:
-    if not math.isfinite(c.ratio):
-        return "-"
-    s = f"{c.ratio:.3f}x"
-    if math.isfinite(c.ci_low) and math.isfinite(c.ci_high):
-        s += f" [{c.ci_low:.3f}, {c.ci_high:.3f}]"
-    return f"{s} {_MARK.get(c.verdict, c.verdict)}"
-
-
-def _short(text: str | None, limit: int = 80) -> str:
-    text = " ".join((text or "").split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _latency_cell(r: JobResult | None) -> str:
-    if r is None:
-        return "-"
-    if r.status == FAILED:
-        return "**failed**: " + _md_escape(_short(r.error or "unknown error"))
-    if r.status != DONE or r.stats is None:
-        return _md_escape(r.status)
-    cell = format_us(r.stats.median_us)
-    if r.noisy:
-        cell += " ⚠"
-    if r.compile is not None and r.compile.spec_applied is False:
-        cell += " (**spec not applied**: not a tuned result)"
-    if r.numerics is not None and r.numerics.verdict != "pass":
-        cell += " (numerics **" + _md_escape(r.numerics.verdict) + "**)"
-    return cell
-
-
-def _header_lines(results: Sequence[JobResult], environment: dict[str, Any] | None,
-                  run: dict[str, Any] | None) -> list[str]:
-    env = environment or (run or {}).get("environment") or {}
-    targets = sorted({r.target for r in results}) or [str((run or {}).get("target") or env.get("target") or "?")]
-    when = _when((run or {}).get("started_at"))
-    facts = [f"target {', '.join(_code(t) for t in targets)}"]
-    machine = machine_label(env)
-    if machine:
-        facts.append(f"host {_md_escape(machine)}")
-    facts.append(_md_escape(str(when)))
-    if env.get("iree_compile_version"):
-        facts.append(_md_escape(_short_iree_version(str(env["iree_compile_version"]))))
-    if env.get("torch_version"):
-        facts.append(f"torch {_md_escape(str(env['torch_version']))}")
-    if defaults_label(env):
-        facts.append(_md_escape(str(defaults_label(env))))
-    partial = ["**partial: run interrupted** (unfinished jobs are `interrupted`; `--resume` measures them)", ""]
-    return ["## boo-tui results", "", " · ".join(facts), "", *(partial if (run or {}).get("status") == "interrupted"
-                                                                 else [])]
-
-
-def _when(started_at: Any) -> str:
-    """The run's start (ISO text from the store, or Unix seconds) as "YYYY-MM-DD HH:MM UTC"; now if unknown."""
-    t = None
-    if isinstance(started_at, (int, float)):
-        t = datetime.datetime.fromtimestamp(started_at, datetime.UTC)
-    elif isinstance(started_at, str):
-        try:
-            t = datetime.datetime.fromisoformat(started_at)
-        except ValueError:
-            return started_at
-        if t.tzinfo is not None:
-            t = t.astimezone(datetime.UTC)
-    t = t or datetime.datetime.now(datetime.UTC)
-    return t.strftime("%Y-%m-%d %H:%M UTC")
-
-
-def _short_iree_version(line: str) -> str:
-    """"IREE compiler version 3.13.0rc20261016 @ 89ece87..." -> "IREE 3.13.0rc20261016" (the hash is in the JSON)."""
-    words = line.split()
-    if "version" in words and words.index("version") + 1 < len(words):
-        return "IREE " + words[words.index("version") + 1]
-    return line
-
-
-def render_markdown(results: Sequence[JobResult], *, environment: dict[str, Any] | None = None,
-                    run: dict[str, Any] | None = None, comparisons: Comparisons | None = None,
-                    min_effect: float = DEFAULT_MIN_EFFECT) -> str:
-    """The Markdown document (also what the headless run prints). `comparisons` None: computed from samples."""
-    results = list(results)
-    comparisons = comparisons if comparisons is not None else compare_results(results, min_effect=min_effect)
-    lines = _header_lines(results, environment, run)
-    labels: list[str] = []
-    cells: dict[tuple[str, str], dict[str, JobResult]] = {}
-    for r in results:
-        label = column_label(r)
-        if label not in labels:
-            labels.append(label)
-        cells.setdefault((r.target, r.command), {})[label] = r
-    if BASELINE_LABEL in labels:
-        labels.remove(BASELINE_LABEL)
-        labels.insert(0, BASELINE_LABEL)
-    multi_target = len({t for t, _ in cells}) > 1
-    if labels == [BASELINE_LABEL] or len(labels) == 1:
-        lines += _single_column_table(cells, labels[0] if labels else BASELINE_LABEL, multi_target)
-    else:
-        lines += _side_by_side_table(cells, labels, comparisons, multi_target)
-    if not cells:
-        lines.append("_no results_")
-    summary = summarize(by_variant(comparisons)) if comparisons else {}
-    if summary:
-        parts = []
-        for label in labels:
-            s = summary.get(label)
-            if s is None:
-                continue
-            gm = f"{s.geomean_ratio:.3f}x" if math.isfinite(s.geomean_ratio) else "-"
-            parts.append(f"**{_md_escape(label)}** {gm} ({s.faster} faster, {s.slower} slower, {s.same} same"
-                         + (f", {s.unclear} unclear" if s.unclear else "")
-                         + (f", {s.insufficient} too few samples" if s.insufficient else "") + ")")
-        lines += ["", "Geomean latency ratio vs baseline (< 1 is faster): " + " · ".join(parts)]
-    n_failed = sum(1 for r in results if r.status == FAILED)
-    n_noisy = sum(1 for r in results if r.noisy)
-    notes = ["Times are median microseconds per call."]
-    if comparisons:
-        notes.append(verdict_legend(min_effect))
-    if n_noisy:
-        notes.append(f"⚠ = noisy measurement ({n_noisy}).")
-    if n_failed:
-        notes.append(f"{n_failed} failed.")
-    lines += ["", " ".join(notes), ""]
-    return "\n".join(lines)
-
-
-def _row_head(target: str, command: str, multi_target: bool) -> list[str]:
-    return ([_code(target)] if multi_target else []) + [_code(command)]
-
-
-def _flags_column(cells: dict[tuple[str, str], dict[str, JobResult]], label: str) -> dict[tuple[str, str], str]:
-    """The compile flags of each row's `label` job beyond the target's own (per-op defaults, the variant's own), or
-    {} when no row has any: a column only where it says something."""
-    out = {}
-    for key, by_label in cells.items():
-        r = by_label.get(label)
-        flags = chosen_flags(r.compile.command) if r is not None and r.compile is not None else []
-        out[key] = " ".join(_code(f) for f in flags) or "-"
-    return out if any(v != "-" for v in out.values()) else {}
-
-
-def _single_column_table(cells: dict[tuple[str, str], dict[str, JobResult]], label: str,
-                         multi_target: bool) -> list[str]:
-    flags = _flags_column(cells, label)
-    head = (["target"] if multi_target else []) + ["command"] + (["flags"] if flags else []) + [
-        "median (us)", "min (us)", "p10-p90 (us)", "GFLOP/s", "n"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] * (len(head) - 5) + ["---:"] * 5) + "|"]
-    for (target, command), by_label in cells.items():
-        r = by_label.get(label)
-        row = _row_head(target, command, multi_target) + ([flags[(target, command)]] if flags else [])
-        if r is not None and r.status == DONE and r.stats is not None:
-            s = r.stats
-            row += [_latency_cell(r), format_us(s.min_us), f"{format_us(s.p10_us)}-{format_us(s.p90_us)}",
-                    f"{s.gflops:.1f}" if s.gflops is not None else "-", str(s.n)]
-        else:
-            row += [_latency_cell(r), "", "", "", ""]
-        lines.append("| " + " | ".join(row) + " |")
-    return lines
-
-
-def _side_by_side_table(cells: dict[tuple[str, str], dict[str, JobResult]], labels: list[str],
-                        comparisons: Comparisons, multi_target: bool) -> list[str]:
-    flags = _flags_column(cells, BASELINE_LABEL)
-    head = (["target"] if multi_target else []) + ["command"] + (["baseline flags"] if flags else [])
-    align = ["---"] * len(head)
-    for label in labels:
-        head.append(f"{_md_escape(label)} (us)")
-        align.append("---:")
-        if label != BASELINE_LABEL:
-            head.append(f"{_md_escape(label)} vs baseline")
-            align.append("---")
-    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(align) + "|"]
-    for (target, command), by_label in cells.items():
-        row = _row_head(target, command, multi_target) + ([flags[(target, command)]] if flags else [])
-        for label in labels:
-            row.append(_latency_cell(by_label.get(label)))
-            if label != BASELINE_LABEL:
-                c = comparisons.get((target, command, label))
-                row.append(_fmt_ratio(c) if c else "-")
-        lines.append("| " + " | ".join(row) + " |")
-    return lines
 
 
 # --- iree-boo-driver CSV -------------------------------------------------------------------------------------
@@ -498,6 +324,9 @@ def render_boo_driver_csv(rows: Sequence[tuple[str, Mapping[str, JobResult]]], *
         header += [f"{b} {k}" for k in BOO_DRIVER_STATS]
     if numerics:
         header += [*BOO_NUMERICS_COLUMNS, *OUR_NUMERICS_COLUMNS]
+    weighted = any(r.calls is not None for _, by_backend in rows for r in by_backend.values())
+    if weighted:   # after iree-boo-driver's own columns (timing, then numerics), so theirs keep their places
+        header += ["calls", "share"] + [f"{b} calls_x_median" for b in backends]
     out = []
     for arguments, by_backend in rows:
         line = [arguments]
@@ -511,7 +340,11 @@ def render_boo_driver_csv(rows: Sequence[tuple[str, Mapping[str, JobResult]]], *
                 line += [NA] * len(BOO_DRIVER_STATS)
         if numerics:
             line += _numerics_cells(by_backend.values())
+        if weighted:
+            line += _boo_driver_weights(by_backend, backends)
         out.append(line)
+    if weighted:
+        out.append(_boo_driver_model_row(rows, backends, len(header)))
     return _csv_text(header, out)
 
 
@@ -528,3 +361,33 @@ def _numerics_cells(results: Iterable[JobResult]) -> list[str]:
     stats = checked.numerics.stats
     rel = stats.get("max_rel_err")
     return cells + [NA if not isinstance(rel, (int, float)) else f"{rel:.6e}", str(stats.get("reason") or "")]
+
+
+def _boo_driver_weights(by_backend: Mapping[str, JobResult], backends: Sequence[str]) -> list[str]:
+    """A row's `calls`, `share` and `<b> calls_x_median` cells."""
+    r = next((x for x in by_backend.values() if x.calls is not None), None)
+    cells = [_cell(r.calls) if r else NA, _cell(r.share) if r and r.share is not None else NA]
+    for b in backends:
+        res = by_backend.get(b)
+        w = weighted_us(res) if res is not None else None
+        cells.append(NA if w is None else _cell(w))
+    return cells
+
+
+def _boo_driver_model_row(rows: Sequence[tuple[str, Mapping[str, JobResult]]], backends: Sequence[str],
+                          width: int) -> list[str]:
+    """The model line of the boo-driver CSV: `arguments` says what it is (and `partial` when some weighted command
+    has no result on a backend), each `<b> calls_x_median` the backend's sum of calls x median over the
+    commands it measured. iree-boo-driver's CSV has no ratios, so neither has this row."""
+    weighted_rows = [by for _, by in rows if any(r.calls is not None for r in by.values())]
+    sums: list[str] = []
+    counted: list[int] = []
+    for b in backends:
+        ws = [w for by in weighted_rows if (w := weighted_us(by[b]) if b in by else None) is not None]
+        counted.append(len(ws))
+        sums.append(_cell(sum(ws)) if ws else NA)
+    calls = sum(next(r.calls or 0 for r in by.values() if r.calls is not None) for by in weighted_rows)
+    text = f"{MODEL_COMMAND} ({len(weighted_rows)} weighted commands"
+    short = [f"{b} {n} of {len(weighted_rows)}" for b, n in zip(backends, counted) if n < len(weighted_rows)]
+    text += f"; partial: {', '.join(short)})" if short else ")"
+    return [text] + [NA] * (width - 3 - len(backends)) + [str(calls), NA] + sums

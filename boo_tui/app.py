@@ -40,7 +40,7 @@ from boo_engine.session import Session, warm_imports
 
 from .actions import ActionsMixin
 from .bridge import EventBridge
-from .cells import COLUMN_WIDTHS, COLUMNS, Filter
+from .cells import COLUMN_WIDTHS, Filter
 from .live_table import TABLE_FLUSH_S, LiveTableMixin
 from .messages import ComparisonsComputed, EngineEvent, EngineFailed, SamplesReady, SessionFailed, SessionOpened
 from .model import RunModel
@@ -112,6 +112,7 @@ class BooApp(TuneMixin, ActionsMixin, LiveTableMixin, App[int]):
         yield Header()
         yield Input(placeholder="filter: op:conv status:failed words...  (/ to focus, esc to leave)",
                     id="filter")
+        yield Static("", id="model-line")        # a file with weights: the engine's model line (live_table)
         with Vertical(id="body"):
             yield ResultsTable(id="results", cursor_type="row", zebra_stripes=True)
             with TabbedContent(id="panes"):
@@ -129,8 +130,9 @@ class BooApp(TuneMixin, ActionsMixin, LiveTableMixin, App[int]):
 
     def on_mount(self) -> None:
         table = self.query_one("#results", DataTable)
-        for key, label in COLUMNS:
+        for key, label in self.table_columns:
             table.add_column(label, key=key, width=COLUMN_WIDTHS.get(key))
+        self.query_one("#model-line", Static).display = False
         table.focus()
         self.sub_title = "opening session..."
         self.set_interval(TABLE_FLUSH_S, self._flush_views)

@@ -33,6 +33,19 @@ COLUMNS: list[tuple[str, str]] = [
     ("noisy", "noisy"),
     ("kernel", "kernel"),
 ]
+#: the columns a commands file with weights (`# boo-tui: calls=N share=P%` lines) adds, after the shape: the
+#: kernel's share of the model's eager time and how often the model called it
+WEIGHT_COLUMNS: list[tuple[str, str]] = [("share", "share %"), ("calls", "calls")]
+
+
+def columns(weighted: bool) -> list[tuple[str, str]]:
+    """The table's columns: the weight columns only when some command has a weight."""
+    if not weighted:
+        return COLUMNS
+    at = [k for k, _ in COLUMNS].index("shape") + 1
+    return COLUMNS[:at] + WEIGHT_COLUMNS + COLUMNS[at:]
+
+
 #: columns of a fixed width: the engine's verdicts arrive as row updates, which keep column widths (table.py), so
 #: "vs base" is wide enough for them from the start (`0.912x ✅`, `0.0912x ❓`: the mark takes two cells)
 COLUMN_WIDTHS: dict[str, int] = {"vs_base": 10}
@@ -112,6 +125,8 @@ def row_cells(model: RunModel, view: JobView) -> dict[str, Any]:
         "vs_base": verdict_text(model.comparison_of(view)),
         "numerics": numerics,
         "noisy": Text("noisy", style="yellow") if r.noisy else Text(""),
+        "share": Text(f"{r.share:.2f}") if r.share is not None else Text("-", style="dim"),
+        "calls": Text(str(r.calls)) if r.calls is not None else Text("-", style="dim"),
     }
 
 
@@ -217,6 +232,10 @@ def sort_key(model: RunModel, column: str) -> Callable[[JobView], Any]:
             return _STATUS_ORDER.get(v.status, 99)
         if column == "median":
             return num(v.median_us)
+        if column == "share":
+            return num(r.share)
+        if column == "calls":
+            return num(r.calls)
         if column == "gflops":
             return num(r.stats.gflops if r.stats else None)
         if column == "vs_base":
@@ -237,5 +256,12 @@ def ordered(model: RunModel, flt: Filter, sort_by: str | None, reverse: bool) ->
     views: Iterable[JobView] = (v for v in model.jobs.values() if flt.matches(v))
     out = list(views)
     if sort_by:
-        out.sort(key=sort_key(model, sort_by), reverse=reverse)
+        key = sort_key(model, sort_by)
+        out.sort(key=key, reverse=reverse)
+        if reverse:   # missing values last in this direction too (a descending share: unweighted rows at the end)
+            out.sort(key=lambda v: _missing(key(v)))
     return out
+
+
+def _missing(key: Any) -> bool:
+    return isinstance(key, tuple) and len(key) == 2 and key[0] == 1 and key[1] == 0.0

@@ -2,7 +2,10 @@
 turns the `RunModel` into what the screen shows, a few times a second.
 
 Changed rows are collected in `_dirty` as events arrive and redrawn together every TABLE_FLUSH_S; a table that is
-filtered or sorted is rebuilt at most every RESORT_S (rows may join, leave or move). Handlers here are named ones
+filtered or sorted is rebuilt at most every RESORT_S (rows may join, leave or move). A commands file with weights
+(`# boo-tui:` lines) adds the share and calls columns, makes share (descending) the default order, and shows the
+engine's model line above the table (`Session.model_lines`, asked for on the engine thread at most every
+MODEL_LINE_S while results settle). Handlers here are named ones
 (`on_data_table_...`) checking the widget's id: Textual's `@on` decorator only works in message-pump classes.
 """
 from __future__ import annotations
@@ -15,10 +18,13 @@ from rich.text import Text
 from textual import events
 from textual.widgets import DataTable, Input, Static
 
+from boo_engine.exporters import describe_model_line
 from boo_engine.results import JobResult
+from boo_engine.weights import ModelLine
 
-from .cells import COLUMNS, Filter, ordered, row_cells
+from .cells import COLUMN_WIDTHS, VERDICT_STYLE, Filter, columns, ordered, row_cells
 from .detail import render_detail, reproducer_text
+from .messages import ModelLinesComputed
 from .model import JobView, RunModel
 from .plots import PlotView, Series
 from .table import ResultsTable
@@ -33,6 +39,7 @@ else:
 TABLE_FLUSH_S = 0.1      # dirty table rows are redrawn at most this often
 RESORT_S = 1.0           # a live-updated sorted table is re-sorted at most this often
 RESULTS = "results"      # the results table's id
+MODEL_LINE_S = 1.0       # the model line is recomputed at most this often (a bootstrap over every weighted kernel)
 
 
 class LiveTableMixin(_AppBase):
@@ -50,9 +57,20 @@ class LiveTableMixin(_AppBase):
     _rebuild: bool
     _last_resort: float
     _detail_for: tuple[Any, ...] | None
+    session: Any
+    _weights_seen: bool = False
+    _model_line_asked: int = -1          # the model's version the last model line was asked for
+    _model_line_at: float = 0.0
+    _model_line_busy: bool = False
 
     if TYPE_CHECKING:
         def _error(self, message: str) -> None: ...
+        def _call_engine(self, fn: Any, *args: Any, reply: Any = None, what: str = "") -> None: ...
+
+    @property
+    def table_columns(self) -> list[tuple[str, str]]:
+        """(key, label) of the table's columns: the weight columns only for a file with weights."""
+        return columns(self.model.weighted)
 
     # ---- rows --------------------------------------------------------------------------------------------
     def _row_keys(self) -> set[str]:
@@ -77,6 +95,9 @@ class LiveTableMixin(_AppBase):
     def _flush_dirty(self) -> None:
         dirty, self._dirty = self._dirty, set()
         now = time.monotonic()
+        if self.model.weighted:
+            self._weights_arrived()
+            self._ask_for_model_line(now)
         # re-sorting rebuilds the table (about 50 us a row): big tables are re-sorted less often
         resort_every = RESORT_S * max(1.0, len(self.model.jobs) / 500)
         if dirty and (self.filter.active or self.sort_by) and now - self._last_resort >= resort_every:
@@ -94,10 +115,16 @@ class LiveTableMixin(_AppBase):
         table = self.query_one(f"#{RESULTS}", DataTable)
         keep = self.selected
         views = ordered(self.model, self.filter, self.sort_by, self.sort_reverse)
-        table.clear()
+        wanted = self.table_columns
+        if [c.value for c in table.columns] != [k for k, _ in wanted]:
+            table.clear(columns=True)
+            for key, label in wanted:
+                table.add_column(label, key=key, width=COLUMN_WIDTHS.get(key))
+        else:
+            table.clear()
         for view in views:
             cells = row_cells(self.model, view)
-            table.add_row(*[cells[k] for k, _ in COLUMNS], key=view.job_id)
+            table.add_row(*[cells[k] for k, _ in wanted], key=view.job_id)
         self._shown = {v.job_id for v in views}
         if keep is not None and keep in self._row_keys():
             table.move_cursor(row=table.get_row_index(keep), animate=False)
@@ -111,12 +138,52 @@ class LiveTableMixin(_AppBase):
         table = self.query_one(f"#{RESULTS}", ResultsTable)
         for job_id in ids & self._row_keys():
             cells = row_cells(self.model, self.model.jobs[job_id])
-            table.update_row(job_id, {key: cells[key] for key, _ in COLUMNS})
+            table.update_row(job_id, {key: cells[key] for key, _ in self.table_columns})
+
+    # ---- weights: the share and calls columns, the model line ---------------------------------------------
+    def _weights_arrived(self) -> None:
+        """The first weighted command: show its columns, sort by share (largest first) unless the user chose an
+        order, and show the model line's bar."""
+        if self._weights_seen:
+            return
+        self._weights_seen = True
+        if self.sort_by is None:
+            self.sort_by, self.sort_reverse = "share", True
+        self._rebuild = True
+        bar = self.query_one("#model-line", Static)
+        bar.update(Text("model: sum of calls x median appears as results come in", style="dim"))
+        bar.display = True
+
+    def _ask_for_model_line(self, now: float) -> None:
+        """Ask the engine for the model lines when results settled or verdicts arrived since the last ask (one
+        ask in flight, at most every MODEL_LINE_S)."""
+        if (self.session is None or self._model_line_busy or self._model_line_asked == self.model.version
+                or now - self._model_line_at < MODEL_LINE_S):
+            return
+        self._model_line_asked = self.model.version
+        self._model_line_at = now
+        self._model_line_busy = True
+        session, results, comparisons = self.session, [v.result for v in self.model.jobs.values()], \
+            self.model.all_comparisons()
+
+        def compute() -> ModelLinesComputed:   # engine thread; an error comes back too, so the next ask goes out
+            try:
+                return ModelLinesComputed(session.model_lines(results, comparisons))
+            except Exception as e:  # noqa: BLE001 - shown in the bar
+                return ModelLinesComputed([], error=f"{type(e).__name__}: {e}")
+
+        self._call_engine(compute, reply=lambda message: message)
+
+    def on_model_lines_computed(self, message: ModelLinesComputed) -> None:
+        self._model_line_busy = False
+        bar = self.query_one("#model-line", Static)
+        bar.update(Text(f"model line: {message.error}", style="red") if message.error
+                   else model_line_text(message.lines))
 
     # ---- sorting and filtering ---------------------------------------------------------------------------
     def _label_sorted_column(self) -> None:
         table = self.query_one(f"#{RESULTS}", DataTable)
-        for key, label in COLUMNS:
+        for key, label in self.table_columns:
             col = table.columns.get(key)  # type: ignore[call-overload]
             if col is None:
                 continue
@@ -139,10 +206,10 @@ class LiveTableMixin(_AppBase):
         self._rebuild_table()
 
     def action_sort(self) -> None:
-        keys = [k for k, _ in COLUMNS]
+        keys = [k for k, _ in self.table_columns]
         self.sort_by = keys[(keys.index(self.sort_by) + 1) % len(keys)] if self.sort_by in keys else keys[0]
         self.sort_reverse = False
-        self.notify(f"sorted by {dict(COLUMNS)[self.sort_by]} (click a header to sort; again to reverse)",
+        self.notify(f"sorted by {dict(self.table_columns)[self.sort_by]} (click a header to sort; again to reverse)",
                     timeout=2)
         self._rebuild_table()
 
@@ -192,3 +259,13 @@ class LiveTableMixin(_AppBase):
             repro = reproducer_text(view)
             self.query_one("#repro", Static).update(
                 Text.assemble(("\nreproducer ", "bold"), ("(c copies)\n", "dim"), repro) if repro else "")
+
+
+def model_line_text(lines: list[ModelLine]) -> Text:
+    """The model line bar: each column's line as the engine describes it, coloured by its verdict."""
+    text = Text("model ", style="bold")
+    for i, line in enumerate(lines):
+        if i:
+            text.append(" · ", style="dim")
+        text.append(describe_model_line(line), style=VERDICT_STYLE.get(line.verdict, "") if line.verdict else "")
+    return text

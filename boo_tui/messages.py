@@ -16,6 +16,7 @@ from textual.message import Message
 from boo_engine import events as ev
 from boo_engine.compare import Comparison
 from boo_engine.results import JobResult
+from boo_engine.weights import ModelLine
 
 
 @dataclass
@@ -88,6 +89,15 @@ class ComparisonsComputed(Message):
 
     comparisons: dict[tuple[str, str, str], Comparison]
     generations: dict[tuple[str, str], int]
+
+
+@dataclass
+class ModelLinesComputed(Message):
+    """The engine's model lines (`Session.model_lines`: per column, sum of calls x median of the weighted commands
+    and its verdict against the baseline) for the results the dashboard had when it asked."""
+
+    lines: list[ModelLine]
+    error: str | None = None   # why they could not be computed (shown in the bar instead)
 
 
 @dataclass

@@ -69,6 +69,11 @@ class RunModel:
         self.command_index: dict[str, int] = {}
         self.run_id: int | None = None
         self.run_status: str = "idle"
+        #: some command has a weight (its commands file had `# boo-tui:` lines): the table shows share and calls,
+        #: sorts by share, and the engine's model line is shown
+        self.weighted = False
+        #: bumped whenever a job settles or restarts and whenever verdicts arrive: what the model line depends on
+        self.version = 0
         #: (target, command) -> {column label: the engine's Comparison against the baseline}
         self.comparisons: dict[tuple[str, str], dict[str, Comparison]] = {}
         self._generation: dict[tuple[str, str], int] = {}   # bumped when a job of the command ends or restarts
@@ -80,6 +85,8 @@ class RunModel:
         """Add a job or replace its record (a finished or re-queued result)."""
         view = self.jobs.get(result.job_id)
         self.command_index.setdefault(result.command, len(self.command_index) + 1)
+        if result.calls is not None:
+            self.weighted = True
         if view is None:
             view = JobView(result=result, status=result.status)
             self.jobs[result.job_id] = view
@@ -144,6 +151,7 @@ class RunModel:
     # ---- the engine's verdicts ---------------------------------------------------------------------------
     def _bump(self, key: tuple[str, str]) -> None:
         self._generation[key] = self._generation.get(key, 0) + 1
+        self.version += 1
 
     def _restarted(self, view: JobView) -> None:
         """A job measures again: its verdict (every verdict of the command, for the baseline) is stale."""
@@ -166,7 +174,12 @@ class RunModel:
             return set()
         self.comparisons[key] = by_column
         self._answered[key] = generation
+        self.version += 1
         return {v.job_id for v in self.jobs.values() if v.key == key}
+
+    def all_comparisons(self) -> dict[tuple[str, str, str], Comparison]:
+        """Every verdict the engine sent, keyed as `compare.compare_results` keys them."""
+        return {(t, c, label): comp for (t, c), by in self.comparisons.items() for label, comp in by.items()}
 
     def comparison_of(self, view: JobView) -> Comparison | None:
         """The engine's verdict on this job against its command's baseline (None for the baseline itself, for a

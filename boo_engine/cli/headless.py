@@ -117,10 +117,11 @@ def _run_stoppable(args: argparse.Namespace, config, worker, stops, session_clas
             session.interrupt()
         results = list(session.jobs.values())
         comparisons = session.comparisons(results)  # once, for every export and the regression check
+        model = session.model_lines(results, comparisons)   # once too: a bootstrap per column
         partial = " (partial: run interrupted)" if stops.received else ""
         for out in args.export:
             try:
-                session.export(out, comparisons=comparisons)
+                session.export(out, comparisons=comparisons, model=model)
                 print(f"{PROG}: wrote {out}{partial}", file=sys.stderr)
             except BooError as e:
                 return fail(PROG, str(e))
@@ -129,7 +130,8 @@ def _run_stoppable(args: argparse.Namespace, config, worker, stops, session_clas
 
             run = session.store.run_info(session.run_id) if session.run_id is not None else None
             sys.stdout.write(render_markdown(results, environment=session.environment(), run=run,
-                                             comparisons=comparisons))
+                                             comparisons=comparisons, min_effect=session.config.min_effect,
+                                             model=model))
         regressions = _regressions(comparisons, args.fail_on_regression)
         run_id = session.run_id
     finally:

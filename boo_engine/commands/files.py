@@ -3,9 +3,17 @@
 `.tsv` lines are split on tabs (a spreadsheet column per token), anything else shell-style (shlex). `#` starts a
 comment line; blank lines are skipped. `extra_args` are appended to every line, so a command-line `--iter 5`
 overrides the file's own (the last occurrence of a flag wins).
+
+Weights: a comment `# boo-tui: calls=12 share=8.31%` (what `boo-tui capture` writes) gives the NEXT command line
+its weight in the model it was captured from: `calls` (an int >= 1: how often the model called the kernel) and
+`share` (its share of the model's eager time, percent, 0-100, the `%` optional); both are required, other
+`key=value` items are ignored (captures may add some). A malformed weight line is a bad line like any other
+(`path:LINE: ...`); any other `#` line stays a comment.
 """
 from __future__ import annotations
 
+import dataclasses
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,6 +33,8 @@ class CommandLine:
     text: str  # the line as written (stripped)
     command: Command | None
     error: str | None
+    calls: int | None = None     # the weight its `# boo-tui:` line gave (kept for a line that does not parse)
+    share: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -44,6 +54,49 @@ def looks_like_commands_file(item: str) -> bool:
     if " " in item.strip():
         return False
     return Path(item).is_file()
+
+
+#: the comment that gives the next command its weight (see the module docstring)
+WEIGHT_PREFIX = "# boo-tui:"
+
+
+@dataclass(frozen=True)
+class Weight:
+    """A command's weight in the model it was captured from."""
+
+    calls: int        # >= 1
+    share: float      # percent of the model's eager time, 0-100
+
+
+def is_weight_line(text: str) -> bool:
+    return text.startswith(WEIGHT_PREFIX)
+
+
+def parse_weight(text: str) -> Weight:
+    """`# boo-tui: calls=12 share=8.31% self=3.10%` -> Weight(12, 8.31); CommandError naming what is wrong."""
+    items: dict[str, str] = {}
+    for item in text[len(WEIGHT_PREFIX):].split():
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise CommandError(f"weight line: {item!r} is not key=value")
+        items.setdefault(key, value)
+    if "calls" not in items or "share" not in items:
+        missing = " and ".join(k for k in ("calls", "share") if k not in items)
+        raise CommandError(f"weight line: no {missing} (expected `{WEIGHT_PREFIX} calls=N share=P%`)")
+    try:
+        calls = int(items["calls"])
+    except ValueError:
+        calls = 0
+    if calls < 1:
+        raise CommandError(f"weight line: calls={elide(items['calls'], 20)} is not an integer >= 1")
+    raw = items["share"].removesuffix("%")
+    try:
+        share = float(raw)
+    except ValueError:
+        share = math.nan
+    if not (math.isfinite(share) and 0.0 <= share <= 100.0):
+        raise CommandError(f"weight line: share={elide(items['share'], 20)} is not a percentage between 0 and 100")
+    return Weight(calls, share)
 
 
 def _split_line(line: str, tsv: bool) -> list[str]:
@@ -85,7 +138,8 @@ def read_commands_file(path, extra_args=(), errors="raise"):
 
     errors="raise": return list[Command]; the first bad line raises CommandError `path:LINE: message`.
     errors="collect": return list[CommandLine] for every non-comment line, good and bad, so a dashboard can
-    show the bad lines next to the good ones.
+    show the bad lines next to the good ones (a malformed `# boo-tui:` weight line is such a bad line).
+    A command after a `# boo-tui:` weight line carries its `calls` and `share` (None without one).
     A missing or unreadable file raises CommandError naming the path in both modes.
     """
     if errors not in ("raise", "collect"):
@@ -93,17 +147,34 @@ def read_commands_file(path, extra_args=(), errors="raise"):
     tsv = os.fspath(path).lower().endswith(".tsv")
     extra = [str(a) for a in extra_args]
     out: list = []
+    weight: Weight | None = None   # the last weight line's, for the next command line only
     for number, raw in enumerate(_read_lines(path), start=1):
         text = raw.strip()
-        if not text or text.startswith("#"):
+        if not text:
             continue
         source = f"{os.fspath(path)}:{number}"
+        if is_weight_line(text):
+            try:
+                weight = parse_weight(text)
+            except CommandError as exc:
+                if errors == "raise":
+                    raise CommandError(f"{source}: {exc}") from None
+                out.append(CommandLine(source=source, text=elide(text), command=None, error=str(exc)))
+                weight = None
+            continue
+        if text.startswith("#"):
+            continue
+        calls, share = (weight.calls, weight.share) if weight is not None else (None, None)
+        weight = None
         try:
             command = parse_invocation(_split_line(text, tsv) + extra)
         except CommandError as exc:
             if errors == "raise":
                 raise CommandError(f"{source}: {exc}") from None
-            out.append(CommandLine(source=source, text=elide(text), command=None, error=str(exc)))
+            out.append(CommandLine(source=source, text=elide(text), command=None, error=str(exc), calls=calls,
+                                   share=share))
             continue
-        out.append(command if errors == "raise" else CommandLine(source, text, command, None))
+        if calls is not None:
+            command = dataclasses.replace(command, calls=calls, share=share)
+        out.append(command if errors == "raise" else CommandLine(source, text, command, None, calls, share))
     return out

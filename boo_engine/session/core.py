@@ -34,7 +34,7 @@ from ..results import (
 from ..targets import Target, default_target, parse_target
 from ..variants import BASELINE, Variant
 from .compiling import CompileStage
-from .finalize import Finalizer, compare_columns
+from .finalize import Finalizer, compare_columns, model_lines_of
 from .measuring import MeasureStage
 from .plan import InputEntry, Plan
 from .recording import RunRecorder, store_halt_reason
@@ -44,6 +44,7 @@ from .state import Listener, SessionState
 if TYPE_CHECKING:
     from ..bench.worker import BenchWorker
     from ..compare import Comparison
+    from ..weights import ModelLine
 
 #: how often wait() looks whether the session went idle
 WAIT_POLL_S = 0.05
@@ -322,19 +323,25 @@ class Session:
         return self._plan.planned[job_id].command
 
     def export(self, path: str | os.PathLike[str], *,
-               comparisons: dict[tuple[str, str, str], Comparison] | None = None) -> None:
-        """Write every job to `path` (.csv, .json, .md). `comparisons`: from comparisons(), when the caller
-        already has them (a bootstrap per variant and command: worth computing once for several exports)."""
+               comparisons: dict[tuple[str, str, str], Comparison] | None = None,
+               model: list[ModelLine] | None = None) -> None:
+        """Write every job to `path` (.csv, .json, .md); `comparisons` / `model`: the caller's, computed once."""
         from ..exporters import export_results
 
         with self._state.lock:
             results = list(self.jobs.values())
-        export_results(
-            path, results, environment=self.environment(),
-            run=self.store.run_info(self.run_id) if self.run_id is not None else None,
-            comparisons=self.comparisons(results) if comparisons is None else comparisons,
-            min_effect=self.config.min_effect,
-        )
+        comparisons = self.comparisons(results) if comparisons is None else comparisons
+        export_results(path, results, environment=self.environment(),
+                       run=self.store.run_info(self.run_id) if self.run_id is not None else None,
+                       comparisons=comparisons, min_effect=self.config.min_effect,
+                       model=model_lines_of(results, comparisons, self.config) if model is None else model)
+
+    def model_lines(self, results: list[JobResult] | None = None,
+                    comparisons: dict[tuple[str, str, str], Comparison] | None = None) -> list[ModelLine]:
+        """Every column's model line with the session's settings (`finalize.model_lines_of`); [] without weights."""
+        with self._state.lock:
+            results = list(self.jobs.values()) if results is None else results
+        return model_lines_of(results, comparisons, self.config)
 
     def comparisons(self, results: list[JobResult] | None = None) -> dict[tuple[str, str, str], Comparison]:
         """Every finished variant (and the torch reference) against the baseline of the same command:

@@ -23,6 +23,7 @@ from .state import SessionState
 
 if TYPE_CHECKING:
     from ..compare import Comparison
+    from ..weights import ModelLine
 
 #: /proc/stat counts CPU time in 10 ms ticks: other processes' load only flags a result as noisy once it
 #: amounts to two ticks over the job's measuring time (below that it cannot be told from the quantisation).
@@ -36,6 +37,20 @@ def compare_columns(results: Iterable[JobResult],
     from ..compare import compare_results
 
     return compare_results(results, min_effect=config.min_effect, seed=config.seed)
+
+
+def model_lines_of(results: list[JobResult], comparisons: dict[tuple[str, str, str], Comparison] | None,
+                   config: SessionConfig) -> list[ModelLine]:
+    """Every column's model line (`weights.model_lines`: sum of calls x median of the weighted commands, its ratio
+    to the baseline with a CI and a verdict) with the session's --min-effect and seed; [] without weights.
+    `comparisons` None: computed here (compare_columns)."""
+    from ..weights import has_weights, model_lines
+
+    if not has_weights(results):
+        return []
+    if comparisons is None:
+        comparisons = compare_columns(results, config)
+    return model_lines(results, comparisons, min_effect=config.min_effect, seed=config.seed)
 
 
 class Finalizer:

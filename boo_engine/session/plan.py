@@ -41,15 +41,18 @@ class InputEntry:
     text: str
     command: Command | None
     error: str | None = None
+    calls: int | None = None          # its weight in the model (a `# boo-tui:` line), kept by a bad line too
+    share: float | None = None
 
     @classmethod
     def from_line(cls, line: CommandLine) -> InputEntry:
         """A line of a commands file (read with errors="collect"), parsed or not."""
-        return cls(source=line.source, text=line.text, command=line.command, error=line.message)
+        return cls(source=line.source, text=line.text, command=line.command, error=line.message, calls=line.calls,
+                   share=line.share)
 
     @classmethod
     def from_command(cls, command: Command, source: str | None = None) -> InputEntry:
-        return cls(source=source, text=command.text, command=command)
+        return cls(source=source, text=command.text, command=command, calls=command.calls, share=command.share)
 
 
 @dataclass
@@ -165,11 +168,14 @@ class Plan:
     def _add(self, entry: InputEntry, command: Command, variant: Variant, backend: Backend) -> JobResult:
         new_id = job_id(entry.text, variant.name, backend, self.target, self.jobs)
         result = self.resumed.get(new_id)
+        if result is not None and entry.calls is not None:   # the weights given now win over the stored ones
+            result.calls, result.share = entry.calls, entry.share
         if result is None:
             sig = command.signature
             result = JobResult(
                 job_id=new_id, command=entry.text, func_name=sig.func_name, op=sig.op, variant=variant.name,
                 target=self.target, backend=backend, status=QUEUED, source=entry.source,
+                calls=entry.calls, share=entry.share,
             )
         self.jobs[new_id] = result
         self.planned[new_id] = PlannedJob(
@@ -181,7 +187,7 @@ class Plan:
         result = JobResult(
             job_id=new_id, command=entry.text, func_name="", op=(entry.text.split() or ["?"])[0],
             variant=NO_VARIANT, target=self.target, backend=NO_BACKEND, status=FAILED,
-            error=entry.error or "invalid command", source=entry.source,
+            error=entry.error or "invalid command", source=entry.source, calls=entry.calls, share=entry.share,
         )
         self.jobs[new_id] = result
         self.planned[new_id] = PlannedJob(command=None, variant=BASELINE, backend=None, iters=0)

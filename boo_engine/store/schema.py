@@ -226,6 +226,26 @@ def m003_tunes(db: Database) -> None:
             db.execute(statement)
 
 
+@migrations()
+def m004_weights(db: Database) -> None:
+    """Each command's weight in the model it was captured from (a `# boo-tui: calls=N share=P%` line of its
+    commands file), kept with the run's jobs so history, exports of a saved run and `--resume` keep them;
+    `result_summary` shows them."""
+    db.execute("ALTER TABLE results ADD COLUMN calls INTEGER")   # times the model called the kernel (>= 1)
+    db.execute("ALTER TABLE results ADD COLUMN share REAL")      # its share of the model's eager time, percent
+    db.execute("DROP VIEW IF EXISTS result_summary")
+    db.execute("""
+CREATE VIEW result_summary AS
+SELECT r.run_id, r.job_id, c.text AS command, r.func_name, v.name AS variant, r.target, r.backend,
+       r.status, r.n, r.median_us, r.min_us, r.p10_us, r.p90_us, r.gflops, r.gbps, r.numerics,
+       r.noisy, r.noise_reason, k.cache_hit, k.compile_seconds, k.spec_applied, r.error, r.id AS result_id,
+       r.calls, r.share
+FROM results r
+JOIN commands c ON c.id = r.command_id
+JOIN variants v ON v.id = r.variant_id
+LEFT JOIN kernels k ON k.id = r.kernel_id""")
+
+
 def apply(db: Database) -> None:
     """Bring `db` to the current schema. Safe to call on every open and from several processes at once: the
     whole check-and-apply runs under one write lock (BEGIN IMMEDIATE), so two processes opening a new file

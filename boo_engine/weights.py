@@ -1,0 +1,185 @@
+"""The model line: what the kernels of a captured model cost the model, per variant, with a verdict.
+
+A commands file captured from a model (`boo-tui capture`) gives each command its weight: `calls`, how often the
+model called the kernel, and `share`, its share of the model's eager time (`commands/files.py`). The model line
+of a column (a variant, the baseline, or "torch") is the model's time in these kernels, sum(calls x median), and
+for a column other than the baseline its ratio against the baseline's sum over the SAME commands, with:
+- a 95% CI: a percentile bootstrap of the weighted sums, each command's median resampled from its own samples
+  on both sides (the per-kernel comparison's bootstrap, summed with the weights), seeded;
+- a p-value: the bootstrap's two-sided one (twice the smaller tail of the resampled ratios beyond 1.0);
+- the verdict of `compare.decide`, the per-kernel rule: faster / slower need p < alpha, a change of at least
+  --min-effect and a CI excluding 1. So a model line claims no more than its interval allows; `too few samples`
+  on any kernel it counts makes it `insufficient`.
+A command counts in a column's line only where the column has the engine's comparison for it (the kernel ran in
+both the variant and the baseline, and a variant's spec applied): commands that failed, were interrupted or got no
+ratio are left out and the line is `partial`, saying how many of the weighted commands it covers; commands
+without a weight (a file with some weight lines missing or malformed) are counted apart (`unweighted`).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from .compare import (
+    BASELINE_LABEL,
+    DEFAULT_MIN_EFFECT,
+    INSUFFICIENT,
+    MIN_SAMPLES,
+    Comparison,
+    Verdict,
+    bootstrap_medians,
+    column_label,
+    decide,
+)
+from .results import DONE, Backend, JobResult
+
+
+@dataclass(frozen=True)
+class ModelLine:
+    """One column's time in the model's kernels (see the module docstring)."""
+
+    target: str
+    label: str                    # the column: "baseline", a variant's name, "torch"
+    total_us: float               # sum of calls x median (us) over the commands counted
+    baseline_us: float | None     # the baseline's sum over the same commands (None on the baseline's own line)
+    ratio: float                  # total_us / baseline_us (< 1: the model spends less time in these kernels)
+    ci_low: float                 # 95% bootstrap CI of the ratio (NaN when not computed)
+    ci_high: float
+    p_value: float
+    verdict: Verdict | None       # compare.decide's rule; None on the baseline's own line and when none counts
+    commands: int                 # weighted commands counted
+    weighted: int                 # weighted commands of the target in all (counted or not)
+    unweighted: int               # commands of the target without a weight (never counted)
+    calls: int                    # sum of calls over the commands counted
+    share: float                  # sum of share over the commands counted (percent of the model's eager time)
+
+    @property
+    def partial(self) -> bool:
+        """Some weighted commands are not counted (failed, unfinished, no ratio in this column)."""
+        return self.commands < self.weighted
+
+    @property
+    def speedup(self) -> float:
+        return 1.0 / self.ratio if self.ratio else math.inf
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.update(partial=self.partial, speedup=self.speedup)
+        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
+
+
+def has_weights(results: Iterable[JobResult]) -> bool:
+    """Whether any result carries a weight (its commands file had `# boo-tui:` lines)."""
+    return any(r.calls is not None for r in results)
+
+
+def model_lines(
+    results: Iterable[JobResult],
+    comparisons: Mapping[tuple[str, str, str], Comparison],
+    *,
+    baseline: str = BASELINE_LABEL,
+    min_effect: float = DEFAULT_MIN_EFFECT,
+    alpha: float = 0.05,
+    n_boot: int = 2000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> list[ModelLine]:
+    """The model line of every (target, column) of `results`, the baseline's first; [] when no result has a
+    weight. `comparisons`: the engine's (`compare.compare_results`, with the run's settings), which decide which
+    commands a column counts."""
+    everything = list(results)
+    if not has_weights(everything):
+        return []
+    out: list[ModelLine] = []
+    targets = list(dict.fromkeys(r.target for r in everything))
+    for target in targets:
+        mine = [r for r in everything if r.target == target]
+        weights: dict[str, JobResult] = {}      # a bad line of the file keeps its weight: counted as missing
+        cells: dict[tuple[str, str], JobResult] = {}
+        for r in mine:
+            if r.calls is not None:
+                weights.setdefault(r.command, r)
+        measured = [r for r in mine if r.backend in (Backend.IREE, Backend.TORCH)]   # not a file's bad lines
+        for r in measured:
+            cells[(r.command, column_label(r))] = r
+        unweighted = {r.command for r in mine} - set(weights)
+        labels = list(dict.fromkeys(column_label(r) for r in measured))
+        labels.sort(key=lambda label: label != baseline)
+        for label in labels:
+            line = _line(target, label, baseline, weights, len(unweighted), cells, comparisons, min_effect=min_effect,
+                         alpha=alpha, n_boot=n_boot, seed=seed, confidence=confidence)
+            if line is not None:
+                out.append(line)
+    return out
+
+
+def _median(r: JobResult | None) -> float | None:
+    if r is None or r.status != DONE or r.stats is None or not math.isfinite(r.stats.median_us):
+        return None
+    return r.stats.median_us
+
+
+def _line(target: str, label: str, baseline: str, weights: Mapping[str, JobResult], unweighted: int,
+          cells: Mapping[tuple[str, str], JobResult], comparisons: Mapping[tuple[str, str, str], Comparison], *,
+          min_effect: float, alpha: float, n_boot: int, seed: int, confidence: float) -> ModelLine | None:
+    counted: list[tuple[int, JobResult, JobResult | None]] = []   # (calls, this column's result, the baseline's)
+    share = 0.0
+    for command, weighted in weights.items():
+        calls = int(weighted.calls or 0)
+        mine = cells.get((command, label))
+        if label == baseline:
+            if _median(mine) is None:
+                continue
+            base = None
+        else:
+            c = comparisons.get((target, command, label))
+            base = cells.get((command, baseline))
+            if c is None or not math.isfinite(c.ratio) or _median(mine) is None or _median(base) is None:
+                continue
+        assert mine is not None
+        counted.append((calls, mine, base))
+        share += weighted.share or 0.0
+    total = sum(calls * (_median(r) or 0.0) for calls, r, _ in counted)
+    common = dict(target=target, label=label, total_us=total, commands=len(counted), weighted=len(weights),
+                  unweighted=unweighted, calls=sum(c for c, _, _ in counted), share=share)
+    if label == baseline:
+        return ModelLine(baseline_us=None, ratio=math.nan, ci_low=math.nan, ci_high=math.nan, p_value=math.nan,
+                         verdict=None, **common)  # type: ignore[arg-type]
+    base_total = sum(calls * (_median(b) or 0.0) for calls, _, b in counted)
+    ratio = total / base_total if counted and base_total > 0 else math.nan
+    if not counted:
+        return ModelLine(baseline_us=None, ratio=math.nan, ci_low=math.nan, ci_high=math.nan, p_value=math.nan,
+                         verdict=None, **common)  # type: ignore[arg-type]
+    if any(len(r.samples_us) < MIN_SAMPLES or b is None or len(b.samples_us) < MIN_SAMPLES for _, r, b in counted):
+        return ModelLine(baseline_us=base_total, ratio=ratio, ci_low=math.nan, ci_high=math.nan, p_value=math.nan,
+                         verdict=INSUFFICIENT, **common)  # type: ignore[arg-type]
+    low, high, p_value = _bootstrap(counted, n_boot=n_boot, seed=seed, confidence=confidence)
+    verdict = decide(ratio, low, high, p_value, min_effect=min_effect, alpha=alpha)
+    return ModelLine(baseline_us=base_total, ratio=ratio, ci_low=low, ci_high=high, p_value=p_value,
+                     verdict=verdict, **common)  # type: ignore[arg-type]
+
+
+def _bootstrap(counted: list[tuple[int, JobResult, JobResult | None]], *, n_boot: int, seed: int,
+               confidence: float) -> tuple[float, float, float]:
+    """CI and two-sided p-value of sum(calls x median(variant)) / sum(calls x median(baseline)), resampling every
+    kernel's samples on both sides."""
+    rng = np.random.default_rng(seed)
+    sum_v = np.zeros(n_boot)
+    sum_b = np.zeros(n_boot)
+    for calls, r, b in counted:
+        assert b is not None
+        sum_b += calls * bootstrap_medians(np.asarray(b.samples_us, dtype=np.float64), n_boot, rng)
+        sum_v += calls * bootstrap_medians(np.asarray(r.samples_us, dtype=np.float64), n_boot, rng)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = sum_v / sum_b
+    ratios = ratios[np.isfinite(ratios)]
+    if ratios.size == 0:
+        return math.nan, math.nan, math.nan
+    tail = (1.0 - confidence) / 2.0 * 100.0
+    low, high = np.percentile(ratios, [tail, 100.0 - tail])
+    p_value = min(1.0, 2.0 * min(float(np.mean(ratios >= 1.0)), float(np.mean(ratios <= 1.0))))
+    return float(low), float(high), p_value
