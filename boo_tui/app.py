@@ -90,6 +90,7 @@ class BooApp(TuneMixin, ActionsMixin, LiveTableMixin, App[int]):
         self._rebuild = False
         self._last_resort = 0.0
         self._detail_for: tuple[Any, ...] | None = None
+        self._subtitle_stale = False
         self._engine = ThreadPoolExecutor(max_workers=1, thread_name_prefix="boo-tui-engine")
         self._quitting = False
         self.stop_signals: Any = None   # run_app's StopSignals: SIGINT/SIGTERM/SIGHUP quit, the run interrupted
@@ -271,7 +272,7 @@ class BooApp(TuneMixin, ActionsMixin, LiveTableMixin, App[int]):
             self._ask_for_verdicts()
         self._dirty |= changed
         if isinstance(event, (ev.RunStarted, ev.RunFinished, ev.JobFinished, ev.JobQueued, ev.JobStatus)):
-            self._update_subtitle()
+            self._subtitle_stale = True   # counted at the next flush: counting per event was O(jobs^2) on a load
 
     def on_samples_ready(self, message: SamplesReady) -> None:
         for batch in self.bridge.drain():
