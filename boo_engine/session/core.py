@@ -12,7 +12,6 @@ import dataclasses
 import os
 import tempfile
 import threading
-import time
 from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
@@ -237,9 +236,7 @@ class Session:
                 result = self.jobs.get(job_id)
                 if job is None or result is None or result.status in FINAL_STATUSES:
                     continue
-                job.cancelled = True
-                if job.future is not None:
-                    job.future.cancel()
+                self._plan.cancel([job_id])
                 if result.status != MEASURING:
                     self._recorder.finish(result, CANCELLED, error="cancelled")
             if job_ids is None:
@@ -249,13 +246,7 @@ class Session:
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait until no job is queued or running. True when idle."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            if not self._state.busy():
-                return True
-            if deadline is not None and time.monotonic() > deadline:
-                return False
-            time.sleep(WAIT_POLL_S)
+        return self._state.wait_idle(timeout, WAIT_POLL_S)
 
     def interrupt(self) -> None:
         """Stop now because the user asked the whole run to stop (Ctrl-C, SIGTERM, SIGHUP): every unfinished job
@@ -294,10 +285,7 @@ class Session:
         state.stop.set()
         state.measure_cancel.set()
         with state.lock:
-            for job in self._plan.planned.values():
-                job.cancelled = True
-                if job.future is not None:
-                    job.future.cancel()
+            self._plan.cancel(list(self._plan.planned))
         state.wake.set()
         self._compiling.cancel_all()
         self._runner.join(timeout=RUNNER_JOIN_S)
@@ -328,8 +316,7 @@ class Session:
         """Write every job to `path` (.csv, .json, .md); `comparisons` / `model`: the caller's, computed once."""
         from ..exporters import export_results
 
-        with self._state.lock:
-            results = list(self.jobs.values())
+        results = self._results()
         comparisons = self.comparisons(results) if comparisons is None else comparisons
         export_results(path, results, environment=self.environment(),
                        run=self.store.run_info(self.run_id) if self.run_id is not None else None,
@@ -339,16 +326,19 @@ class Session:
     def model_lines(self, results: list[JobResult] | None = None,
                     comparisons: dict[tuple[str, str, str], Comparison] | None = None) -> list[ModelLine]:
         """Every column's model line with the session's settings (`finalize.model_lines_of`); [] without weights."""
-        with self._state.lock:
-            results = list(self.jobs.values()) if results is None else results
-        return model_lines_of(results, comparisons, self.config)
+        return model_lines_of(self._results(results), comparisons, self.config)
 
     def comparisons(self, results: list[JobResult] | None = None) -> dict[tuple[str, str, str], Comparison]:
         """Every finished variant (and the torch reference) against the baseline of the same command:
         {(target, command, column): compare.Comparison}."""
+        return compare_columns(self._results(results), self.config)
+
+    def _results(self, given: list[JobResult] | None = None) -> list[JobResult]:
+        """`given`, or a snapshot of every job taken under the lock."""
+        if given is not None:
+            return given
         with self._state.lock:
-            results = list(self.jobs.values()) if results is None else results
-        return compare_columns(results, self.config)
+            return list(self.jobs.values())
 
     def environment(self) -> dict[str, Any]:
         """Host, CPU, GPU, compiler and torch versions (collected in the background since construction)."""

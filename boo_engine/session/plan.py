@@ -165,6 +165,14 @@ class Plan:
         self.planned[job_id].reset()
         return result
 
+    def cancel(self, job_ids: Iterable[str]) -> None:
+        """Mark jobs cancelled and cancel their compiles not yet started (the caller holds the state lock)."""
+        for job_id in job_ids:
+            job = self.planned[job_id]
+            job.cancelled = True
+            if job.future is not None:
+                job.future.cancel()
+
     def _add(self, entry: InputEntry, command: Command, variant: Variant, backend: Backend) -> JobResult:
         new_id = job_id(entry.text, variant.name, backend, self.target, self.jobs)
         result = self.resumed.get(new_id)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from collections.abc import Callable
 
 from .. import events as ev
@@ -51,6 +52,15 @@ class SessionState:
         """True while a job is queued or the runner's batch has an unfinished job."""
         with self.lock:
             return bool(self.queued) or any(self.jobs[j].status not in FINAL_STATUSES for j in self.active)
+
+    def wait_idle(self, timeout: float | None = None, poll_s: float = 0.05) -> bool:
+        """Wait until no job is queued or running. True when idle, False when `timeout` passed first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.busy():
+            if deadline is not None and time.monotonic() > deadline:
+                return False
+            time.sleep(poll_s)
+        return True
 
     def counts(self) -> tuple[int, int]:
         """(done, failed) jobs so far."""
