@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+from tui_pilot import wait_until
 
 import boo_tui
 from boo_engine import events as ev
@@ -47,14 +48,6 @@ def cache_dir(tmp_path_factory):
 def config(tmp_path: Path, cache_dir: str, **kw) -> SessionConfig:
     kw.setdefault("backends", ("iree", "torch"))
     return SessionConfig(target="cpu", db_path=str(tmp_path / "results.db"), cache_dir=cache_dir, **kw)
-
-
-async def wait_until(pilot, condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await pilot.pause(0.05)
 
 
 def all_finished(app: BooApp) -> bool:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tui_pilot import wait_until
 
 from boo_engine.session import SessionConfig
 from boo_engine.store import Store
@@ -48,14 +49,6 @@ class Seen:
     tuning_after_close: bool = True
     busy_refusal: list[str] = field(default_factory=list)    # notifications after `t` while the dashboard measures
     tune_started_while_busy: bool = True
-
-
-async def wait_until(pilot, condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await pilot.pause(0.05)
 
 
 def text_of(app: BooApp, selector: str) -> str:

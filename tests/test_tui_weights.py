@@ -4,10 +4,10 @@ compiles, the real worker and a real SQLite file; tiny kernels keep it to second
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 import pytest
+from tui_pilot import wait_until
 
 from boo_engine.results import FINAL_STATUSES
 from boo_engine.session import SessionConfig
@@ -22,14 +22,6 @@ GEMM_C = "gemm -k 16 -m 32 -n 16 --iter 20"
 @pytest.fixture(scope="module")
 def cache_dir(tmp_path_factory):
     return str(tmp_path_factory.mktemp("tui-weights-cache"))
-
-
-async def wait_until(pilot, condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await pilot.pause(0.05)
 
 
 def shown_commands(app: BooApp) -> list[str]:

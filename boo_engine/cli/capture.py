@@ -16,8 +16,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..errors import BooError
-from .common import EXIT_OK, UsageError, fail, internal_error
+from .common import EXIT_OK, UsageError, guarded
 
 PROG = "boo-tui capture"
 
@@ -53,17 +52,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    try:
-        args = build_parser().parse_args(argv)
+    def body() -> int:
+        try:
+            args = build_parser().parse_args(argv)
+        except SystemExit as e:  # --help
+            return int(e.code or 0)
         return _main(args)
-    except SystemExit as e:  # --help
-        return int(e.code or 0)
-    except KeyboardInterrupt:
-        return 130
-    except BooError as e:
-        return fail(PROG, str(e))
-    except Exception as e:  # noqa: BLE001 - a bug of ours: one line, the traceback on request
-        return internal_error(PROG, e)
+
+    return guarded(PROG, body)
 
 
 def check_output(path: str) -> None:

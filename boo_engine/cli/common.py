@@ -5,6 +5,7 @@ import argparse
 import os
 import shlex
 import sys
+from collections.abc import Callable
 
 from .. import locations
 from ..errors import BooError
@@ -174,3 +175,16 @@ def internal_error(prog: str, e: BaseException) -> int:
 def fail(prog: str, message: str, code: int = EXIT_USAGE) -> int:
     print(f"{prog}: error: {message}", file=sys.stderr)
     return code
+
+
+def guarded(prog: str, body: Callable[[], int]) -> int:
+    """Run a front end's work: its exit code; Ctrl-C 130; a BooError one line and exit 2; anything else a bug of
+    ours, one line (internal_error)."""
+    try:
+        return body()
+    except KeyboardInterrupt:
+        return 130
+    except BooError as e:
+        return fail(prog, str(e))
+    except Exception as e:  # noqa: BLE001 - a bug of ours: one line, the traceback on request
+        return internal_error(prog, e)

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import BooError
-from .common import EXIT_FAILED, EXIT_OK, check_cache_root, fail, internal_error
+from .common import EXIT_FAILED, EXIT_OK, check_cache_root, fail, guarded
 
 PROG = "boo-tui tune"
 
@@ -61,14 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0)
-    try:
-        return _main(args, list(argv) if argv is not None else sys.argv[2:])
-    except KeyboardInterrupt:
-        return 130
-    except BooError as e:
-        return fail(PROG, str(e))
-    except Exception as e:  # noqa: BLE001 - a bug of ours: one line, the traceback on request
-        return internal_error(PROG, e)
+    return guarded(PROG, lambda: _main(args, list(argv) if argv is not None else sys.argv[2:]))
 
 
 def _check(args: argparse.Namespace) -> str | None:
