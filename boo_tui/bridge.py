@@ -45,6 +45,11 @@ class EventBridge:
         except Exception:  # noqa: BLE001 - the engine must never die of a UI problem (e.g. app closing)
             pass
 
+    def idle(self) -> bool:
+        """No event is waiting for the UI."""
+        with self._lock:
+            return not self._pending
+
     def drain(self) -> list[ev.Event]:
         """Take every buffered event, oldest first (UI thread)."""
         with self._lock:

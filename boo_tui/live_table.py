@@ -79,6 +79,10 @@ class LiveTableMixin(_AppBase):
         return columns(self.model.weighted)
 
     # ---- rows --------------------------------------------------------------------------------------------
+    def settled(self) -> bool:
+        """Every engine event applied and the table up to date with them (tests wait for this before looking)."""
+        return self.bridge.idle() and not self._rebuild and not self._dirty
+
     def _row_keys(self) -> set[str]:
         """Job ids shown in the table (kept by _rebuild_table, so no per-event scan of the rows)."""
         return self._shown

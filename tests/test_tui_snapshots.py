@@ -40,7 +40,8 @@ def wait_for_rows(n: int):
         table = app.query_one("#results")
         laid_out = table.row_count >= n and table.virtual_size.height >= table.header_height + n
         # and the columns measured: the "op" column wider than its header (its cells: "gemm", "conv", ...)
-        return laid_out and (n == 0 or table.columns["op"].content_width > len("op"))
+        # every queued event applied and no table rebuild pending (a rebuild re-measures the columns when idle)
+        return laid_out and app.settled() and (n == 0 or table.columns["op"].content_width > len("op"))
 
     async def run_before(pilot) -> None:
         app = pilot.app
