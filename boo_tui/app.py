@@ -42,7 +42,7 @@ from .actions import ActionsMixin
 from .bridge import EventBridge
 from .cells import COLUMN_WIDTHS, Filter
 from .live_table import TABLE_FLUSH_S, LiveTableMixin
-from .messages import ComparisonsComputed, EngineFailed, EventsReady, SessionFailed, SessionOpened
+from .messages import ComparisonsComputed, EngineEvent, EngineFailed, SamplesReady, SessionFailed, SessionOpened
 from .model import RunModel
 from .palette import BINDINGS as DASHBOARD_BINDINGS
 from .palette import BooCommands, palette_entries
@@ -59,10 +59,6 @@ from .table import ResultsTable
 from .tuning import TuneMixin
 
 __all__ = ["PALETTE", "BooApp", "BooCommands", "run_app"]
-
-
-#: how long one EventsReady handler may apply events before it lets the screen draw (the stall goal is 50 ms)
-EVENTS_BUDGET_S = 0.02
 
 
 class BooApp(TuneMixin, ActionsMixin, LiveTableMixin, App[int]):
@@ -246,24 +242,8 @@ class BooApp(TuneMixin, ActionsMixin, LiveTableMixin, App[int]):
             self._dirty |= self.model.set_comparisons(key, by_key[key], generation)
 
     # ---- messages from other threads ---------------------------------------------------------------------
-    def on_events_ready(self, message: EventsReady) -> None:
-        """Apply the engine's buffered events in order, for at most EVENTS_BUDGET_S a frame: the rest go back to
-        the bridge and are taken at the next poke, so the screen is drawn between (a 2,000-job load)."""
-        events = self.bridge.drain()
-        t0 = time.perf_counter()
-        for i, event in enumerate(events):
-            if isinstance(event, ev.SamplesAdded):
-                view = self.model.jobs.get(event.job_id or "")
-                if view is not None:
-                    self.model.add_samples(view, event.samples_us, event.total, event.target_count)
-                    self._dirty.add(view.job_id)
-            else:
-                self._apply_event(event)
-            if i % 32 == 31 and time.perf_counter() - t0 > EVENTS_BUDGET_S:
-                self.bridge.put_back(events[i + 1:])
-                return
-
-    def _apply_event(self, event: ev.Event) -> None:
+    def on_engine_event(self, message: EngineEvent) -> None:
+        event = message.event
         try:
             changed = self.model.apply(event)
         except Exception as e:  # noqa: BLE001
@@ -293,6 +273,13 @@ class BooApp(TuneMixin, ActionsMixin, LiveTableMixin, App[int]):
         self._dirty |= changed
         if isinstance(event, (ev.RunStarted, ev.RunFinished, ev.JobFinished, ev.JobQueued, ev.JobStatus)):
             self._subtitle_stale = True   # counted at the next flush: counting per event was O(jobs^2) on a load
+
+    def on_samples_ready(self, message: SamplesReady) -> None:
+        for batch in self.bridge.drain():
+            view = self.model.jobs.get(batch.job_id or "")
+            if view is not None:
+                self.model.add_samples(view, batch.samples_us, batch.total, batch.target_count)
+                self._dirty.add(view.job_id)
 
     # ---- quitting ----------------------------------------------------------------------------------------
     async def action_quit(self) -> None:
