@@ -142,6 +142,23 @@ class JobResult:
     reproducer: str | None = None   # shell command that reproduces the measurement outside the tool
     started_at: float | None = None
     finished_at: float | None = None
+    #: "warm" (inputs left in cache between calls, the default) or "cold" (caches flushed before every call,
+    #: the flush outside the timed region): --cache-mode
+    cache_mode: str = "warm"
+    #: the device that measured it: "cpu", "cuda:0", "hip:1" (--devices spreads jobs over several)
+    device: str | None = None
+    #: the least time the kernel's FLOPs and bytes allow on this machine's measured peaks (`boo-tui peak`), and
+    #: roofline_us / median_us x 100 (never above 100: a result above it means the peak was wrong)
+    roofline_us: float | None = None
+    pct_roofline: float | None = None
+    #: GPU: the device time of the kernel's dispatches alone per call (median over profiled calls, from the
+    #: profiler, as iree-boo-driver reports), beside the wall time per call that `stats` holds
+    device_us: float | None = None
+    #: GPU: detail of the device timing (per-dispatch medians, calls profiled) and the GPU's state while measured
+    #: (clocks, temperature, power, throttle reasons before and after: nvidia-smi), JSON-able
+    device_detail: dict[str, Any] | None = None
+    #: a throttle reason other than idle was active while measuring (the samples are suspect)
+    throttled: bool = False
 
     def to_dict(self, *, samples: bool = True) -> dict[str, Any]:
         d = dataclasses.asdict(self)

@@ -52,6 +52,13 @@ def result_row(result: JobResult) -> dict[str, Any]:
         "reproducer": result.reproducer,
         "started_at": result.started_at,
         "finished_at": result.finished_at,
+        "cache_mode": result.cache_mode,
+        "device": result.device,
+        "roofline_us": result.roofline_us,
+        "pct_roofline": result.pct_roofline,
+        "device_us": result.device_us,
+        "device_detail": dumps(result.device_detail),
+        "throttled": int(bool(result.throttled)),
     }
     stats = result.stats
     for f in STAT_FIELDS:
@@ -159,4 +166,11 @@ def job_result_from_row(row: dict[str, Any], samples: list[float]) -> JobResult:
         reproducer=row["reproducer"],
         started_at=row["started_at"],
         finished_at=row["finished_at"],
+        cache_mode=row["cache_mode"] or "warm",
+        device=row["device"],
+        roofline_us=row["roofline_us"],
+        pct_roofline=row["pct_roofline"],
+        device_us=row["device_us"],
+        device_detail=loads(row["device_detail"]),
+        throttled=bool(row["throttled"]),
     )

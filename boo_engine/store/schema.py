@@ -246,6 +246,43 @@ JOIN variants v ON v.id = r.variant_id
 LEFT JOIN kernels k ON k.id = r.kernel_id""")
 
 
+@migrations()
+def m005_limits(db: Database) -> None:
+    """How close to the limit, and where: the cache mode a result was timed in, the device that measured it,
+    its roofline (least time on the measured peaks) and % of it, the GPU's own dispatch time beside the wall
+    time, the GPU's state while measuring; and the machine's measured peaks (`boo-tui peak`), per environment."""
+    for col, typ in (("cache_mode", "TEXT NOT NULL DEFAULT 'warm'"), ("device", "TEXT"), ("roofline_us", "REAL"),
+                     ("pct_roofline", "REAL"), ("device_us", "REAL"), ("device_detail", "TEXT"),
+                     ("throttled", "INTEGER NOT NULL DEFAULT 0")):
+        db.execute(f"ALTER TABLE results ADD COLUMN {col} {typ}")
+    db.execute("""
+CREATE TABLE peaks (
+    id INTEGER PRIMARY KEY,
+    machine_key TEXT NOT NULL,          -- what the peaks depend on: device (resolved CPU or GPU), compiler, runtime
+    target TEXT NOT NULL,               -- cpu, cuda:sm_80, hip:gfx942
+    environment_id INTEGER REFERENCES environments(id),
+    measured_at TEXT NOT NULL,
+    kind TEXT NOT NULL,                 -- compute | bandwidth
+    dtype TEXT,                         -- float32 / float16 / bfloat16 for compute; NULL for bandwidth
+    value REAL NOT NULL,                -- GFLOP/s (compute) or GB/s (bandwidth)
+    source TEXT,                        -- what reached it: 'iree matmul 1024^3', 'torch.matmul', 'stream copy'
+    theoretical REAL,                   -- the datasheet / feature-and-clock figure, where known
+    details TEXT                        -- JSON: every candidate measured, clocks, sizes
+)""")
+    db.execute("CREATE INDEX idx_peaks_machine ON peaks(machine_key, target)")
+    db.execute("DROP VIEW IF EXISTS result_summary")
+    db.execute("""
+CREATE VIEW result_summary AS
+SELECT r.run_id, r.job_id, c.text AS command, r.func_name, v.name AS variant, r.target, r.backend,
+       r.status, r.n, r.median_us, r.min_us, r.p10_us, r.p90_us, r.gflops, r.gbps, r.numerics,
+       r.noisy, r.noise_reason, k.cache_hit, k.compile_seconds, k.spec_applied, r.error, r.id AS result_id,
+       r.calls, r.share, r.cache_mode, r.device, r.roofline_us, r.pct_roofline, r.device_us, r.throttled
+FROM results r
+JOIN commands c ON c.id = r.command_id
+JOIN variants v ON v.id = r.variant_id
+LEFT JOIN kernels k ON k.id = r.kernel_id""")
+
+
 def apply(db: Database) -> None:
     """Bring `db` to the current schema. Safe to call on every open and from several processes at once: the
     whole check-and-apply runs under one write lock (BEGIN IMMEDIATE), so two processes opening a new file
