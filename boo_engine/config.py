@@ -33,3 +33,4 @@ class SessionConfig:
     resume: int | str | None = None           # continue this run id (or "last") without redoing finished jobs
     command_line: str = ""                    # recorded with the run
     per_op_defaults: bool = True              # cpu: this machine's per-op-class flags (False: IREE's plain defaults)
+    cache_mode: str = "warm"                  # "cold": flush the caches before every timed call (bench/flush.py)

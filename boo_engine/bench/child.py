@@ -10,6 +10,7 @@ launchable are imported inside the functions that need them.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import threading
@@ -140,6 +141,8 @@ def run_spec(spec: BenchSpec, cache: RuntimeCache, send: Callable[[list[float]],
     the timing, so neither costs the measurement anything."""
     import torch
 
+    from .flush import make_flush
+    from .gpu_timing import GpuMonitor, profile_dispatches
     from .harness import measure
     from .memory import check_fits
 
@@ -177,13 +180,27 @@ def run_spec(spec: BenchSpec, cache: RuntimeCache, send: Callable[[list[float]],
         if device != "cpu":
             sync = torch.cuda.synchronize
 
+    flush, flush_note = make_flush(device) if spec.cache_mode == "cold" else (None, None)
+    monitor = GpuMonitor() if device != "cpu" else contextlib.nullcontext()
     try:
-        m = measure(call, iters=spec.iters, min_time_s=spec.min_time_s, max_time_s=spec.max_time_s,
-                    warmup_s=spec.warmup_s, on_batch=send, cancel=cancel, sync=sync)
+        with monitor:
+            m = measure(call, iters=spec.iters, min_time_s=spec.min_time_s, max_time_s=spec.max_time_s,
+                        warmup_s=spec.warmup_s, on_batch=send, cancel=cancel, sync=sync, flush=flush)
     except Exception as e:  # noqa: BLE001 - the kernel (or the torch op) failed while being timed
         raise _JobError(f"kernel raised {one_line(e)}") from None
     if m.cancelled:
         raise _Cancelled()
+    detail: dict[str, Any] | None = None
+    device_us, throttled = None, False
+    if device != "cpu":
+        state = monitor.summary() if isinstance(monitor, GpuMonitor) else None
+        throttled = bool(state and state["throttled_share"] > 0)
+        detail = {"gpu_state": state, "flush": flush_note}
+        if spec.device_timing:
+            detail["dispatch"] = profile_dispatches(call, sync, flush)
+            device_us = detail["dispatch"].get("device_us")
+    elif flush_note:
+        detail = {"flush": flush_note}
     numerics, outputs_path = None, None
     if spec.verify_numerics or spec.save_outputs_to:
         outs = tuple(o.detach().cpu() for o in outputs())
@@ -195,6 +212,7 @@ def run_spec(spec: BenchSpec, cache: RuntimeCache, send: Callable[[list[float]],
         samples_us=m.samples_us, block_k=m.block_k, warmup_calls=m.warmup_calls, wall_s=m.wall_s,
         host_load=m.host_load, numerics=numerics, outputs_path=outputs_path, driver=driver,
         threads=spec.threads, truncated=m.truncated, overhead_fraction=m.overhead_fraction,
+        cache_mode=spec.cache_mode, device_us=device_us, device_detail=detail, throttled=throttled,
     )
 
 

@@ -20,6 +20,10 @@ count, matching iree-boo-driver's `--iter N`. `max_time_s` bounds the whole meas
 safety net; a measurement it cut short has `truncated=True` and fewer samples. `iters` counts samples, not calls:
 with k > 1 the kernel runs `iters * k` times (each sample already averages k calls).
 
+Cold caches (`flush`, --cache-mode cold): `flush()` runs before every call, warm-up included, outside the timed
+region (between the previous sample's end and the next one's start); each sample is then ONE call (k = 1), since a
+block of k calls would run k-1 of them warm.
+
 Device synchronisation: the measured call must return only once the device has finished. IREE's default
 (async-internal) functions wait on their completion fence before returning, and CPU drivers run inline, so an
 IREE invoke is already synchronous. Asynchronous callers (eager torch on CUDA) pass `sync`, which is called once
@@ -88,6 +92,7 @@ def measure(
     cancel: CancelFlag | None = None,
     sync: Callable[[], object] | None = None,
     block_k: int | None = None,
+    flush: Callable[[], object] | None = None,
 ) -> Measurement:
     """Time `call` (no arguments; it must return only once its work is done, or pass `sync`).
 
@@ -95,6 +100,7 @@ def measure(
     most every `batch_interval_s` and once at the end, so a live view can follow without perturbing the loop.
     `cancel.is_set()` is polled between warm-up calls and at each batch hand-off; when set, sampling stops and
     the samples so far are returned with `cancelled=True`. `block_k` forces the block size (overhead studies).
+    `flush` (cold caches) runs before every call, untimed; samples are then single calls.
     """
     if iters < 1:
         raise ValueError(f"iters must be >= 1, got {iters}")
@@ -106,20 +112,20 @@ def measure(
     load = _HostLoad()
     deadline = t_start + int(max_time_s * 1e9) if max_time_s is not None else None
     try:
-        warm_calls, est_ns, cancelled = _warm_up(call, sync, warmup_s, min_warmup_calls, deadline, cancel)
+        warm_calls, est_ns, cancelled = _warm_up(call, sync, warmup_s, min_warmup_calls, deadline, cancel, flush)
         # Our own costs are calibrated after the warm-up, on a core the warm-up has brought up to speed: taken
         # first (a few ms, often right after the process was idle) they came out up to 2x high now and then,
         # which inflated k and the reported overhead.
         timer_ns = _timer_overhead_ns()
         loop_ns = _loop_overhead_ns()
-        k = block_k if block_k is not None else choose_block_k(est_ns, timer_ns, loop_ns)
+        k = 1 if flush is not None else block_k if block_k is not None else choose_block_k(est_ns, timer_ns, loop_ns)
         samples: list[float] = []
         truncated = False
         sampling_s = 0.0
         if not cancelled:
             t_sampling = _now_ns()
             samples, truncated, cancelled = _sample(
-                call, sync, k, iters, min_time_s, deadline, on_batch, batch_interval_s, cancel)
+                call, sync, k, iters, min_time_s, deadline, on_batch, batch_interval_s, cancel, flush)
             sampling_s = (_now_ns() - t_sampling) / 1e9
     finally:
         if gc_was_enabled:
@@ -151,7 +157,7 @@ def choose_block_k(call_ns: float, timer_ns: float, loop_ns: float) -> int:
 
 # ---- the loops ------------------------------------------------------------------------------------------
 
-def _warm_up(call, sync, warmup_s, min_calls, deadline, cancel) -> tuple[int, float, bool]:
+def _warm_up(call, sync, warmup_s, min_calls, deadline, cancel, flush=None) -> tuple[int, float, bool]:
     """Run and discard calls; return (calls, estimated ns per call, cancelled).
 
     The estimate is the median of the second half of the warm-up calls (the first ones are the slow, cold ones),
@@ -162,6 +168,8 @@ def _warm_up(call, sync, warmup_s, min_calls, deadline, cancel) -> tuple[int, fl
     while True:
         if cancel is not None and cancel.is_set():
             return len(times), _estimate(times), True
+        if flush is not None:
+            flush()
         t0 = _now_ns()
         call()
         if sync is not None:
@@ -182,7 +190,7 @@ def _estimate(times: list[int]) -> float:
     return float(statistics.median(tail))
 
 
-def _sample(call, sync, k, iters, min_time_s, deadline, on_batch, interval_s, cancel):
+def _sample(call, sync, k, iters, min_time_s, deadline, on_batch, interval_s, cancel, flush=None):
     """The hot loop. Between the two timer reads there is only the block of calls (and `sync`)."""
     samples: list[float] = []
     append = samples.append
@@ -195,7 +203,14 @@ def _sample(call, sync, k, iters, min_time_s, deadline, on_batch, interval_s, ca
     scale = 1e-3 / k                      # ns per block -> us per call
     truncated = cancelled = False
     while True:
-        if k == 1 and sync is None:
+        if flush is not None:      # cold caches: k == 1, the flush before the timer starts
+            flush()
+            t0 = now()
+            call()
+            if sync is not None:
+                sync()
+            t1 = now()
+        elif k == 1 and sync is None:
             t0 = now()
             call()
             t1 = now()

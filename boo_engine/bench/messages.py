@@ -42,6 +42,8 @@ class BenchSpec:
     timeout_s: float | None = None      # None: default_timeout_s(self)
     function: str = "main"              # exported function of the vmfb
     warmup_s: float = 0.1
+    cache_mode: str = "warm"            # "cold": caches flushed before every call, untimed (bench/flush.py)
+    device_timing: bool = False         # GPU: also profile the dispatches' device time (bench/gpu_timing.py)
 
 
 @dataclass
@@ -59,6 +61,10 @@ class BenchOutcome:
     threads: int = 1
     truncated: bool = False             # max_time_s stopped sampling early
     overhead_fraction: float | None = None  # estimated harness cost per call / call time
+    cache_mode: str = "warm"
+    device_us: float | None = None      # GPU: median device time of the dispatches per call (profiler)
+    device_detail: dict[str, Any] | None = None   # GPU: dispatch timing detail, GPU state while measured, flush
+    throttled: bool = False             # GPU: a clock-throttle reason was active while measuring
 
 
 # ---- parent -> child ------------------------------------------------------------------------------------

@@ -43,6 +43,9 @@ def add_session_args(p: argparse.ArgumentParser) -> None:
     t.add_argument("--seed", type=int, default=0, help="seed of the sample inputs (default 0)")
     t.add_argument("--splat-input-value", type=float, default=None, metavar="V", help="every input element = V")
     t.add_argument("--no-numerics", action="store_true", help="skip the numerics check")
+    t.add_argument("--cache-mode", choices=["warm", "cold"], default="warm",
+                   help="warm (default): inputs stay in cache between calls; cold: flush the caches before "
+                        "every timed call (CPU: a buffer 2x the LLC; GPU: 2x L2), the flush outside the timing")
     t.add_argument("--rounds", type=int, default=5,
                    help="interleaving rounds when a command has several variants/backends (default 5)")
     t.add_argument("--min-effect", type=float, default=3.0, metavar="PCT",
@@ -71,6 +74,8 @@ def config_from_args(args: argparse.Namespace):
 
     # validate early: a TargetError names the problem; specs are checked against the target's kind
     target = parse_target(args.target) if args.target is not None else default_target()
+    if target.notice and args.target is not None:   # (a detected GPU's notice comes from the session's log)
+        print(f"note: {target.notice}", file=sys.stderr)
     variants = build_variants(args.variant, args.variants_file, include_baseline=not args.no_baseline)
     if not variants:
         raise UsageError("--no-baseline needs at least one --variant")
@@ -95,6 +100,7 @@ def config_from_args(args: argparse.Namespace):
         seed=args.seed,
         splat_value=args.splat_input_value,
         verify_numerics=not args.no_numerics,
+        cache_mode=args.cache_mode,
         db_path=args.db,
         cache_dir=args.cache_dir,
         compile_workers=args.jobs,

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from ..errors import BooError
 from ..results import DONE, IREE, TORCH, JobResult
-from .common import EXIT_FAILED, EXIT_OK, apply_gpu_id, fail, internal_error, job_succeeded
+from .common import EXIT_FAILED, EXIT_OK, UsageError, apply_gpu_id, fail, internal_error, job_succeeded
 
 PROG = "boo-driver"
 
@@ -30,7 +30,7 @@ FLAGS = {
     "--commands-file": 1, "--csv": 1, "--backend": 1, "--verify-numerics": 0, "--cache-dir": 1,
     "--splat-input-value": 1, "--verbose": 0, "--no-verbose": 0, "--gpu-id": 1, "--target": 1,
     "--tuning-spec": 1, "--db": 1, "--preload": 0, "--jobs": 1, "--threads": 1, "--seed": 1,
-    "--min-time": 1, "-h": 0, "--help": 0,
+    "--min-time": 1, "--cache-mode": 1, "-h": 0, "--help": 0,
     # BOO's numerics flags (iree-turbine driver/driver.py)
     "--numerics-verbose": 0, "--numerics-min-samples": 1, "--numerics-stddev-rtol": 1, "--numerics-stddev-atol": 1,
     "--numerics-mean-rtol": 1, "--numerics-mean-atol": 1, "--numerics-reference-dtype": 1,
@@ -43,7 +43,7 @@ TOLERANCES = {"--numerics-stddev-rtol": "stddev_rtol", "--numerics-stddev-atol":
 USAGE = """usage: boo-driver [COMMAND ...] [--commands-file FILE] [--csv FILE] [--backend NAME]...
                   [--verify-numerics] [--cache-dir DIR] [--splat-input-value V] [--verbose | --no-verbose]
                   [--target cpu|hip:ARCH|cuda:ARCH] [--tuning-spec SPEC.mlir] [--db PATH] [--preload]
-                  [--jobs N] [--threads N] [--seed N] [--min-time S] [--gpu-id N|-1]
+                  [--jobs N] [--threads N] [--seed N] [--min-time S] [--gpu-id N|-1] [--cache-mode warm|cold]
                   [--numerics-verbose] [--numerics-min-samples N] [--numerics-{mean,stddev}-{atol,rtol} X]
                   [--numerics-reference-dtype float64|float32] [--skip-structured-tests]
 
@@ -52,9 +52,20 @@ A drop-in for iree-boo-driver: COMMAND is an MIOpenDriver command (conv*, layern
 --backend: iree (also iree_boo, iree_boo_experimental, iree_boo_legacy) and/or torch; default iree.
 --preload compiles every command into the cache (in parallel) without running anything.
 --gpu-id N measures on GPU N (-1: the only GPU); refused on the cpu target and for a GPU this machine lacks.
+--cache-mode cold flushes the caches before every timed call (warm, the default, leaves inputs in cache).
+On a GPU each line gives the wall time per call and, as `dispatch=`, the device time of the dispatches alone.
 --verify-numerics checks every command's IREE kernel (BOO's criteria, changed by its --numerics-* flags) and adds
 BOO's 11 CSV columns; a command's own -V 1 checks that command. MIOpenDriver's -w/-s/-S/-G are accepted, ignored.
 Exit codes: 0 all commands succeeded, 1 some failed (CSV cells N.A.), 2 usage error."""
+
+
+def _cache_mode(opts: dict[str, list[str]]) -> str:
+    from ..bench.flush import check_cache_mode
+
+    try:
+        return check_cache_mode(_last(opts, "--cache-mode") or "warm")
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
 
 def split_args(argv: Sequence[str]) -> tuple[dict[str, list[str]], list[str]]:
@@ -173,6 +184,8 @@ def _run(opts: dict[str, list[str]], command: list[str]) -> int:
 
     target_text = _last(opts, "--target")
     target = parse_target(target_text) if target_text else default_target()
+    if target.notice:
+        print(f"{PROG}: note: {target.notice}", file=sys.stderr)
     variant = Variant()
     spec = _last(opts, "--tuning-spec")
     if spec is not None:
@@ -201,6 +214,7 @@ def _run(opts: dict[str, list[str]], command: list[str]) -> int:
         splat_value=_number(opts, "--splat-input-value", float),
         verify_numerics="--verify-numerics" in opts,
         numerics=criteria,
+        cache_mode=_cache_mode(opts),
         db_path=_last(opts, "--db"),
         cache_dir=_last(opts, "--cache-dir"),
         compile_workers=_number(opts, "--jobs", int),
@@ -290,6 +304,8 @@ def _line(name: str, job: JobResult, show_backend: bool) -> str:
         s = job.stats
         text = (f">>> {who}min={s.min_us:.2f}us max={s.max_us:.2f}us mean={s.mean_us:.2f}us "
                 f"stddev={s.stddev_us:.2f}us median={s.median_us:.2f}us")
+        if job.device_us is not None:   # GPU: the dispatches' own device time, as iree-boo-driver reports it
+            text += f" dispatch={job.device_us:.2f}us"
         if job.compile is not None and job.compile.num_dispatches is not None:
             text += f" num_dispatches={job.compile.num_dispatches}"
         if job.numerics is not None:

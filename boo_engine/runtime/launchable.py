@@ -165,7 +165,14 @@ class Launchable:
             return rt.DeviceArray(dev, dev.from_dlpack_capsule(t.__dlpack__()))
         t = t.cpu()
         if t.dtype == torch.bfloat16:
-            return rt.asdevicearray(dev, t.view(torch.int16).numpy(), element_type=rt.HalElementType.BFLOAT_16)
+            # numpy has no bf16: upload the bits, typed bf16. IREE 3.13's `asdevicearray` drops its
+            # element_type argument (it maps the numpy dtype: si16), so the kernel refused the buffer on a GPU
+            # ("tensor element type mismatch; expected bf16 but have si16", seen on an H100): allocate directly.
+            bits = np.ascontiguousarray(t.view(torch.int16).numpy())
+            view = dev.allocator.allocate_buffer_copy(
+                memory_type=rt.MemoryType.DEVICE_LOCAL, allowed_usage=rt.BufferUsage.DEFAULT, device=dev,
+                buffer=bits, element_type=rt.HalElementType.BFLOAT_16)
+            return rt.DeviceArray(dev, view, override_dtype=bits.dtype)
         return rt.asdevicearray(dev, t.numpy())
 
     def to_torch(self, raw: Any) -> torch.Tensor | tuple[torch.Tensor, ...]:

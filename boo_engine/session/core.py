@@ -367,9 +367,29 @@ def run_environment(target: Target, cache: Any, emit: Callable[[ev.Event], None]
     except Exception:  # noqa: BLE001 - the environment is best effort
         version = None
     defaults = defaults_in_use(target)
+    jit = ptx_jit_notice(target)
+    if jit:
+        emit(ev.Log(level="info", message=jit))
     if defaults.get("warning"):
         emit(ev.Log(level="warning", message=str(defaults["warning"])))
     return collect_environment(target.name, compiler_version=version, per_op_defaults=defaults)
+
+
+def ptx_jit_notice(target: Target) -> str | None:
+    """The line saying that a cuda run's kernels are PTX JIT-compiled for a newer GPU than they were built for
+    (an H100 runs sm_80 builds: IREE 3.13 cannot target sm_90); None when the GPU is the build's arch."""
+    from ..targets import cuda_target, detect_gpu_archs
+
+    if target.kind != "cuda":
+        return None
+    archs = detect_gpu_archs("cuda")
+    if not archs or target.arch in archs:
+        return None
+    asked = cuda_target(archs[0])
+    if asked.runs_on is not None:
+        return asked.notice
+    return (f"this GPU is {archs[0]}; running {target.arch} PTX builds, which the CUDA driver JIT-compiles for it "
+            "when each kernel loads")
 
 
 def warm_imports() -> None:

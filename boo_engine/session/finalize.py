@@ -73,6 +73,11 @@ class Finalizer:
         result.stats = compute_stats(result.samples_us, flops=sig.flops or None, bytes_=sig.bytes)  # 0: no formula
         load = result.host_load if job.load_cpu_s >= HOST_LOAD_RESOLUTION_S else None
         result.noisy, result.noise_reason = noise_check(result.stats, load)
+        if result.throttled:   # the GPU slowed itself while measuring (bench/gpu_timing.py): flag, keep samples
+            state = (result.device_detail or {}).get("gpu_state") or {}
+            why = ", ".join(state.get("throttle_reasons") or []) or "throttled"
+            note = f"GPU {why} during {state.get('throttled_share', 0) * 100:.0f}% of the measurement"
+            result.noisy, result.noise_reason = True, "; ".join(filter(None, [result.noise_reason, note]))
         if job.backend == IREE and job.artifact is not None:
             try:
                 from ..bench.reproducer import write_reproducer
@@ -82,6 +87,8 @@ class Finalizer:
                     vmfb_path=job.artifact.vmfb_path, splat_value=self._config.splat_value,
                     scratch_dir=job.artifact.scratch_dir or None,
                 )
+                if result.cache_mode == "cold":   # the reproducer cannot flush between its calls
+                    result.reproducer += "  # warm caches: iree-benchmark-module does not flush between calls"
             except Exception as e:  # noqa: BLE001 - a missing reproducer must not lose a measurement
                 self._state.emit(ev.Log(job_id=job_id, level="warning", message=f"reproducer not written: {e}"))
         error = None

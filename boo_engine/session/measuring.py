@@ -197,6 +197,8 @@ class MeasureStage:
             # the first round warms the kernel up (loading, page faults); a later round only needs to bring
             # it back into the caches after the other jobs of the group ran
             warmup_s=FIRST_WARMUP_S if first else LATER_WARMUP_S,
+            cache_mode=cfg.cache_mode,
+            device_timing=last and self._target.kind != "cpu",
         )
 
     def _sample_sink(self, job_id: str) -> Callable[[list[float]], None]:
@@ -228,6 +230,12 @@ class MeasureStage:
             job.load_cpu_s += float(outcome.host_load) * float(outcome.wall_s)
             job.load_wall_s += float(outcome.wall_s)
             result.host_load = job.load_cpu_s / job.load_wall_s
+        result.cache_mode = outcome.cache_mode
+        result.throttled = result.throttled or outcome.throttled
+        if outcome.device_detail is not None:
+            result.device_detail = {**(result.device_detail or {}), **outcome.device_detail}
+        if last and outcome.device_us is not None:
+            result.device_us = outcome.device_us
         if last and outcome.numerics is not None:
             result.numerics = outcome.numerics
         if last and outcome.outputs_path:
