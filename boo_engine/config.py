@@ -33,3 +33,5 @@ class SessionConfig:
     resume: int | str | None = None           # continue this run id (or "last") without redoing finished jobs
     command_line: str = ""                    # recorded with the run
     per_op_defaults: bool = True              # cpu: this machine's per-op-class flags (False: IREE's plain defaults)
+    devices: tuple[str, ...] = ()             # where to measure ("cpu", "cuda:0", ...; bench/devices.py): one
+                                              # worker each, a command's jobs on one; (): the target's first
