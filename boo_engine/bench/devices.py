@@ -26,7 +26,12 @@ CPU = "cpu"
 
 
 class DeviceError(BooError):
-    """A device list that cannot be used here: one line naming what is wrong (a usage error, exit 2)."""
+    """A device list that cannot be used here: one line naming what is wrong (a usage error, exit 2).
+    `detail`: the line without the option and list it is about."""
+
+    def __init__(self, where: str, detail: str) -> None:
+        super().__init__(f"{where}: {detail}")
+        self.detail = detail
 
 
 def default_devices(kind: str) -> tuple[str, ...]:
@@ -46,36 +51,36 @@ def parse_devices(text: str, kind: str, count: int | Callable[[], int] | None = 
     where = f"{option} {shown!r}"
     items = [item.strip() for item in text.split(",")]
     if not text.strip():
-        raise DeviceError(f"{option}: empty device list (give GPU ids such as 0,1 or 0-3, or all)")
+        raise DeviceError(option, "empty device list (give GPU ids such as 0,1 or 0-3, or all)")
     if kind == CPU:
         if len(items) == 1 and items[0].lower() in (CPU, "all", "0"):
             return (CPU,)
-        raise DeviceError(f"{where}: the cpu target measures on one device, this host's CPU (give --devices cpu "
+        raise DeviceError(where, "the cpu target measures on one device, this host's CPU (give --devices cpu "
                           "or leave it out; GPU ids need --target hip:ARCH or cuda:ARCH)")
     if "" in items:
-        raise DeviceError(f"{where}: an empty item in the list (ids are separated by single commas)")
+        raise DeviceError(where, "an empty item in the list (ids are separated by single commas)")
     ids: list[int] = []
     wants_all = False
     for item in items:
         if item.lower() == "all":
             if len(items) > 1:
-                raise DeviceError(f"{where}: 'all' cannot be combined with other ids")
+                raise DeviceError(where, "'all' cannot be combined with other ids")
             wants_all = True
             continue
         ids += _parse_item(item, where)
     seen: set[int] = set()
     for i in ids:
         if i in seen:
-            raise DeviceError(f"{where}: GPU {i} is listed twice")
+            raise DeviceError(where, f"GPU {i} is listed twice")
         seen.add(i)
     n = _count(kind, count)
     if n == 0:
-        raise DeviceError(f"{where}: this machine has no {kind} GPU")
+        raise DeviceError(where, f"this machine has no {kind} GPU")
     if wants_all:
         ids = list(range(n))
     missing = [i for i in ids if i >= n]
     if missing:
-        raise DeviceError(f"{where}: this machine has no {kind} GPU {missing[0]} "
+        raise DeviceError(where, f"this machine has no {kind} GPU {missing[0]} "
                           f"({n} {kind} GPU{'s' if n != 1 else ''}, ids 0 to {n - 1})")
     return tuple(f"{kind}:{i}" for i in ids)
 
@@ -83,16 +88,16 @@ def parse_devices(text: str, kind: str, count: int | Callable[[], int] | None = 
 def _parse_item(item: str, where: str) -> list[int]:
     """One item: "3" or "0-3"."""
     if item.startswith("-"):
-        raise DeviceError(f"{where}: {item!r} is negative (GPU ids count from 0)")
+        raise DeviceError(where, f"{item!r} is negative (GPU ids count from 0)")
     low, sep, high = item.partition("-")
     try:
         a = int(low)
         b = int(high) if sep else a
     except ValueError:
-        raise DeviceError(f"{where}: {item[:20]!r} is not a GPU id (expected ids such as 0,1, a range 0-3, "
+        raise DeviceError(where, f"{item[:20]!r} is not a GPU id (expected ids such as 0,1, a range 0-3, "
                           "or all)") from None
     if b < a:
-        raise DeviceError(f"{where}: the range {item!r} runs backwards (write {b}-{a})")
+        raise DeviceError(where, f"the range {item!r} runs backwards (write {b}-{a})")
     return list(range(a, b + 1))
 
 

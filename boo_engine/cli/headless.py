@@ -63,7 +63,11 @@ def run_headless(args: argparse.Namespace) -> int:
     # ready by the time the first kernel can be measured.
     from ..bench.worker import BenchWorker
 
-    worker = BenchWorker(threads=config.threads)
+    from ..bench.devices import default_devices
+    from ..targets import parse_target
+
+    worker = BenchWorker(threads=config.threads,
+                         device=(config.devices or default_devices(parse_target(config.target).kind))[0])
     try:
         return _run_session(args, config, worker)
     finally:
