@@ -33,8 +33,8 @@ from ..results import (
 from ..targets import Target, default_target, parse_target
 from ..variants import BASELINE, Variant
 from .compiling import CompileStage
-from .finalize import Finalizer, compare_columns, model_lines_of
 from .devices import DeviceStages
+from .finalize import Finalizer, compare_columns, model_lines_of
 from .plan import InputEntry, Plan
 from .recording import RunRecorder, store_halt_reason
 from .runner import Runner

@@ -3,8 +3,8 @@
 For each batch: submit every IREE compile, then measure the batch group by group (a group is one command's
 jobs: its variants and backends, measured interleaved on one device), each group's compiles awaited just before
 it, and finalise each measured job. With several devices (`--devices`) the groups are spread over them, a free
-device taking the next group (session/devices.py). When the queue runs dry the run is marked finished in the store (a later start()
-reopens it).
+device taking the next group (session/devices.py). When the queue runs dry the run is marked finished in the
+store (a later start() reopens it).
 
 CPU discipline: on the `cpu` target nothing else runs while a measurement runs: all compiles of a batch finish
 before its first measurement, our own pending DB writes are flushed before each group, and measurements run
