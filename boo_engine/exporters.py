@@ -58,7 +58,7 @@ FORMATS = (".csv", ".json", ".md")
 NA = "N.A."
 
 CSV_COLUMNS = [
-    "command", "func_name", "op", "variant", "target", "backend", "status",
+    "command", "func_name", "op", "variant", "target", "device", "backend", "status",
     "n", "min_us", "median_us", "mean_us", "max_us", "stddev_us", "p10_us", "p90_us", "iqr_us", "gflops", "gbps",
     "numerics", "noisy", "noise_reason", "host_load", "block_k", "warmup_calls",
     "compile_seconds", "cache_hit", "num_dispatches", "spec_applied", "compile_flags",
@@ -221,6 +221,7 @@ def _csv_text(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
 def _result_record(r: JobResult, comparisons: Comparisons) -> dict[str, Any]:
     d: dict[str, Any] = {
         "command": r.command, "func_name": r.func_name, "op": r.op, "variant": r.variant, "target": r.target,
+        "device": r.device,
         "backend": r.backend, "status": r.status, "numerics": r.numerics.verdict if r.numerics else None,
         "noisy": r.noisy, "noise_reason": r.noise_reason, "host_load": r.host_load, "block_k": r.block_k,
         "warmup_calls": r.warmup_calls, "error": r.error, "source": r.source, "reproducer": r.reproducer,
@@ -327,6 +328,9 @@ def render_boo_driver_csv(rows: Sequence[tuple[str, Mapping[str, JobResult]]], *
     weighted = any(r.calls is not None for _, by_backend in rows for r in by_backend.values())
     if weighted:   # after iree-boo-driver's own columns (timing, then numerics), so theirs keep their places
         header += ["calls", "share"] + [f"{b} calls_x_median" for b in backends]
+    several_devices = len({r.device for _, by_backend in rows for r in by_backend.values() if r.device}) > 1
+    if several_devices:   # --devices: last, so iree-boo-driver's columns keep their places
+        header.append("device")
     out = []
     for arguments, by_backend in rows:
         line = [arguments]
@@ -342,9 +346,12 @@ def render_boo_driver_csv(rows: Sequence[tuple[str, Mapping[str, JobResult]]], *
             line += _numerics_cells(by_backend.values())
         if weighted:
             line += _boo_driver_weights(by_backend, backends)
+        if several_devices:
+            line.append(" ".join(sorted({r.device for r in by_backend.values() if r.device})) or NA)
         out.append(line)
     if weighted:
-        out.append(_boo_driver_model_row(rows, backends, len(header)))
+        out.append(_boo_driver_model_row(rows, backends, len(header) - several_devices)
+                   + ([NA] if several_devices else []))
     return _csv_text(header, out)
 
 

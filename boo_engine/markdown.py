@@ -99,6 +99,9 @@ def _header_lines(results: Sequence[JobResult], environment: dict[str, Any] | No
     targets = sorted({r.target for r in results}) or [str((run or {}).get("target") or env.get("target") or "?")]
     when = _when((run or {}).get("started_at"))
     facts = [f"target {', '.join(_code(t) for t in targets)}"]
+    devices = result_devices(results)
+    if devices:
+        facts.append(f"device{'s' if len(devices) > 1 else ''} {', '.join(_code(d) for d in devices)}")
     machine = machine_label(env)
     if machine:
         facts.append(f"host {_md_escape(machine)}")
@@ -160,10 +163,12 @@ def render_markdown(results: Sequence[JobResult], *, environment: dict[str, Any]
         labels.insert(0, BASELINE_LABEL)
     multi_target = len({t for t, _ in cells}) > 1
     weights = _weights_columns(cells) if has_weights(results) else {}
+    devices = _devices_column(cells) if len(result_devices(results)) > 1 else {}
     if labels == [BASELINE_LABEL] or len(labels) == 1:
-        lines += _single_column_table(cells, labels[0] if labels else BASELINE_LABEL, multi_target, weights)
+        lines += _single_column_table(cells, labels[0] if labels else BASELINE_LABEL, multi_target, weights,
+                                      devices)
     else:
-        lines += _side_by_side_table(cells, labels, comparisons, multi_target, weights)
+        lines += _side_by_side_table(cells, labels, comparisons, multi_target, weights, devices)
     if not cells:
         lines.append("_no results_")
     summary = summarize(by_variant(comparisons)) if comparisons else {}
@@ -221,8 +226,20 @@ def _model_md(line: ModelLine, multi_target: bool) -> str:
     return (f"{_code(line.target)} " if multi_target else "") + f"**{_md_escape(line.label)}** {text}"
 
 
-def _row_head(target: str, command: str, multi_target: bool) -> list[str]:
-    return ([_code(target)] if multi_target else []) + [_code(command)]
+def _row_head(target: str, command: str, multi_target: bool, devices: dict[tuple[str, str], str]) -> list[str]:
+    return ([_code(target)] if multi_target else []) + [_code(command)] + (
+        [devices[(target, command)]] if devices else [])
+
+
+def result_devices(results: Sequence[JobResult]) -> list[str]:
+    """The devices the results were measured on, in order ("cpu"; "cuda:0", "cuda:1" with --devices)."""
+    return sorted({r.device for r in results if r.device})
+
+
+def _devices_column(cells: dict[tuple[str, str], dict[str, JobResult]]) -> dict[tuple[str, str], str]:
+    """Each row's device (a command's jobs run on one; several only when a re-run landed elsewhere)."""
+    return {key: ", ".join(_code(d) for d in sorted({r.device for r in by_label.values() if r.device})) or "-"
+            for key, by_label in cells.items()}
 
 
 def _weights_columns(cells: dict[tuple[str, str], dict[str, JobResult]]) -> dict[tuple[str, str], list[str]]:
@@ -246,16 +263,18 @@ def _flags_column(cells: dict[tuple[str, str], dict[str, JobResult]], label: str
 
 
 def _single_column_table(cells: dict[tuple[str, str], dict[str, JobResult]], label: str,
-                         multi_target: bool, weights: dict[tuple[str, str], list[str]]) -> list[str]:
+                         multi_target: bool, weights: dict[tuple[str, str], list[str]],
+                         devices: dict[tuple[str, str], str]) -> list[str]:
     flags = _flags_column(cells, label)
-    head = (["target"] if multi_target else []) + ["command"] + (["flags"] if flags else []) + (
+    head = (["target"] if multi_target else []) + ["command"] + (["device"] if devices else []) + (
+        ["flags"] if flags else []) + (
         ["calls", "share"] if weights else []) + ["median (us)", "min (us)", "p10-p90 (us)", "GFLOP/s", "n"]
     n_right = 7 if weights else 5
     lines = ["| " + " | ".join(head) + " |",
              "|" + "|".join(["---"] * (len(head) - n_right) + ["---:"] * n_right) + "|"]
     for (target, command), by_label in cells.items():
         r = by_label.get(label)
-        row = _row_head(target, command, multi_target) + ([flags[(target, command)]] if flags else []) + (
+        row = _row_head(target, command, multi_target, devices) + ([flags[(target, command)]] if flags else []) + (
             weights.get((target, command), []))
         if r is not None and r.status == DONE and r.stats is not None:
             s = r.stats
@@ -269,9 +288,10 @@ def _single_column_table(cells: dict[tuple[str, str], dict[str, JobResult]], lab
 
 def _side_by_side_table(cells: dict[tuple[str, str], dict[str, JobResult]], labels: list[str],
                         comparisons: Comparisons, multi_target: bool,
-                        weights: dict[tuple[str, str], list[str]]) -> list[str]:
+                        weights: dict[tuple[str, str], list[str]], devices: dict[tuple[str, str], str]) -> list[str]:
     flags = _flags_column(cells, BASELINE_LABEL)
-    head = (["target"] if multi_target else []) + ["command"] + (["baseline flags"] if flags else [])
+    head = (["target"] if multi_target else []) + ["command"] + (["device"] if devices else []) + (
+        ["baseline flags"] if flags else [])
     align = ["---"] * len(head)
     if weights:
         head += ["calls", "share"]
@@ -284,7 +304,7 @@ def _side_by_side_table(cells: dict[tuple[str, str], dict[str, JobResult]], labe
             align.append("---")
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join(align) + "|"]
     for (target, command), by_label in cells.items():
-        row = _row_head(target, command, multi_target) + ([flags[(target, command)]] if flags else []) + (
+        row = _row_head(target, command, multi_target, devices) + ([flags[(target, command)]] if flags else []) + (
             weights.get((target, command), []))
         for label in labels:
             row.append(_latency_cell(by_label.get(label)))

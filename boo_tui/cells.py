@@ -38,12 +38,17 @@ COLUMNS: list[tuple[str, str]] = [
 WEIGHT_COLUMNS: list[tuple[str, str]] = [("share", "share %"), ("calls", "calls")]
 
 
-def columns(weighted: bool) -> list[tuple[str, str]]:
-    """The table's columns: the weight columns only when some command has a weight."""
+def columns(weighted: bool, several_devices: bool = False) -> list[tuple[str, str]]:
+    """The table's columns: the weight columns only when some command has a weight, the device column (after the
+    backend) only when results came from more than one device (--devices)."""
+    cols = COLUMNS
+    if several_devices:
+        at = [k for k, _ in cols].index("backend") + 1
+        cols = cols[:at] + [("device", "device")] + cols[at:]
     if not weighted:
-        return COLUMNS
-    at = [k for k, _ in COLUMNS].index("shape") + 1
-    return COLUMNS[:at] + WEIGHT_COLUMNS + COLUMNS[at:]
+        return cols
+    at = [k for k, _ in cols].index("shape") + 1
+    return cols[:at] + WEIGHT_COLUMNS + cols[at:]
 
 
 #: columns of a fixed width: the engine's verdicts arrive as row updates, which keep column widths (table.py), so
@@ -119,6 +124,7 @@ def row_cells(model: RunModel, view: JobView) -> dict[str, Any]:
         "kernel": r.func_name,
         "variant": r.variant,
         "backend": r.backend,
+        "device": r.device or Text("-", style="dim"),
         "status": status_text(view),
         "median": Text(fmt_us(view.median_us), style="" if st else "dim"),
         "gflops": fmt_gflops(st.gflops if st else None),
@@ -247,7 +253,8 @@ def sort_key(model: RunModel, column: str) -> Callable[[JobView], Any]:
             return r.numerics.verdict if r.numerics else "~"
         if column == "noisy":
             return not r.noisy
-        return str({"op": r.op, "kernel": r.func_name, "variant": r.variant, "backend": r.backend}.get(column, ""))
+        return str({"op": r.op, "kernel": r.func_name, "variant": r.variant, "backend": r.backend,
+                    "device": r.device or ""}.get(column, ""))
 
     return key
 

@@ -50,6 +50,8 @@ def render_detail(view: JobView, comparison: Comparison | None = None,
     head.add_row("kernel", r.func_name)
     head.add_row("job", f"{r.variant} / {r.backend} on {r.target}   [{view.status}]"
                  + (f"  {view.detail}" if view.detail else ""))
+    if r.device:   # where it was measured (--devices: one of several)
+        head.add_row("device", r.device)
     if r.source:
         head.add_row("source", r.source)
     if r.error:

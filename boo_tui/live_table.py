@@ -75,8 +75,9 @@ class LiveTableMixin(_AppBase):
 
     @property
     def table_columns(self) -> list[tuple[str, str]]:
-        """(key, label) of the table's columns: the weight columns only for a file with weights."""
-        return columns(self.model.weighted)
+        """(key, label) of the table's columns: the weight columns only for a file with weights, the device
+        column only once results came from several devices."""
+        return columns(self.model.weighted, len(self.model.devices) > 1)
 
     # ---- rows --------------------------------------------------------------------------------------------
     def settled(self) -> bool:
@@ -116,6 +117,8 @@ class LiveTableMixin(_AppBase):
         if (dirty and (self.filter.active or self.sort_by not in STATIC_SORT_KEYS)
                 and now - self._last_resort >= resort_every):
             self._rebuild = True    # a status or a median changed: rows may join, leave or move
+        if dirty and len(self.model.devices) > 1 and not self._rebuild:   # a second device: its column appears
+            self._rebuild = "device" not in self.query_one(f"#{RESULTS}", DataTable).columns
         if self._rebuild:
             self._rebuild_table()
             self._last_resort = now

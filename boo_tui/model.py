@@ -72,6 +72,8 @@ class RunModel:
         #: some command has a weight (its commands file had `# boo-tui:` lines): the table shows share and calls,
         #: sorts by share, and the engine's model line is shown
         self.weighted = False
+        #: the devices results were measured on: the table shows a device column once there are several
+        self.devices: set[str] = set()
         #: bumped whenever a job settles or restarts and whenever verdicts arrive: what the model line depends on
         self.version = 0
         #: (target, command) -> {column label: the engine's Comparison against the baseline}
@@ -87,6 +89,8 @@ class RunModel:
         self.command_index.setdefault(result.command, len(self.command_index) + 1)
         if result.calls is not None:
             self.weighted = True
+        if result.device:
+            self.devices.add(result.device)
         if view is None:
             view = JobView(result=result, status=result.status)
             self.jobs[result.job_id] = view

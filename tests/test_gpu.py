@@ -109,8 +109,8 @@ def test_dashboard_during_a_gpu_run(tmp_path):
     """The dashboard runs a GPU session to the end: every row done, the detail pane names the dispatch time."""
     from tui_pilot import wait_until
 
-    from boo_tui.app import BooApp
     from boo_engine.session import SessionConfig
+    from boo_tui.app import BooApp
 
     art = os.environ.get("BOO_GPU_ARTIFACTS")
     cfg = SessionConfig(target=None, backends=("iree", "torch"), db_path=str(tmp_path / "t.db"),

@@ -32,6 +32,7 @@ from ..errors import BooError
 from ..results import Backend
 from ..targets import runtime_driver
 from .child import IreeCall, RuntimeCache, _child_main
+from .devices import CPU, device_child_main, device_env
 from .messages import (
     BenchOutcome,
     BenchSpec,
@@ -98,17 +99,21 @@ class _Child:
 
 
 class BenchWorker:
-    """A benchmark child process, replaced transparently after a crash or hang. Each spec names its device.
+    """A benchmark child process on one device, replaced transparently after a crash or hang.
 
     `run` is blocking and meant for one session thread at a time (a lock serialises callers). The child's
     thread count is fixed when it starts (IREE's task topology can only be set once per process), so a spec
     asking for another thread count restarts the child.
     """
 
-    def __init__(self, *, threads: int = 1, start: bool = True) -> None:
+    def __init__(self, *, threads: int = 1, start: bool = True, device: str = CPU) -> None:
+        """`device`: the one device this worker measures on ("cpu", "cuda:1", "hip:0"; devices.py): its child
+        is started seeing only that GPU, and so is every child replacing it."""
         self._ctx = mp.get_context("spawn")
         self._lock = threading.Lock()
         self._threads = threads
+        self.device = device
+        self._env = device_env(device)
         self._child: _Child | None = None
         self._seq = 0
         if start:
@@ -160,8 +165,8 @@ class BenchWorker:
         to_child_r, to_child_w = self._ctx.Pipe(duplex=False)
         from_child_r, from_child_w = self._ctx.Pipe(duplex=False)
         proc = self._ctx.Process(
-            target=_child_main, args=(to_child_r, from_child_w, self._threads),
-            name="boo-bench-worker", daemon=True,
+            target=device_child_main, args=(self._env, _child_main, to_child_r, from_child_w, self._threads),
+            name=f"boo-bench-worker-{self.device}", daemon=True,
         )
         proc.start()
         # Keep only our ends; closing the child's ends here lets EOF signal the child's death.

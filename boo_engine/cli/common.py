@@ -8,10 +8,16 @@ import sys
 from collections.abc import Callable
 
 from .. import locations
+from ..bench.devices import parse_devices
 from ..errors import BooError
 from ..results import IREE, TORCH
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_REGRESSION = 0, 1, 2, 3
+
+DEVICES_HELP = ("GPUs to measure on, one benchmark worker each: ids 0,1, a range 0-3, or all (default: the first "
+                "GPU; the cpu target has one device, cpu). Commands are spread over them, a free device taking the "
+                "next command; all jobs of one command (its variants and torch) run on ONE device, so each ratio vs "
+                "the baseline is measured on the same device. Results record the device (cpu, cuda:0, hip:1)")
 
 
 class UsageError(BooError):
@@ -34,6 +40,7 @@ def add_session_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-baseline", action="store_true", help="do not measure the baseline (no spec, no flags)")
     g.add_argument("--backend", action="append", choices=[IREE, TORCH],
                    help="iree and/or torch (eager PyTorch on the same device); default: both")
+    g.add_argument("--devices", default=None, metavar="LIST", help=DEVICES_HELP)
     t = p.add_argument_group("how to measure")
     t.add_argument("--iter", type=int, default=None, help="samples per job (overrides each command's --iter)")
     t.add_argument("--min-time", type=float, default=None, metavar="S", help="measure each job at least S seconds")
@@ -81,6 +88,7 @@ def config_from_args(args: argparse.Namespace):
         raise UsageError("--no-baseline needs at least one --variant")
     for v in variants:
         preflight_variant(v, target)
+    devices = parse_devices(args.devices, target.kind) if getattr(args, "devices", None) is not None else ()
     backends = tuple(dict.fromkeys(args.backend or [IREE, TORCH]))
     check_cache_root(args.cache_dir)
     resume = args.resume
@@ -108,6 +116,7 @@ def config_from_args(args: argparse.Namespace):
         rounds=args.rounds,
         min_effect=args.min_effect / 100.0,
         resume=resume,
+        devices=devices,
         command_line=" ".join(shlex.quote(a) for a in [os.path.basename(sys.argv[0])] + sys.argv[1:]),
     )
 
@@ -122,16 +131,11 @@ def check_cache_root(explicit: str | None) -> None:
         check_root(locations.cache_root(explicit).resolve())
 
 
-#: the environment variable that limits which GPUs a process (IREE's runtime and torch alike) sees, per kind
-VISIBLE_DEVICES = {"hip": "HIP_VISIBLE_DEVICES", "cuda": "CUDA_VISIBLE_DEVICES"}
-
-
-def apply_gpu_id(text: str, target, *, runs: bool = True) -> str | None:
-    """iree-boo-driver's `--gpu-id N`: measure on GPU N, by making it the only device the benchmark worker (a
-    child process, started later) sees. Raises UsageError (one line) where it cannot mean that: on the cpu
-    target, for a GPU this machine does not have, and for -1 (iree-boo-driver's "every GPU": this driver
-    measures on one) when there are several GPUs. `runs=False` (--preload: nothing is measured) returns a note
-    that it has no effect instead. Returns a note to print, or None."""
+def gpu_id_devices(text: str, target, *, runs: bool = True) -> tuple[tuple[str, ...], str | None]:
+    """iree-boo-driver's `--gpu-id N`: measure on GPU N, i.e. `--devices N` (the benchmark worker's child sees only
+    that GPU; bench/devices.py); -1 (iree-boo-driver's "every GPU") is `--devices all`. Raises UsageError (one
+    line) where it cannot mean that: on the cpu target, for a GPU this machine does not have. `runs=False`
+    (--preload: nothing is measured) gives a note that it has no effect instead. Returns (devices, note)."""
     try:
         gpu = int(text)
     except ValueError:
@@ -142,23 +146,13 @@ def apply_gpu_id(text: str, target, *, runs: bool = True) -> str | None:
         raise UsageError(f"--gpu-id {gpu}: the cpu target measures on this host's CPU, there is no GPU to pick "
                          "(give --target hip:ARCH or cuda:ARCH to measure on a GPU)")
     if not runs:
-        return f"--gpu-id {gpu} has no effect with --preload (nothing is measured)"
-    from ..targets import gpu_device_count
+        return (), f"--gpu-id {gpu} has no effect with --preload (nothing is measured)"
+    from ..bench.devices import DeviceError
 
-    count = gpu_device_count(target.kind)
-    if count == 0:
-        raise UsageError(f"--gpu-id {gpu}: this machine has no {target.kind} GPU")
-    if gpu >= count:
-        raise UsageError(f"--gpu-id {gpu}: this machine has {count} {target.kind} GPU(s), ids 0 to {count - 1}")
-    if gpu == -1:
-        if count > 1:
-            raise UsageError(f"--gpu-id -1 (all {count} GPUs) is not supported: boo-driver measures on one GPU; "
-                             "give --gpu-id N")
-        return None
-    var = VISIBLE_DEVICES[target.kind]
-    visible = [v.strip() for v in os.environ.get(var, "").split(",") if v.strip()]
-    os.environ[var] = visible[gpu] if gpu < len(visible) else str(gpu)
-    return None
+    try:
+        return parse_devices("all" if gpu == -1 else str(gpu), target.kind), None
+    except DeviceError as e:
+        raise UsageError(f"--gpu-id {gpu}: {e.detail}") from None
 
 
 def job_succeeded(r) -> bool:

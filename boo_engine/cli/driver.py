@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from ..errors import BooError
 from ..results import DONE, IREE, TORCH, JobResult
-from .common import EXIT_FAILED, EXIT_OK, UsageError, apply_gpu_id, fail, internal_error, job_succeeded
+from .common import EXIT_FAILED, EXIT_OK, UsageError, fail, gpu_id_devices, internal_error, job_succeeded
 
 PROG = "boo-driver"
 
@@ -28,7 +28,7 @@ BACKENDS = {
 # flag -> number of values (0: a switch)
 FLAGS = {
     "--commands-file": 1, "--csv": 1, "--backend": 1, "--verify-numerics": 0, "--cache-dir": 1,
-    "--splat-input-value": 1, "--verbose": 0, "--no-verbose": 0, "--gpu-id": 1, "--target": 1,
+    "--splat-input-value": 1, "--verbose": 0, "--no-verbose": 0, "--gpu-id": 1, "--devices": 1, "--target": 1,
     "--tuning-spec": 1, "--db": 1, "--preload": 0, "--jobs": 1, "--threads": 1, "--seed": 1,
     "--min-time": 1, "--cache-mode": 1, "-h": 0, "--help": 0,
     # BOO's numerics flags (iree-turbine driver/driver.py)
@@ -43,7 +43,8 @@ TOLERANCES = {"--numerics-stddev-rtol": "stddev_rtol", "--numerics-stddev-atol":
 USAGE = """usage: boo-driver [COMMAND ...] [--commands-file FILE] [--csv FILE] [--backend NAME]...
                   [--verify-numerics] [--cache-dir DIR] [--splat-input-value V] [--verbose | --no-verbose]
                   [--target cpu|hip:ARCH|cuda:ARCH] [--tuning-spec SPEC.mlir] [--db PATH] [--preload]
-                  [--jobs N] [--threads N] [--seed N] [--min-time S] [--gpu-id N|-1] [--cache-mode warm|cold]
+                  [--jobs N] [--threads N] [--seed N] [--min-time S] [--gpu-id N|-1] [--devices LIST]
+                  [--cache-mode warm|cold]
                   [--numerics-verbose] [--numerics-min-samples N] [--numerics-{mean,stddev}-{atol,rtol} X]
                   [--numerics-reference-dtype float64|float32] [--skip-structured-tests]
 
@@ -51,7 +52,9 @@ A drop-in for iree-boo-driver: COMMAND is an MIOpenDriver command (conv*, layern
 --iter (and -t/--time, accepted and ignored: every kernel is timed).
 --backend: iree (also iree_boo, iree_boo_experimental, iree_boo_legacy) and/or torch; default iree.
 --preload compiles every command into the cache (in parallel) without running anything.
---gpu-id N measures on GPU N (-1: the only GPU); refused on the cpu target and for a GPU this machine lacks.
+--gpu-id N measures on GPU N (-1: every GPU, as --devices all); refused on the cpu target and for a GPU this
+machine lacks. --devices 0,1 | 0-3 | all: one benchmark worker per GPU, commands spread over them (a free GPU takes
+the next command; all backends of one command run on ONE GPU, so they compare on the same device).
 --cache-mode cold flushes the caches before every timed call (warm, the default, leaves inputs in cache).
 On a GPU each line gives the wall time per call and, as `dispatch=`, the device time of the dispatches alone.
 --verify-numerics checks every command's IREE kernel (BOO's criteria, changed by its --numerics-* flags) and adds
@@ -162,6 +165,26 @@ def numerics_criteria(opts: dict[str, list[str]]):
     return NumericsCriteria(**fields)  # type: ignore[arg-type]
 
 
+def _devices(opts: dict[str, list[str]], target) -> tuple[str, ...]:
+    """Where to measure: `--gpu-id N` (a special case of --devices) or `--devices LIST`; () the default device."""
+    from ..bench.devices import parse_devices
+
+    runs = "--preload" not in opts
+    if "--gpu-id" in opts and "--devices" in opts:
+        raise BooError("give either --gpu-id or --devices, not both")
+    devices: tuple[str, ...] = ()
+    note = None
+    if "--gpu-id" in opts:
+        devices, note = gpu_id_devices(_last(opts, "--gpu-id"), target, runs=runs)
+    elif "--devices" in opts:
+        devices = parse_devices(_last(opts, "--devices") or "", target.kind)
+        if not runs:
+            note = "--devices has no effect with --preload (nothing is measured)"
+    if note:
+        print(f"{PROG}: note: {note}", file=sys.stderr)
+    return devices
+
+
 def _run(opts: dict[str, list[str]], command: list[str]) -> int:
     from ..variants import Variant, parse_variant_arg, preflight_variant, variant_from_env
 
@@ -193,10 +216,7 @@ def _run(opts: dict[str, list[str]], command: list[str]) -> int:
     else:
         variant = variant_from_env() or variant
     preflight_variant(variant, target)
-    if "--gpu-id" in opts:
-        note = apply_gpu_id(_last(opts, "--gpu-id"), target, runs="--preload" not in opts)
-        if note:
-            print(f"{PROG}: note: {note}", file=sys.stderr)
+    devices = _devices(opts, target)
 
     if "--preload" in opts:
         return _preload(opts, files, command, variant, target)
@@ -219,6 +239,7 @@ def _run(opts: dict[str, list[str]], command: list[str]) -> int:
         cache_dir=_last(opts, "--cache-dir"),
         compile_workers=_number(opts, "--jobs", int),
         command_line=" ".join([PROG, *sys.argv[1:]]),
+        devices=devices,
     )
     csv_path = _last(opts, "--csv")
     if csv_path is not None:

@@ -61,9 +61,12 @@ def run_headless(args: argparse.Namespace) -> int:
 
     # The benchmark worker process imports torch (~1 s) while this process does the same: started now, it is
     # ready by the time the first kernel can be measured.
+    from ..bench.devices import default_devices
     from ..bench.worker import BenchWorker
+    from ..targets import parse_target
 
-    worker = BenchWorker(threads=config.threads)
+    worker = BenchWorker(threads=config.threads,
+                         device=(config.devices or default_devices(parse_target(config.target).kind))[0])
     try:
         return _run_session(args, config, worker)
     finally:

@@ -33,8 +33,8 @@ from ..results import (
 from ..targets import Target, default_target, parse_target
 from ..variants import BASELINE, Variant
 from .compiling import CompileStage
+from .devices import DeviceStages
 from .finalize import Finalizer, compare_columns, model_lines_of
-from .measuring import MeasureStage
 from .plan import InputEntry, Plan
 from .recording import RunRecorder, store_halt_reason
 from .runner import Runner
@@ -87,7 +87,7 @@ class Session:
         self._environment_thread.start()
         self._recorder = RunRecorder(self.store, self._state, self.config, self.target.name)
         self._compiling = CompileStage(self._state, self._recorder, self.config, self.target, self._cache)
-        self._measuring = MeasureStage(self._state, self._recorder, self.config, self.target, self._tmp.name, worker)
+        self._measuring = DeviceStages(self._state, self._recorder, self.config, self.target, self._tmp.name, worker)
         self._finalizer = Finalizer(self._state, self._recorder, self.config, self.target)
         self._runner = Runner(self._state, self._recorder, self.target, self._compiling, self._measuring,
                               self._finalizer)
@@ -241,8 +241,7 @@ class Session:
                     self._recorder.finish(result, CANCELLED, error="cancelled")
             if job_ids is None:
                 state.queued.clear()
-            if state.current is not None and state.job(state.current).cancelled:
-                state.measure_cancel.set()
+            state.cancel_measurements(only_cancelled_jobs=True)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait until no job is queued or running. True when idle."""
@@ -283,7 +282,7 @@ class Session:
         state = self._state
         was_busy = state.busy()  # work in flight now means the run is interrupted, however the jobs end
         state.stop.set()
-        state.measure_cancel.set()
+        state.cancel_measurements()
         with state.lock:
             self._plan.cancel(list(self._plan.planned))
         state.wake.set()

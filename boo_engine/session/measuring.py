@@ -5,8 +5,11 @@ measured:
 - interleaved: with several jobs, each job's iterations are split over `rounds` rounds and every round measures
   each job in turn (A B A B ...), so a drift of the machine (clock, heat, other load) hits all columns alike;
 - baseline first in every round, so that its saved outputs exist when the variants' numerics are checked;
-- one measurement at a time, cancellable: the measurement in flight watches `state.measure_cancel`, which
-  cancel() and close() set.
+- one measurement at a time on its device, cancellable: the measurement in flight watches its event in
+  `state.in_flight`, which cancel() and close() set.
+
+One stage per device (session/devices.py spreads the groups over them); each owns its worker and records the
+device in every result it measures (`JobResult.device`).
 
 Samples stream to the front ends as the worker sends them (`SamplesAdded`). What a measurement leaves (samples,
 block size, host load, numerics, saved outputs) is absorbed into the job here; turning it into a final result
@@ -51,22 +54,24 @@ LATER_WARMUP_S = 0.02
 
 class MeasureStage:
     def __init__(self, state: SessionState, recorder: RunRecorder, config: SessionConfig, target: Target,
-                 scratch_dir: str, worker: BenchWorker | None = None) -> None:
+                 scratch_dir: str, worker: BenchWorker | None = None, *, device: str = "cpu") -> None:
         """`scratch_dir`: where baselines save their outputs for the variants' numerics checks. `worker`: one the
-        caller started early; this stage owns it from now on."""
+        caller started early for `device`; this stage owns it from now on. `device`: where this stage measures
+        ("cpu", "cuda:1"; bench/devices.py)."""
         self._state = state
         self._recorder = recorder
         self._config = config
         self._target = target
         self._scratch_dir = scratch_dir
         self._worker = worker
+        self.device = device
 
     def ensure_worker(self) -> BenchWorker:
         """Start the worker now (its torch import, ~1 s, then overlaps the compiles)."""
         if self._worker is None:
             from ..bench.worker import BenchWorker
 
-            self._worker = BenchWorker(threads=self._config.threads)
+            self._worker = BenchWorker(threads=self._config.threads, device=self.device)
         return self._worker
 
     def close(self) -> None:
@@ -114,15 +119,14 @@ class MeasureStage:
                     continue
                 if result.status != MEASURING:
                     result.started_at = result.started_at or time.time()
+                    result.device = self.device
                     state.set_status(result, MEASURING)
                 spec = self._bench_spec(job_id, max(chunk, 1), rounds, last, baseline_id, first=r == 0)
                 chunk_start = len(result.samples_us)
                 with state.lock:  # cancel() and close() set the event of the measurement in flight
-                    state.current = job_id
-                    state.measure_cancel = threading.Event()
+                    cancel = state.in_flight[job_id] = threading.Event()
                     if job.cancelled or self._stopping():
-                        state.measure_cancel.set()
-                    cancel = state.measure_cancel
+                        cancel.set()
                 try:
                     outcome = worker.run(spec, on_samples=self._sample_sink(job_id), cancel=cancel)
                 except BenchCancelled:
@@ -136,7 +140,7 @@ class MeasureStage:
                     continue
                 finally:
                     with state.lock:
-                        state.current = None
+                        state.in_flight.pop(job_id, None)
                 if job.cancelled or self._stopping():
                     self._end_stopped(result)
                     continue

@@ -157,7 +157,7 @@ class Plan:
         """Reset a finished job to QUEUED for a rerun (its compile info and artifact stay)."""
         result = self.jobs[job_id]
         for name in ("error", "stats", "block_k", "warmup_calls", "noise_reason", "host_load", "numerics",
-                     "reproducer", "started_at", "finished_at"):
+                     "reproducer", "started_at", "finished_at", "device"):
             setattr(result, name, None)
         result.samples_us = []
         result.noisy = False

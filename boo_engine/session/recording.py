@@ -183,5 +183,6 @@ def config_dict(cfg: SessionConfig, variants: list[Variant]) -> dict[str, Any]:
         "min_effect": cfg.min_effect,
         "extra_args": list(cfg.extra_args),
         "per_op_defaults": cfg.per_op_defaults,
+        "devices": list(cfg.devices),
         "tool_version": __version__,
     }

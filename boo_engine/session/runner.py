@@ -1,9 +1,10 @@
 """The runner thread: takes the queued jobs as a batch, and drives them through the stages.
 
 For each batch: submit every IREE compile, then measure the batch group by group (a group is one command's
-jobs: its variants and backends, measured interleaved), each group's compiles awaited just before it, and
-finalise each measured job. When the queue runs dry the run is marked finished in the store (a later start()
-reopens it).
+jobs: its variants and backends, measured interleaved on one device), each group's compiles awaited just before
+it, and finalise each measured job. With several devices (`--devices`) the groups are spread over them, a free
+device taking the next group (session/devices.py). When the queue runs dry the run is marked finished in the
+store (a later start() reopens it).
 
 CPU discipline: on the `cpu` target nothing else runs while a measurement runs: all compiles of a batch finish
 before its first measurement, our own pending DB writes are flushed before each group, and measurements run
@@ -22,6 +23,7 @@ from .. import events as ev
 from ..results import FAILED, FINAL_STATUSES, INTERRUPTED, IREE, MEASURING, QUEUED, RunStatus, Status
 from ..targets import Target
 from .compiling import CompileStage
+from .devices import DeviceStages, command_groups
 from .finalize import Finalizer
 from .measuring import MeasureStage
 from .recording import RunRecorder, store_halt_reason
@@ -33,7 +35,7 @@ IDLE_POLL_S = 0.2
 
 class Runner:
     def __init__(self, state: SessionState, recorder: RunRecorder, target: Target, compiling: CompileStage,
-                 measuring: MeasureStage, finalizer: Finalizer) -> None:
+                 measuring: DeviceStages, finalizer: Finalizer) -> None:
         self._state = state
         self._recorder = recorder
         self._target = target
@@ -127,20 +129,34 @@ class Runner:
         iree_jobs = [j for j in batch if state.job(j).backend == IREE]
         for job_id in iree_jobs:
             self._compiling.submit(job_id)
-        groups = self._groups(batch)
+        groups = command_groups(batch, {j: state.jobs[j].command for j in batch})
         if self._target.kind == "cpu":
             # CPU discipline: no compile may run beside a measurement.
             for job_id in iree_jobs:
                 self._compiling.await_(job_id)
-        for group in groups:
-            if state.stop.is_set() or state.halted is not None:
-                return
+        self._measuring.run(groups, self._run_group, self._group_failed)
+
+    def _run_group(self, stage: MeasureStage, group: list[str]) -> None:
+        """One group on `stage`'s device: its compiles awaited, measured, finalised (a device's thread)."""
+        state = self._state
+        for job_id in group:
+            if state.job(job_id).backend == IREE:
+                self._compiling.await_(job_id)
+        if self._target.kind == "cpu":
+            self._flush()  # our own DB writes of the last group must not run beside this measurement
+        self._measure(stage, group)
+
+    def _group_failed(self, group: list[str], error: BaseException) -> None:
+        """A bug hit one group: its unfinished jobs fail with it, said as an error Log; the device goes on."""
+        import traceback
+
+        traceback.print_exception(error, file=sys.stderr)
+        self._state.emit(ev.Log(level="error", message=f"measuring crashed: {error!r}"))
+        with self._state.lock:
             for job_id in group:
-                if state.job(job_id).backend == IREE:
-                    self._compiling.await_(job_id)
-            if self._target.kind == "cpu":
-                self._flush()  # our own DB writes of the last group must not run beside this measurement
-            self._measure(group)
+                r = self._state.jobs[job_id]
+                if r.status not in FINAL_STATUSES:
+                    self._recorder.finish(r, FAILED, error=f"internal error: {error!r}")
 
     def _flush(self) -> None:
         from ..store import StoreWriteError
@@ -150,20 +166,13 @@ class Runner:
         except StoreWriteError as e:   # the writer told the session already; the batch loop sees the halt
             self._state.halt(str(e), store_halt_reason(e))
 
-    def _measure(self, group: list[str]) -> None:
-        """Measure one group, finalise its jobs, then publish the command's verdicts (a job re-run alone changes
-        them too)."""
-        order = self._measuring.measure_group(group)
+    def _measure(self, stage: MeasureStage, group: list[str]) -> None:
+        """Measure one group on `stage`'s device, finalise its jobs, then publish the command's verdicts (a job
+        re-run alone changes them too)."""
+        order = stage.measure_group(group)
         if not order or self._state.halted is not None:   # halted: its unfinished jobs end interrupted
             return
         for job_id in order:
             if self._state.jobs[job_id].status == MEASURING:
                 self._finalizer.complete(job_id)
         self._finalizer.publish_comparisons(self._state.jobs[group[0]].command)
-
-    def _groups(self, batch: list[str]) -> list[list[str]]:
-        """Jobs of the same command (its variants and backends) form a group measured interleaved."""
-        groups: dict[str, list[str]] = {}
-        for job_id in batch:
-            groups.setdefault(self._state.jobs[job_id].command, []).append(job_id)
-        return list(groups.values())

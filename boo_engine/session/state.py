@@ -30,10 +30,10 @@ class SessionState:
         self.active: set[str] = set()        # job ids of the batch the runner works on
         self.wake = threading.Event()        # set when there is new work for the runner
         self.stop = threading.Event()        # set once, when the session closes
-        # The event the measurement in flight watches: cancel() and close() set it, and the measure stage
-        # replaces it (under `lock`) before each measurement so that a stale cancel never stops the next one.
-        self.measure_cancel = threading.Event()
-        self.current: str | None = None      # the job being measured
+        # The measurements in flight (one per device: session/devices.py), job id -> the event it watches:
+        # cancel() and close() set it; the measure stage makes a fresh one (under `lock`) for each measurement so
+        # that a stale cancel never stops the next one.
+        self.in_flight: dict[str, threading.Event] = {}
         self.idle_reported = False           # the run was marked finished since the last batch
         # Why the run stopped by itself (the results database cannot be written, nothing can be compiled into
         # the cache): one line for the front ends. Once set, nothing more is measured or started.
@@ -77,9 +77,16 @@ class SessionState:
             return False
         self.halt_reason = reason
         self.halted = line
-        self.measure_cancel.set()
+        self.cancel_measurements()
         self.wake.set()
         return True
+
+    def cancel_measurements(self, *, only_cancelled_jobs: bool = False) -> None:
+        """Stop the measurements in flight (on every device), or only those of jobs marked cancelled. Safe
+        without the lock (a store thread halting the run): the dict is copied in one step."""
+        for job_id, event in list(self.in_flight.items()):
+            if not only_cancelled_jobs or self.plan.planned[job_id].cancelled:
+                event.set()
 
     def emit(self, event: ev.Event) -> None:
         if self._listener is None:
