@@ -82,8 +82,16 @@ def render_detail(view: JobView, comparison: Comparison | None = None,
                                   f"sd {fmt_us(st.stddev_us)}  n={st.n}")
         if st.gflops is not None:
             t.add_row("throughput", f"{st.gflops:.2f} GFLOP/s" + (f", {st.gbps:.2f} GB/s" if st.gbps else ""))
-        t.add_row("timing", f"block k={r.block_k}, {r.warmup_calls} warm-up calls discarded"
+        if r.device_us is not None:   # GPU: the dispatches' own device time (profiler), beside the wall time
+            t.add_row("dispatch", f"{fmt_us(r.device_us)} device time of the dispatches per call (profiler); "
+                                  "the median above is the wall time per call")
+        t.add_row("timing", f"block k={r.block_k}, {r.warmup_calls} warm-up calls discarded, {r.cache_mode} caches"
                   + (f", host load {r.host_load:.2f}" if r.host_load is not None else ""))
+        gpu = (r.device_detail or {}).get("gpu_state")
+        if gpu:
+            t.add_row("GPU", f"SM {gpu.get('sm_mhz_min'):.0f}-{gpu.get('sm_mhz_max'):.0f} MHz, "
+                             f"{gpu.get('temp_c_max'):.0f} C, {gpu.get('power_w_max'):.0f} W max"
+                      + (f", throttled ({', '.join(gpu.get('throttle_reasons') or [])})" if r.throttled else ""))
         if r.noisy:
             t.add_row("noisy", Text(r.noise_reason or "yes", style="yellow"))
         parts.append(t)

@@ -119,12 +119,17 @@ def test_dashboard_during_a_gpu_run(tmp_path):
     async def go():
         app = BooApp(cfg, inputs=COMMANDS[:2])
         async with app.run_test(size=(180, 50)) as pilot:
-            await wait_until(pilot, lambda: app.session is not None and app.session.finished, timeout=400)
+            jobs = app.model.jobs
+            await wait_until(pilot, lambda: bool(jobs) and all(v.status in ("done", "failed") for v in jobs.values()),
+                             400, "the GPU run to finish")
             await pilot.pause(0.5)
+            app.query_one("#panes").active = "tab-detail"
+            await pilot.pause(0.3)
             if art:
                 os.makedirs(art, exist_ok=True)
                 app.save_screenshot(filename="dashboard_gpu.svg", path=art)
-            rows = [r for r in app.session.jobs.values()]
-            assert rows and all(r.status == "done" for r in rows), [(r.func_name, r.error) for r in rows]
+            assert all(v.status == "done" for v in jobs.values()), [(v.result.func_name, v.result.error)
+                                                                    for v in jobs.values()]
+            assert all(v.result.device_us is not None for v in jobs.values())
 
     asyncio.run(go())
