@@ -66,8 +66,10 @@ def test_every_job_done_numerics_pass_and_dispatch_time_beside_wall(gpu_run):
         assert r.target.startswith("cuda:")
         if backend == "iree":
             assert r.numerics is not None and r.numerics.verdict == "pass", (command, r.numerics)
-        # the device time of the dispatches alone: never more than the wall time of the whole call
-        assert r.device_us is not None and 0 < r.device_us <= r.stats.median_us * 1.05, (command, backend, r)
+        # the device time of the dispatches alone; an IREE call is synchronous, so its wall time holds it all
+        assert r.device_us is not None and r.device_us > 0, (command, backend, r.device_detail)
+        if backend == "iree":
+            assert r.device_us <= r.stats.median_us * 1.05, (command, r.device_us, r.stats.median_us)
         state = r.device_detail["gpu_state"]
         assert state and state["sm_mhz_max"] > 0 and state["temp_c_max"] > 0
         assert r.cache_mode == "warm"

@@ -24,6 +24,7 @@ import statistics
 import subprocess
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -31,6 +32,22 @@ from typing import Any
 THROTTLE_BITS = {0x4: "sw power cap", 0x8: "hw slowdown", 0x20: "sw thermal", 0x40: "hw thermal",
                  0x80: "hw power brake"}
 _MARK = "boo_tui_call"
+#: unprofiled calls first (clocks back up), then at least `calls` profiled calls and MIN_PROFILED_S seconds
+WARM_S = 0.2
+MIN_PROFILED_S = 0.1
+MAX_PROFILED_CALLS = 200
+
+
+def _run_for(call: Callable[[], object], finish: Callable[[], object], flush: Callable[[], object] | None,
+             seconds: float, min_calls: int) -> None:
+    end = time.monotonic() + seconds
+    n = 0
+    while n < min_calls or time.monotonic() < end:
+        if flush is not None:
+            flush()
+        call()
+        finish()
+        n += 1
 
 
 def profile_dispatches(call: Callable[[], object], sync: Callable[[], object] | None,
@@ -41,17 +58,23 @@ def profile_dispatches(call: Callable[[], object], sync: Callable[[], object] | 
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile, record_function
 
+    finish = sync if sync is not None else torch.cuda.synchronize
     try:
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            for _ in range(calls):
-                if flush is not None:
-                    flush()
-                with record_function(_MARK):
-                    call()
-                    if sync is not None:
-                        sync()
-                    else:
-                        torch.cuda.synchronize()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")   # "Profiler clears events at the end of each cycle"
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                # The profiler's start leaves the GPU idle long enough for its clocks to drop (an H100 idles at
+                # 345 MHz): calls outside any range first bring them back up, and are not counted.
+                _run_for(call, finish, flush, WARM_S, 3)
+                end = time.monotonic() + MIN_PROFILED_S
+                n = 0
+                while n < calls or (time.monotonic() < end and n < MAX_PROFILED_CALLS):
+                    if flush is not None:
+                        flush()
+                    with record_function(_MARK):
+                        call()
+                        finish()
+                    n += 1
         events = list(prof.events())
     except Exception as e:  # noqa: BLE001 - a profiler failure loses the dispatch time, not the result
         return {"error": f"profiler failed: {(str(e).splitlines() or [''])[0][:200]}"}

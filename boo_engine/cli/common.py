@@ -34,7 +34,8 @@ def add_session_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--variant", action="append", default=[], metavar="NAME=SPEC",
                    help="a variant: NAME=spec.mlir (tuning spec), NAME='--flag ...' (compiler flags), "
                         "NAME=DIR/ (edited dispatches from --dump-dispatches), NAME=formulation=F (the kernel "
-                        "written as F: fwdconv, matmul); repeatable")
+                        "written as F: fwdconv, matmul), NAME=cache=cold (the baseline's kernel measured with "
+                        "flushed caches: cold vs warm compared); repeatable")
     g.add_argument("--variants-file", action="append", default=[], metavar="TOML",
                    help="variants defined in a TOML file; repeatable")
     g.add_argument("--no-baseline", action="store_true", help="do not measure the baseline (no spec, no flags)")

@@ -201,7 +201,7 @@ class MeasureStage:
             # the first round warms the kernel up (loading, page faults); a later round only needs to bring
             # it back into the caches after the other jobs of the group ran
             warmup_s=FIRST_WARMUP_S if first else LATER_WARMUP_S,
-            cache_mode=cfg.cache_mode,
+            cache_mode=job.variant.cache_mode or cfg.cache_mode,   # a `cache=cold` variant: its own
             device_timing=last and self._target.kind != "cpu",
         )
 

@@ -36,12 +36,16 @@ class Variant:
     #: forward convolutions) unless `kernel_formulations` names another; None (or "default") is the signature's
     #: reference. A kernel without it fails to compile, with one line naming the formulations it has.
     formulation: str | None = None
+    #: "cold" / "warm": measure this variant with that --cache-mode (None: the run's). Not a compile setting: a
+    #: variant of only `cache=cold` runs the baseline's kernel, flushed, so cold vs warm is a compared column
+    cache_mode: str | None = None
 
     @property
     def is_baseline(self) -> bool:
-        """No spec, flag, substitution, preprocess step or formulation (even "default", named on purpose)."""
+        """No spec, flag, substitution, preprocess step, formulation (even "default", named on purpose) or cache
+        mode."""
         return not (self.tuning_specs or self.flags or self.substitutions or self.preprocess or self.kernel_flags
-                    or self.kernel_formulations or self.formulation is not None)
+                    or self.kernel_formulations or self.formulation is not None or self.cache_mode is not None)
 
     def flags_for(self, func_name: str) -> list[str]:
         """The kernel-specific flags of this variant for `func_name` (after compile_flags())."""
@@ -110,6 +114,8 @@ class Variant:
             d["kernel_formulations"] = dict(self.kernel_formulations)
         if self.formulation is not None:
             d["formulation"] = self.formulation
+        if self.cache_mode is not None:
+            d["cache_mode"] = self.cache_mode
         return d
 
     @classmethod
@@ -122,7 +128,7 @@ class Variant:
                    kernel_flags=tuple((str(k), tuple(v)) for k, v in (d.get("kernel_flags") or {}).items()),
                    kernel_formulations=tuple((str(k), str(v))
                                              for k, v in (d.get("kernel_formulations") or {}).items()),
-                   formulation=d.get("formulation") or None)
+                   formulation=d.get("formulation") or None, cache_mode=d.get("cache_mode") or None)
 
 
 BASELINE = Variant()

@@ -18,6 +18,8 @@ from .model import BASELINE, Variant
 
 #: `--variant NAME=formulation=FORM`, and the TOML key
 FORMULATION_KEY = "formulation"
+#: `--variant NAME=cache=cold`, and the TOML key `cache`: measured with flushed (or warm) caches
+CACHE_KEY = "cache"
 
 
 def parse_variant_arg(text: str, *, base_dir: str | os.PathLike[str] | None = None) -> Variant:
@@ -29,6 +31,8 @@ def parse_variant_arg(text: str, *, base_dir: str | os.PathLike[str] | None = No
       NAME=DIR/                 a folder of edited dispatches written by --dump-dispatches
       NAME=formulation=FORM     the kernel written as FORM for export (e.g. fwdconv: a backward conv as forward
                                 convolutions; `formulation=FORM` alone is named FORM)
+      NAME=cache=cold           measured with the caches flushed before every call (`cache=cold` alone is named
+                                cold): the baseline's kernel, cold vs warm as a compared column
     Tokens may be mixed (NAME="spec.mlir --flag", NAME="formulation=fwdconv --flag"). Relative paths resolve
     against `base_dir` (default: cwd).
     """
@@ -37,7 +41,8 @@ def parse_variant_arg(text: str, *, base_dir: str | os.PathLike[str] | None = No
         raise VariantError("--variant: empty value (expected NAME=spec.mlir, NAME='--flag ...' or NAME=DIR/)")
     name: str | None = None
     head, eq, rest = raw.partition("=")
-    if eq and not head.startswith("-") and NAME_RE.match(head.strip()) and head.strip() != FORMULATION_KEY:
+    if eq and not head.startswith("-") and NAME_RE.match(head.strip()) and head.strip() not in (FORMULATION_KEY,
+                                                                                                  CACHE_KEY):
         name, raw = head.strip(), rest.strip()
     try:
         tokens = shlex.split(raw)
@@ -45,7 +50,8 @@ def parse_variant_arg(text: str, *, base_dir: str | os.PathLike[str] | None = No
         raise VariantError(f"--variant {text!r}: {e}") from None
     # NAME="'--a --b'" (quotes kept, e.g. typed in the dashboard): the flags arrive as one quoted word
     tokens = [w for t in tokens
-              for w in (shlex.split(t) if t.startswith(("-", FORMULATION_KEY + "=")) and " " in t else [t])]
+              for w in (shlex.split(t) if t.startswith(("-", FORMULATION_KEY + "=", CACHE_KEY + "=")) and " " in t
+                        else [t])]
     if not tokens:
         raise VariantError(f"--variant {text!r}: nothing after '='")
     label = name or text
@@ -56,9 +62,13 @@ def parse_variant_arg(text: str, *, base_dir: str | os.PathLike[str] | None = No
     kernels: list[str] = []
     dir_names: list[str] = []
     formulation: str | None = None
+    cache_mode: str | None = None
     for tok in tokens:
         if tok.startswith("-"):
             flags.append(tok)
+            continue
+        if tok.startswith(CACHE_KEY + "="):
+            cache_mode = _cache_mode(tok.partition("=")[2], f"variant {label}")
             continue
         if tok.startswith(FORMULATION_KEY + "="):
             if formulation is not None:
@@ -82,8 +92,10 @@ def parse_variant_arg(text: str, *, base_dir: str | os.PathLike[str] | None = No
                 f"variant {label}: {tok!r} is neither a tuning spec (.mlir), a dispatch folder (DIR/), a "
                 "compiler flag (--flag=value) nor formulation=NAME")
     if name is None:
-        name = _default_name(specs, dir_names, flags, formulation)
-    return _make(name, specs, flags, subs, None, kernels, where=f"variant {name}", formulation=formulation)
+        name = _default_name(specs, dir_names, flags, formulation) if (specs or dir_names or flags or formulation) \
+            else safe_name(cache_mode or "cache")
+    v = _make(name, specs, flags, subs, None, kernels, where=f"variant {name}", formulation=formulation)
+    return dataclasses.replace(v, cache_mode=cache_mode) if cache_mode else v
 
 
 def load_variants_file(path: str | os.PathLike[str]) -> list[Variant]:
@@ -93,6 +105,7 @@ def load_variants_file(path: str | os.PathLike[str]) -> list[Variant]:
         substitute_sources = {EXE = "f.mlir"} | "DIR"    substitute_configurations = {EXE = "f.mlir"} | "DIR"
         preprocess = "builtin.module(canonicalize)" | "tool args"
         formulation = "fwdconv"                      (how the kernel is written for export)
+        cache = "cold"                               (measured with the caches flushed before every call)
         [NAME.kernels.FUNC_NAME] flags = [...]  formulation = "..."   (that kernel only, as `boo-tui tune` writes)
     Paths are relative to the TOML file."""
     import tomllib
@@ -119,7 +132,7 @@ def load_variants_file(path: str | os.PathLike[str]) -> list[Variant]:
 
 
 _TABLE_KEYS = ("specs", "flags", "dispatches", "substitute_sources", "substitute_configurations", "preprocess",
-               "formulation", "kernels")
+               "formulation", "kernels", "cache")
 
 
 def _variant_from_table(name: str, t: dict[str, Any], base: Path, where: str) -> Variant:
@@ -166,9 +179,14 @@ def _variant_from_table(name: str, t: dict[str, Any], base: Path, where: str) ->
     per_kernel, forms = _kernel_tables(t.get("kernels"), where)
     if per_kernel or forms:
         v = dataclasses.replace(v, kernel_flags=per_kernel, kernel_formulations=forms)
+    if t.get(CACHE_KEY) is not None:
+        mode = t[CACHE_KEY]
+        if not isinstance(mode, str):
+            raise VariantError(f"{where}: cache must be \"warm\" or \"cold\"")
+        v = dataclasses.replace(v, cache_mode=_cache_mode(mode, where))
     if v.is_baseline:
-        raise VariantError(f"{where}: defines nothing (give specs, flags, dispatches, substitutions, preprocess "
-                           "or formulation)")
+        raise VariantError(f"{where}: defines nothing (give specs, flags, dispatches, substitutions, preprocess, "
+                           "formulation or cache)")
     return v
 
 
@@ -252,6 +270,13 @@ def _formulation(value: str, where: str) -> str:
     if form not in FORMULATIONS:
         raise VariantError(f"{where}: unknown formulation {form!r} (kernels have: {', '.join(FORMULATIONS)})")
     return form
+
+
+def _cache_mode(value: str, where: str) -> str:
+    mode = value.strip().lower()
+    if mode not in ("warm", "cold"):
+        raise VariantError(f"{where}: cache={value!r}: expected cache=cold or cache=warm")
+    return mode
 
 
 def _str_list(value: Any, where: str, key: str, *, split: bool) -> list[str]:
