@@ -41,6 +41,7 @@ from .runner import Runner
 from .state import Listener, SessionState
 
 if TYPE_CHECKING:
+    from ..limits import Peaks
     from ..bench.worker import BenchWorker
     from ..compare import Comparison
     from ..weights import ModelLine
@@ -339,6 +340,13 @@ class Session:
             return given
         with self._state.lock:
             return list(self.jobs.values())
+
+    @property
+    def peaks(self) -> Peaks | None:
+        """The machine's peaks this run's rooflines use (`limits.Peaks`): looked up or measured on the engine's
+        thread with the first result; None before that (or when they could not be had). Reading it measures
+        nothing: what the dashboard's roofline plot draws."""
+        return self._finalizer.roofline.peaks
 
     def environment(self) -> dict[str, Any]:
         """Host, CPU, GPU, compiler and torch versions (collected in the background since construction)."""
