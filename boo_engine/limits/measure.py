@@ -100,7 +100,6 @@ def _bandwidth(torch: Any, target: Target, device: str, sync: Callable[[], objec
     c = torch.empty(n, device=device)
     out.append(_candidate("bandwidth", None, 3 * n * 4, _median_us(lambda: torch.add(a, b, out=c), sync),
                           f"torch add {nbytes >> 20} MiB", buffer_bytes=nbytes))
-    del c
     try:
         from .. import parse_command
         from ..runtime.launchable import get_launchable

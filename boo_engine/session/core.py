@@ -41,9 +41,9 @@ from .runner import Runner
 from .state import Listener, SessionState
 
 if TYPE_CHECKING:
-    from ..limits import Peaks
     from ..bench.worker import BenchWorker
     from ..compare import Comparison
+    from ..limits import Peaks
     from ..weights import ModelLine
 
 #: how often wait() looks whether the session went idle

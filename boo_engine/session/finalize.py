@@ -23,8 +23,8 @@ from .recording import RunRecorder
 from .state import SessionState
 
 if TYPE_CHECKING:
-    from ..ops.base import OpSignature
     from ..compare import Comparison
+    from ..ops.base import OpSignature
     from ..weights import ModelLine
 
 #: /proc/stat counts CPU time in 10 ms ticks: other processes' load only flags a result as noisy once it
