@@ -60,6 +60,7 @@ NA = "N.A."
 CSV_COLUMNS = [
     "command", "func_name", "op", "variant", "target", "backend", "status",
     "n", "min_us", "median_us", "mean_us", "max_us", "stddev_us", "p10_us", "p90_us", "iqr_us", "gflops", "gbps",
+    "roofline_us", "pct_roofline",
     "numerics", "noisy", "noise_reason", "host_load", "block_k", "warmup_calls",
     "compile_seconds", "cache_hit", "num_dispatches", "spec_applied", "compile_flags",
     "ratio_vs_baseline", "ci_low", "ci_high", "p_value", "verdict",
@@ -237,6 +238,7 @@ def _result_record(r: JobResult, comparisons: Comparisons) -> dict[str, Any]:
              ci_high=cmp.ci_high if cmp else None, p_value=cmp.p_value if cmp else None,
              verdict=cmp.verdict if cmp else None)
     d.update(calls=r.calls, share=r.share, weighted_us=weighted_us(r))
+    d.update(roofline_us=r.roofline_us, pct_roofline=r.pct_roofline)
     return d
 
 
@@ -327,6 +329,10 @@ def render_boo_driver_csv(rows: Sequence[tuple[str, Mapping[str, JobResult]]], *
     weighted = any(r.calls is not None for _, by_backend in rows for r in by_backend.values())
     if weighted:   # after iree-boo-driver's own columns (timing, then numerics), so theirs keep their places
         header += ["calls", "share"] + [f"{b} calls_x_median" for b in backends]
+    # the roofline after everything iree-boo-driver has, so its columns keep their places
+    roof = any(r.pct_roofline is not None for _, by_backend in rows for r in by_backend.values())
+    if roof:
+        header += [f"{b} pct_roofline" for b in backends]
     out = []
     for arguments, by_backend in rows:
         line = [arguments]
@@ -342,10 +348,17 @@ def render_boo_driver_csv(rows: Sequence[tuple[str, Mapping[str, JobResult]]], *
             line += _numerics_cells(by_backend.values())
         if weighted:
             line += _boo_driver_weights(by_backend, backends)
+        if roof:
+            line += [_roofline_cell(by_backend.get(b)) for b in backends]
         out.append(line)
     if weighted:
-        out.append(_boo_driver_model_row(rows, backends, len(header)))
+        model_row = _boo_driver_model_row(rows, backends, len(header) - (len(backends) if roof else 0))
+        out.append(model_row + ([NA] * len(backends) if roof else []))
     return _csv_text(header, out)
+
+
+def _roofline_cell(r: JobResult | None) -> str:
+    return _cell(r.pct_roofline) if r is not None and r.status == DONE and r.pct_roofline is not None else NA
 
 
 def _numerics_cells(results: Iterable[JobResult]) -> list[str]:
