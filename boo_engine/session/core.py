@@ -43,7 +43,6 @@ from .state import Listener, SessionState
 if TYPE_CHECKING:
     from ..bench.worker import BenchWorker
     from ..compare import Comparison
-    from ..limits import Peaks
     from ..weights import ModelLine
 
 #: how often wait() looks whether the session went idle
@@ -341,12 +340,8 @@ class Session:
         with self._state.lock:
             return list(self.jobs.values())
 
-    @property
-    def peaks(self) -> Peaks | None:
-        """The machine's peaks this run's rooflines use (`limits.Peaks`): looked up or measured on the engine's
-        thread with the first result; None before that (or when they could not be had). Reading it measures
-        nothing: what the dashboard's roofline plot draws."""
-        return self._finalizer.roofline.peaks
+    #: the machine's peaks the rooflines use (`limits.Peaks`, set on the engine's thread with the first result)
+    peaks = property(lambda self: self._finalizer.roofline.peaks)
 
     def environment(self) -> dict[str, Any]:
         """Host, CPU, GPU, compiler and torch versions (collected in the background since construction)."""
