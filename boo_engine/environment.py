@@ -191,6 +191,12 @@ def _tool_version() -> str:
     return __version__
 
 
+def gpu_info() -> dict[str, Any] | None:
+    """The first GPU: {"name", "arch", "driver", "count"} from nvidia-smi or rocminfo (asked once per process);
+    None without one."""
+    return _safe(_gpu_info)
+
+
 @functools.cache
 def _gpu_info() -> dict[str, Any] | None:
     return _nvidia_gpu() or _amd_gpu()

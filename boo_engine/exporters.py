@@ -60,6 +60,7 @@ NA = "N.A."
 CSV_COLUMNS = [
     "command", "func_name", "op", "variant", "target", "device", "backend", "status",
     "n", "min_us", "median_us", "mean_us", "max_us", "stddev_us", "p10_us", "p90_us", "iqr_us", "gflops", "gbps",
+    "roofline_us", "pct_roofline",
     "numerics", "noisy", "noise_reason", "host_load", "block_k", "warmup_calls",
     "compile_seconds", "cache_hit", "num_dispatches", "spec_applied", "compile_flags",
     "ratio_vs_baseline", "ci_low", "ci_high", "p_value", "verdict",
@@ -238,6 +239,7 @@ def _result_record(r: JobResult, comparisons: Comparisons) -> dict[str, Any]:
              ci_high=cmp.ci_high if cmp else None, p_value=cmp.p_value if cmp else None,
              verdict=cmp.verdict if cmp else None)
     d.update(calls=r.calls, share=r.share, weighted_us=weighted_us(r))
+    d.update(roofline_us=r.roofline_us, pct_roofline=r.pct_roofline)
     return d
 
 
@@ -328,9 +330,19 @@ def render_boo_driver_csv(rows: Sequence[tuple[str, Mapping[str, JobResult]]], *
     weighted = any(r.calls is not None for _, by_backend in rows for r in by_backend.values())
     if weighted:   # after iree-boo-driver's own columns (timing, then numerics), so theirs keep their places
         header += ["calls", "share"] + [f"{b} calls_x_median" for b in backends]
-    several_devices = len({r.device for _, by_backend in rows for r in by_backend.values() if r.device}) > 1
-    if several_devices:   # --devices: last, so iree-boo-driver's columns keep their places
+    # ours after everything iree-boo-driver has, so its columns keep their places: the roofline, the GPU's
+    # dispatch time (beside the wall-time stats), the device with several
+    results = [r for _, by_backend in rows for r in by_backend.values()]
+    roof = any(r.pct_roofline is not None for r in results)
+    if roof:
+        header += [f"{b} pct_roofline" for b in backends]
+    dispatch = any(r.device_us is not None for r in results)
+    if dispatch:
+        header += [f"{b} dispatch_us" for b in backends]
+    several_devices = len({r.device for r in results if r.device}) > 1
+    if several_devices:
         header.append("device")
+    ours = (len(backends) if roof else 0) + (len(backends) if dispatch else 0) + several_devices
     out = []
     for arguments, by_backend in rows:
         line = [arguments]
@@ -346,13 +358,21 @@ def render_boo_driver_csv(rows: Sequence[tuple[str, Mapping[str, JobResult]]], *
             line += _numerics_cells(by_backend.values())
         if weighted:
             line += _boo_driver_weights(by_backend, backends)
+        if roof:
+            line += [_roofline_cell(by_backend.get(b)) for b in backends]
+        if dispatch:
+            line += [_cell(r.device_us) if (r := by_backend.get(b)) is not None and r.device_us is not None
+                     else NA for b in backends]
         if several_devices:
             line.append(" ".join(sorted({r.device for r in by_backend.values() if r.device})) or NA)
         out.append(line)
     if weighted:
-        out.append(_boo_driver_model_row(rows, backends, len(header) - several_devices)
-                   + ([NA] if several_devices else []))
+        out.append(_boo_driver_model_row(rows, backends, len(header) - ours) + [NA] * ours)
     return _csv_text(header, out)
+
+
+def _roofline_cell(r: JobResult | None) -> str:
+    return _cell(r.pct_roofline) if r is not None and r.status == DONE and r.pct_roofline is not None else NA
 
 
 def _numerics_cells(results: Iterable[JobResult]) -> list[str]:

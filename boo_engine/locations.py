@@ -11,6 +11,7 @@ Nothing else in the engine or the dashboard reads `os.environ` for these.
 | linked tuning specs | BOO_SPEC_CACHE_DIR | ~/.cache/boo-tui/linked-specs |
 | per-machine CPU defaults (tune) | BOO_DEFAULTS_TABLE (off: rules only) | ~/.cache/boo-tui/cpu-defaults.json |
 | the resolved host CPU, remembered per compiler build | - | ~/.cache/boo-tui/host-cpu.json |
+| the measured peaks (`boo-tui peak`), per machine | BOO_PEAKS_FILE | ~/.cache/boo-tui/peaks.json |
 | a tuning spec as a variant | BOO_TUNING_SPEC_PATH | none (iree-boo-driver's variable) |
 | child processes' output | BOO_CHILD_LOG | the parent's terminal (the dashboard sets a log file) |
 | tracebacks for internal errors | BOO_DEBUG | off |
@@ -30,6 +31,7 @@ DEFAULTS_TABLE_ENV = "BOO_DEFAULTS_TABLE"
 TUNING_SPEC_ENV = "BOO_TUNING_SPEC_PATH"
 CHILD_LOG_ENV = "BOO_CHILD_LOG"
 DEBUG_ENV = "BOO_DEBUG"
+PEAKS_FILE_ENV = "BOO_PEAKS_FILE"
 
 _OFF = ("0", "false", "no", "off")
 
@@ -86,6 +88,13 @@ def host_cpu_file(environ: Mapping[str, str] | None = None) -> Path:
     """Where the host CPU as iree-compile resolves it (LLVM's name and features) is remembered per compiler build:
     asking the compiler costs a ~0.2 s compile."""
     return user_cache_home(environ) / "boo-tui" / "host-cpu.json"
+
+
+def peaks_file(environ: Mapping[str, str] | None = None) -> Path:
+    """Where the machine's measured peaks are remembered (beside the results databases, which keep them too), so
+    a fresh database reuses them without measuring again: $BOO_PEAKS_FILE, else ~/.cache/boo-tui/peaks.json."""
+    value = (_env(environ).get(PEAKS_FILE_ENV) or "").strip()
+    return Path(value).expanduser() if value else user_cache_home(environ) / "boo-tui" / "peaks.json"
 
 
 def tuning_spec_from_env(environ: Mapping[str, str] | None = None) -> str | None:

@@ -189,6 +189,9 @@ def render_markdown(results: Sequence[JobResult], *, environment: dict[str, Any]
     n_failed = sum(1 for r in results if r.status == FAILED)
     n_noisy = sum(1 for r in results if r.noisy)
     notes = ["Times are median microseconds per call."]
+    if any(r.pct_roofline is not None for r in results):
+        notes.append("% roof = the roofline (the least time the kernel's FLOPs and bytes allow on this machine's "
+                     "measured peaks, `boo-tui peak`) / median x 100.")
     if comparisons:
         notes.append(verdict_legend(min_effect))
     if n_noisy:
@@ -262,14 +265,26 @@ def _flags_column(cells: dict[tuple[str, str], dict[str, JobResult]], label: str
     return out if any(v != "-" for v in out.values()) else {}
 
 
+def roof_cell(r: JobResult | None) -> str:
+    """A result's % of its roofline (`limits/`), one decimal; "-" without one."""
+    return f"{r.pct_roofline:.1f}" if r is not None and r.status == DONE and r.pct_roofline is not None else "-"
+
+
+def _has_roofline(cells: dict[tuple[str, str], dict[str, JobResult]]) -> bool:
+    """A `% roof` column only when some result has a roofline (results of an older run have none)."""
+    return any(r.pct_roofline is not None for by_label in cells.values() for r in by_label.values())
+
+
 def _single_column_table(cells: dict[tuple[str, str], dict[str, JobResult]], label: str,
                          multi_target: bool, weights: dict[tuple[str, str], list[str]],
                          devices: dict[tuple[str, str], str]) -> list[str]:
     flags = _flags_column(cells, label)
+    roof = _has_roofline(cells)
     head = (["target"] if multi_target else []) + ["command"] + (["device"] if devices else []) + (
         ["flags"] if flags else []) + (
-        ["calls", "share"] if weights else []) + ["median (us)", "min (us)", "p10-p90 (us)", "GFLOP/s", "n"]
-    n_right = 7 if weights else 5
+        ["calls", "share"] if weights else []) + ["median (us)", "min (us)", "p10-p90 (us)", "GFLOP/s"] + (
+        ["% roof"] if roof else []) + ["n"]
+    n_right = (7 if weights else 5) + roof
     lines = ["| " + " | ".join(head) + " |",
              "|" + "|".join(["---"] * (len(head) - n_right) + ["---:"] * n_right) + "|"]
     for (target, command), by_label in cells.items():
@@ -279,9 +294,10 @@ def _single_column_table(cells: dict[tuple[str, str], dict[str, JobResult]], lab
         if r is not None and r.status == DONE and r.stats is not None:
             s = r.stats
             row += [_latency_cell(r), format_us(s.min_us), f"{format_us(s.p10_us)}-{format_us(s.p90_us)}",
-                    f"{s.gflops:.1f}" if s.gflops is not None else "-", str(s.n)]
+                    f"{s.gflops:.1f}" if s.gflops is not None else "-"] + (
+                [roof_cell(r)] if roof else []) + [str(s.n)]
         else:
-            row += [_latency_cell(r), "", "", "", ""]
+            row += [_latency_cell(r)] + [""] * (4 + roof)
         lines.append("| " + " | ".join(row) + " |")
     return lines
 
@@ -290,6 +306,7 @@ def _side_by_side_table(cells: dict[tuple[str, str], dict[str, JobResult]], labe
                         comparisons: Comparisons, multi_target: bool,
                         weights: dict[tuple[str, str], list[str]], devices: dict[tuple[str, str], str]) -> list[str]:
     flags = _flags_column(cells, BASELINE_LABEL)
+    roof = _has_roofline(cells)
     head = (["target"] if multi_target else []) + ["command"] + (["device"] if devices else []) + (
         ["baseline flags"] if flags else [])
     align = ["---"] * len(head)
@@ -299,6 +316,9 @@ def _side_by_side_table(cells: dict[tuple[str, str], dict[str, JobResult]], labe
     for label in labels:
         head.append(f"{_md_escape(label)} (us)")
         align.append("---:")
+        if roof:
+            head.append(f"{_md_escape(label)} % roof")
+            align.append("---:")
         if label != BASELINE_LABEL:
             head.append(f"{_md_escape(label)} vs baseline")
             align.append("---")
@@ -307,7 +327,7 @@ def _side_by_side_table(cells: dict[tuple[str, str], dict[str, JobResult]], labe
         row = _row_head(target, command, multi_target, devices) + ([flags[(target, command)]] if flags else []) + (
             weights.get((target, command), []))
         for label in labels:
-            row.append(_latency_cell(by_label.get(label)))
+            row += [_latency_cell(by_label.get(label))] + ([roof_cell(by_label.get(label))] if roof else [])
             if label != BASELINE_LABEL:
                 c = comparisons.get((target, command, label))
                 row.append(_fmt_ratio(c) if c else "-")

@@ -20,7 +20,7 @@ from . import dialogs
 from .detail import reproducer_text
 from .messages import ExportWritten, JobsAdded
 from .model import JobView, RunModel
-from .screens import CompareScreen, HistoryScreen
+from .screens import CompareScreen, HistoryScreen, RooflineScreen
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -178,6 +178,15 @@ class ActionsMixin(_AppBase):
             return
         self.push_screen(CompareScreen(results, source=lambda: [v.result for v in self.model.jobs.values()],
                                        min_effect=self.min_effect, seed=self.seed))
+
+    def action_roofline(self) -> None:
+        """The peaks are the engine's (read, never measured, here): the plot draws what the session has."""
+        results = [v.result for v in self.model.jobs.values()]
+        if not results:
+            self.notify("no jobs yet", severity="warning")
+            return
+        peaks = self.session.peaks if self.session is not None else None
+        self.push_screen(RooflineScreen(results, peaks))
 
     def action_copy_repro(self) -> None:
         repro = reproducer_text(self._selected_view())

@@ -29,6 +29,7 @@ COLUMNS: list[tuple[str, str]] = [
     ("median", "median us"),
     ("vs_base", "vs base"),
     ("gflops", "GFLOP/s"),
+    ("roof", "% roof"),
     ("numerics", "numerics"),
     ("noisy", "noisy"),
     ("kernel", "kernel"),
@@ -128,6 +129,7 @@ def row_cells(model: RunModel, view: JobView) -> dict[str, Any]:
         "status": status_text(view),
         "median": Text(fmt_us(view.median_us), style="" if st else "dim"),
         "gflops": fmt_gflops(st.gflops if st else None),
+        "roof": Text(f"{r.pct_roofline:.1f}") if r.pct_roofline is not None else Text("-", style="dim"),
         "vs_base": verdict_text(model.comparison_of(view)),
         "numerics": numerics,
         "noisy": Text("noisy", style="yellow") if r.noisy else Text(""),
@@ -244,6 +246,8 @@ def sort_key(model: RunModel, column: str) -> Callable[[JobView], Any]:
             return num(r.calls)
         if column == "gflops":
             return num(r.stats.gflops if r.stats else None)
+        if column == "roof":
+            return num(r.pct_roofline)
         if column == "vs_base":
             c = model.comparison_of(v)
             return num(c.ratio if c is not None and math.isfinite(c.ratio) else None)

@@ -38,6 +38,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from boo_engine.cli.capture import main as capture_main
 
         return capture_main(argv[1:])
+    if argv[:1] == ["peak"]:   # `boo-tui peak ...`: this machine's measured peaks (cli/peak.py)
+        from boo_engine.cli.peak import main as peak_main
+
+        return peak_main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         return _main(args)

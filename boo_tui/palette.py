@@ -34,6 +34,9 @@ BINDINGS: list[BindingType] = [
     Binding("w", "export", "Export", tooltip="Write the results as .csv, .json or .md"),
     Binding("h", "history", "History", tooltip="Past runs in the results database; open or compare two"),
     Binding("m", "compare", "Compare", tooltip="Compare variants: commands x variants ratios and overlaid histograms"),
+    Binding("p", "roofline", "Roofline", show=False,
+            tooltip="The roofline: every measured kernel's GFLOP/s against its flop/byte under this machine's "
+                    "measured peaks"),
     Binding("c", "copy_repro", "Copy", tooltip="Copy the selected job's reproducer command to the clipboard"),
     Binding("s", "sort", "Sort by next column", show=False, tooltip="Cycle the results table's sort column"),
     Binding("slash", "focus_filter", "Filter", tooltip="Filter rows: op:conv status:failed free text"),

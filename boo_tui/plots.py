@@ -183,3 +183,53 @@ class PlotView(Static):
         self.renders += 1
         # layout=False: the widget's size is set by CSS, so only this widget is repainted, nothing re-laid out
         self.update(Group(legend_text(self.series), Text.from_ansi(out, no_wrap=True, end="")), layout=False)
+
+
+# ---- the roofline -------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RoofPoint:
+    """One measured kernel: arithmetic intensity (flop/byte) and achieved GFLOP/s, in the series `label`."""
+
+    label: str
+    intensity: float
+    gflops: float
+
+
+def render_roofline(points: list[RoofPoint], ceilings: dict[str, float], bandwidth_gbs: float | None,
+                    width: int, height: int, title: str = "") -> str:
+    """Achieved GFLOP/s against arithmetic intensity, both log scale: one marker per kernel (a colour per
+    series), and the ceilings: per dtype min(bandwidth x intensity, compute peak), the classic roofline."""
+    fig = _fresh_figure(width, height, title)
+    fig.ruler("x").scale("log")
+    fig.ruler("y").scale("log")
+    xs = [p.intensity for p in points] or [1.0]
+    lo, hi = min(xs) / 2, max(xs) * 2
+    if bandwidth_gbs and ceilings:
+        ridge = max(ceilings.values()) / bandwidth_gbs
+        lo, hi = min(lo, ridge / 4), max(hi, ridge * 4)
+    grid = [lo * (hi / lo) ** (i / 199) for i in range(200)]
+    labels = list(dict.fromkeys(p.label for p in points))
+    for peak in ceilings.values():
+        ys = [min(peak, bandwidth_gbs * x) if bandwidth_gbs else peak for x in grid]
+        fig.draw(fig.signal(grid, ys, marker="·"))
+    for label in labels:
+        mine = [p for p in points if p.label == label]
+        fig.draw(fig.signal([p.intensity for p in mine], [p.gflops for p in mine], marker="●"))
+    fig.label("flop/byte (log)", axis="x")
+    fig.label("GFLOP/s (log)", axis="y")
+    return fig.build().string()
+
+
+def roofline_legend(labels: list[str], ceilings: dict[str, float], bandwidth_gbs: float | None) -> Text:
+    """The roofline's legend: the ceilings first (in the colours plotext gives them, in order), then the series."""
+    out = Text(no_wrap=True, overflow="ellipsis")
+    names = [f"{dt} roof {v:,.1f} GFLOP/s" for dt, v in ceilings.items()] + [f"● {lb}" for lb in labels]
+    for i, name in enumerate(names):
+        if i:
+            out.append("  ")
+        out.append("█ ", style=f"color({series_color(i)})")
+        out.append(name)
+    if bandwidth_gbs:
+        out.append(f"  (slope: {bandwidth_gbs:,.1f} GB/s)")
+    return out

@@ -339,6 +339,9 @@ class Session:
         with self._state.lock:
             return list(self.jobs.values())
 
+    #: the machine's peaks the rooflines use (`limits.Peaks`, set on the engine's thread with the first result)
+    peaks = property(lambda self: self._finalizer.roofline.peaks)
+
     def environment(self) -> dict[str, Any]:
         """Host, CPU, GPU, compiler and torch versions (collected in the background since construction)."""
         self._environment_thread.join()

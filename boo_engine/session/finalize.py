@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from .. import events as ev
 from ..config import SessionConfig
+from ..limits import Roofline
 from ..results import DONE, FAILED, IREE, JobResult
 from ..targets import Target
 from .compiling import check_spec_applied
@@ -23,6 +24,7 @@ from .state import SessionState
 
 if TYPE_CHECKING:
     from ..compare import Comparison
+    from ..ops.base import OpSignature
     from ..weights import ModelLine
 
 #: /proc/stat counts CPU time in 10 ms ticks: other processes' load only flags a result as noisy once it
@@ -59,6 +61,8 @@ class Finalizer:
         self._recorder = recorder
         self._config = config
         self._target = target
+        #: the run's peaks (looked up, or measured, on the first result: on this, the engine's thread)
+        self.roofline = Roofline(target, config.threads, recorder.store, lambda: recorder.run_id)
 
     def complete(self, job_id: str) -> None:
         """Turn a job's samples into its final result (DONE, or FAILED when nothing was measured)."""
@@ -78,6 +82,7 @@ class Finalizer:
             why = ", ".join(state.get("throttle_reasons") or []) or "throttled"
             note = f"GPU {why} during {state.get('throttled_share', 0) * 100:.0f}% of the measurement"
             result.noisy, result.noise_reason = True, "; ".join(filter(None, [result.noise_reason, note]))
+        self._roofline(result, sig)
         if job.backend == IREE and job.artifact is not None:
             try:
                 from ..bench.reproducer import write_reproducer
@@ -99,6 +104,23 @@ class Finalizer:
         if result.numerics is not None and result.numerics.verdict == "fail":
             error = "numerics check failed" + (f"; {error}" if error else "")
         self._recorder.finish(result, DONE, error=error)
+
+    def _roofline(self, result: JobResult, sig: OpSignature) -> None:
+        """The result's roofline_us and pct_roofline on the run's peaks; when a result beat them the peaks
+        changed, and the run's finished results get theirs again."""
+        version = self.roofline.version
+        for notice in self.roofline.apply(result, sig.flops, sig.bytes, sig.dtype_name):
+            self._state.emit(ev.Log(job_id=result.job_id, level="warning", message=notice))
+        if self.roofline.version == version:
+            return
+        with self._state.lock:
+            done = [r for r in self._state.jobs.values() if r.status == DONE and r is not result]
+        for other in done:
+            job = self._state.plan.planned.get(other.job_id)
+            if job is not None and job.command is not None:
+                s = job.command.signature
+                self.roofline.apply(other, s.flops, s.bytes, s.dtype_name)
+                self._recorder.record(other)
 
     def publish_comparisons(self, command: str) -> None:
         """The verdicts of one command's columns, as the exports will give them (same function, same settings)."""

@@ -90,3 +90,32 @@ def run_commands(conn: sqlite3.Connection, run_id: int) -> list[tuple[str, str |
 def last_run_id(conn: sqlite3.Connection) -> int | None:
     row = conn.execute("SELECT MAX(id) FROM runs").fetchone()
     return row[0] if row else None
+
+
+_PEAK_COLUMNS = ("machine_key", "target", "measured_at", "kind", "dtype", "value", "source", "theoretical", "details")
+
+
+def peaks(conn: sqlite3.Connection, machine_key: str, target: str) -> list[dict[str, Any]]:
+    """The newest row of each (kind, dtype) stored for the machine: a raised peak is a newer row than the one
+    it replaces."""
+    rows = conn.execute(
+        "SELECT * FROM peaks WHERE machine_key = ? AND target = ? ORDER BY id DESC", (machine_key, target)).fetchall()
+    newest: dict[tuple[str, str | None], dict[str, Any]] = {}
+    for r in rows:
+        d = dict(r)
+        d["details"] = loads(d["details"])
+        newest.setdefault((d["kind"], d["dtype"]), d)
+    return list(newest.values())
+
+
+def insert_peaks(conn: sqlite3.Connection, rows: list[dict[str, Any]], run_id: int | None) -> None:
+    import json
+
+    env_id = None
+    if run_id is not None:
+        found = conn.execute("SELECT environment_id FROM runs WHERE id = ?", (run_id,)).fetchone()
+        env_id = found[0] if found else None
+    for row in rows:
+        values = [json.dumps(row.get(c)) if c == "details" else row.get(c) for c in _PEAK_COLUMNS]
+        conn.execute(f"INSERT INTO peaks ({', '.join(_PEAK_COLUMNS)}, environment_id) "
+                     f"VALUES ({', '.join('?' * len(_PEAK_COLUMNS))}, ?)", (*values, env_id))

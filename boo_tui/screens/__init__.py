@@ -9,9 +9,10 @@ exports give them.
 from __future__ import annotations
 
 from .history import HistoryScreen
+from .roofline import RooflineScreen
 from .run import RunScreen
 from .run_compare import RunCompareScreen
 from .tune_review import TuneReviewScreen
 from .variants_compare import CompareScreen
 
-__all__ = ["CompareScreen", "HistoryScreen", "RunCompareScreen", "RunScreen", "TuneReviewScreen"]
+__all__ = ["CompareScreen", "HistoryScreen", "RooflineScreen", "RunCompareScreen", "RunScreen", "TuneReviewScreen"]

@@ -1,0 +1,147 @@
+"""The roofline of a result: the least time its FLOPs and bytes allow on the machine's measured peaks.
+
+    roofline_us = max(flops / peak_compute[dtype], bytes / peak_bandwidth)
+    pct_roofline = roofline_us / median_us x 100
+
+An op without a FLOP formula (most aten ops) gets the bandwidth term alone. No result may be above 100%: one
+that is shows a peak was wrong, so `Roofline` (one per session run, on the engine's thread) measures the peaks
+again, once; a kernel that still beats them sets the peak it beat to what it achieved (source
+"achieved by <func_name>"), and says so.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .peaks import Peak, PeakError, Peaks, get_peaks, raise_peak
+from .theory import DTYPES
+
+if TYPE_CHECKING:
+    from ..results import JobResult
+    from ..store import Store
+    from ..targets import Target
+
+
+def compute_dtype(dtype_name: str) -> str:
+    """The compute peak a kernel of this dtype is held to: its own for float32/16/bf16, float32's otherwise."""
+    return dtype_name if dtype_name in DTYPES else "float32"
+
+
+def terms_us(flops: float, bytes_: float, dtype_name: str, peaks: Peaks) -> tuple[float | None, float | None]:
+    """(compute time, memory time) in microseconds on `peaks`; None for a term without work or without a peak."""
+    peak = peaks.compute(compute_dtype(dtype_name))
+    bw = peaks.bandwidth
+    t_compute = flops / (peak.value * 1e3) if flops and peak is not None and peak.value > 0 else None
+    t_memory = bytes_ / (bw.value * 1e3) if bytes_ and bw is not None and bw.value > 0 else None
+    return t_compute, t_memory
+
+
+def roofline_us(flops: float, bytes_: float, dtype_name: str, peaks: Peaks) -> float | None:
+    terms = [t for t in terms_us(flops, bytes_, dtype_name, peaks) if t is not None]
+    return max(terms) if terms else None
+
+
+def apply(result: JobResult, flops: float, bytes_: float, dtype_name: str, peaks: Peaks) -> float | None:
+    """Set the result's roofline_us and pct_roofline (None without a median or a roofline); the unclamped %."""
+    median = result.stats.median_us if result.stats is not None else None
+    roof = roofline_us(flops, bytes_, dtype_name, peaks)
+    if roof is None or not median:
+        result.roofline_us = result.pct_roofline = None
+        return None
+    pct = roof / median * 100
+    result.roofline_us = roof
+    result.pct_roofline = min(pct, 100.0)
+    return pct
+
+
+class Roofline:
+    """The peaks of one session's target and thread count, looked up once (measured on first need), and the
+    rule that keeps every result at or below 100% of its roofline."""
+
+    #: a result this far above 100% is rounding (a peak set to what a kernel achieved), not a wrong peak
+    TOLERANCE = 1e-6
+
+    def __init__(self, target: Target, threads: int, store: Store | None,
+                 run_id: Callable[[], int | None] = lambda: None) -> None:
+        self._target = target
+        self._threads = threads
+        self._store = store
+        self._run_id = run_id
+        self._peaks: Peaks | None = None
+        self._failed: str | None = None
+        self._remeasured = False
+        #: bumped whenever the peaks change mid-run (the finalizer then recomputes the run's results)
+        self.version = 0
+
+    @property
+    def peaks(self) -> Peaks | None:
+        """The peaks in use (None until first needed, or when they could not be had)."""
+        return self._peaks
+
+    def ensure(self) -> tuple[Peaks | None, list[str]]:
+        """The peaks, looked up (or measured) on first call; notices to show."""
+        if self._peaks is not None or self._failed is not None:
+            return self._peaks, []
+        try:
+            self._peaks = get_peaks(self._target, self._threads, self._store, run_id=self._run_id())
+        except PeakError as e:
+            self._failed = str(e)
+            return None, [f"no roofline: {e}"]
+        if self._peaks.how == "measured":
+            return self._peaks, [f"measured this machine's peaks for the roofline in {self._peaks.seconds or 0:.1f} s"]
+        return self._peaks, []
+
+    def apply(self, result: JobResult, flops: float, bytes_: float, dtype_name: str) -> list[str]:
+        """Set `result`'s roofline; correct the peaks first if the result beats them. Returns notices."""
+        peaks, notices = self.ensure()
+        if peaks is None:
+            return notices
+        pct = apply(result, flops, bytes_, dtype_name, peaks)
+        if pct is None or pct <= 100 * (1 + self.TOLERANCE):
+            return notices
+        who = f"{result.func_name} ({result.variant}, {result.backend})"
+        if not self._remeasured:
+            self._remeasured = True
+            notices.append(f"{who} ran at {pct:.0f}% of its roofline: measuring the peaks again")
+            try:
+                peaks = get_peaks(self._target, self._threads, self._store, remeasure=True,
+                                  run_id=self._run_id(), keep_higher=peaks)
+            except PeakError as e:
+                notices.append(f"peaks not measured again: {e}")
+            self._set(peaks)
+            pct = apply(result, flops, bytes_, dtype_name, peaks)
+            if pct is None or pct <= 100 * (1 + self.TOLERANCE):
+                return notices
+        assert result.stats is not None
+        median = result.stats.median_us
+        t_compute, t_memory = terms_us(flops, bytes_, dtype_name, peaks)
+        for kind, t, work in (("compute", t_compute, flops), ("bandwidth", t_memory, bytes_)):
+            if t is None or t <= median:
+                continue
+            old = peaks.compute(compute_dtype(dtype_name)) if kind == "compute" else peaks.bandwidth
+            assert old is not None
+            achieved = work / median / 1e3
+            new = Peak(kind, old.dtype, achieved, f"achieved by {result.func_name}", old.theoretical,
+                       {"was": old.value, "was_source": old.source, "backend": result.backend,
+                        "variant": result.variant})
+            peaks = raise_peak(peaks, new, self._store, self._run_id())
+            unit = "GFLOP/s" if kind == "compute" else "GB/s"
+            label = f"{old.dtype} compute" if kind == "compute" else "memory bandwidth"
+            notices.append(f"{who} beat the measured {label} peak ({old.value:.1f} {unit}, {old.source}): "
+                           f"the peak is now what it achieved, {achieved:.1f} {unit}")
+        self._set(peaks)
+        apply(result, flops, bytes_, dtype_name, peaks)
+        return notices
+
+    def _set(self, peaks: Peaks) -> None:
+        if peaks != self._peaks:
+            self._peaks = peaks
+            self.version += 1
+
+
+def describe(peaks: Peaks) -> dict[str, Any]:
+    """The peaks as JSON-able facts (exports, the dashboard)."""
+    return {"machine_key": peaks.machine_key, "target": peaks.target, "threads": peaks.threads,
+            "measured_at": peaks.measured_at, "how": peaks.how, "basis": peaks.basis,
+            "peaks": [{"kind": p.kind, "dtype": p.dtype, "value": p.value, "source": p.source,
+                       "theoretical": p.theoretical} for p in peaks.entries]}
