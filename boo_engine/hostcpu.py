@@ -84,6 +84,24 @@ class HostCpu:
 
 
 @functools.cache
+def last_level_cache_bytes() -> int | None:
+    """The largest cache of cpu0 (the last level), from sysfs; None when it does not say. Cold-cache flushes
+    (bench/flush.py) and the streaming peak (limits/) size their buffers from it."""
+    import glob
+
+    best = None
+    for d in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*"):
+        try:
+            size = Path(d, "size").read_text().strip().upper()
+        except OSError:
+            continue
+        m = re.fullmatch(r"(\d+)([KMG]?)", size)
+        if m:
+            n = int(m.group(1)) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[m.group(2)]
+            best = max(best or 0, n)
+    return best
+
+
 def host_cpu_identity() -> str:
     """A stable name for the host CPU as LLVM's `host` resolution sees it: vendor, family, model, stepping and a
     digest of the feature flags (cpuid decides both the CPU name and the features LLVM targets)."""

@@ -13,9 +13,9 @@ data, so a kernel whose operands fit in the last-level cache looks faster warm t
 """
 from __future__ import annotations
 
-import glob
-import re
 from collections.abc import Callable
+
+from ..hostcpu import last_level_cache_bytes
 
 CACHE_MODES = ("warm", "cold")
 _MIN_CPU_BYTES = 64 << 20
@@ -28,21 +28,6 @@ def check_cache_mode(text: str) -> str:
     if mode not in CACHE_MODES:
         raise ValueError(f"--cache-mode expects warm or cold, got {text!r}")
     return mode
-
-
-def last_level_cache_bytes() -> int | None:
-    """The largest cache of cpu0 (the LLC) from sysfs, in bytes; None when unknown."""
-    best = None
-    for path in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*/size"):
-        try:
-            text = open(path).read().strip()
-        except OSError:
-            continue
-        m = re.fullmatch(r"(\d+)([KMG]?)", text)
-        if m:
-            size = int(m.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30}[m.group(2)]
-            best = max(best or 0, size)
-    return best
 
 
 def cpu_flush_bytes() -> int:

@@ -13,11 +13,12 @@ Pure Python, no torch: the CLI reads these without importing it.
 """
 from __future__ import annotations
 
-import glob
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from ..hostcpu import last_level_cache_bytes
 
 DTYPES = ("float32", "float16", "bfloat16")
 
@@ -107,22 +108,6 @@ def cpu_theory(cpu_name: str | None, features: frozenset[str] | set[str], thread
     basis = (f"{per_cycle} f32 flops/cycle/core ({cpu_name or 'cpu'}) x {ghz:.2f} GHz ({clock_src}) "
              f"x {threads} thread{'s' if threads != 1 else ''}; bandwidth unknown")
     return Theory(compute=compute, bandwidth=None, basis=basis)
-
-
-def last_level_cache_bytes() -> int | None:
-    """The largest cache of cpu0 (the last level), from sysfs; None when it does not say."""
-    best = None
-    for d in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*"):
-        try:
-            size = Path(d, "size").read_text().strip().upper()
-        except OSError:
-            continue
-        m = re.fullmatch(r"(\d+)([KMG]?)", size)
-        if not m:
-            continue
-        n = int(m.group(1)) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[m.group(2)]
-        best = max(best or 0, n)
-    return best
 
 
 def cpu_stream_bytes() -> int:
