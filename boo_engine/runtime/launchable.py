@@ -7,9 +7,11 @@ convention, same result structure, shapes and dtypes. On the CPU, inputs go to I
 For timing, `Launchable.prepare(*tensors)` uploads once and returns a `Prepared` whose `invoke()` only calls the
 kernel (no checks, no conversions), plus `to_torch(raw)` to read a result.
 
-Runtime devices are created once per (driver, threads) per process. CPU kernels run on `local-sync` (one thread,
-inline: the most stable measurement) by default; `threads > 1` uses `local-task`, whose worker count IREE fixes
-when the first local-task device of the process is created, so a process can only ever use one local-task size.
+Runtime devices are created once per (driver, threads, allocator) per process: the benchmark worker's CPU device
+has IREE's caching allocator (`load_artifact(caching_allocator=True)`), a library caller's the plain one. CPU
+kernels run on `local-sync` (one thread, inline: the most stable measurement) by default; `threads > 1` uses
+`local-task`, whose worker count IREE fixes when the first local-task device of the process is created, so a
+process can only ever use one local-task size.
 """
 from __future__ import annotations
 
