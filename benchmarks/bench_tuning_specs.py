@@ -3,7 +3,8 @@
 For each command (default: sample_commands.txt) and each spec (default: tuning_specs/cpu_*.mlir), compile the
 baseline and the spec variant exactly as boo-tui does (compile_signature: target flags + per-op-class defaults +
 the spec), decide with spec_applied() whether the spec changed the kernel, and for those that did time both
-with `iree-benchmark-module --device=local-sync` (one thread, the most stable driver), INTERLEAVED: each round
+with `iree-benchmark-module --device=local-sync --device_allocator=caching` (one thread, the most stable driver;
+the allocator boo-tui's worker times with), INTERLEAVED: each round
 runs the baseline then every spec, so a machine getting busier affects all of them alike. Reported: the median
 over every repetition of every round, the spread (IQR as % of the median), and spec/baseline.
 
@@ -115,7 +116,9 @@ def _inputs(sig, where: Path) -> list[str]:
 
 def _bench(vmfb: str, inputs: list[str], reps: int, min_time: float) -> list[float]:
     """Seconds per call of every repetition (not the aggregates) from one iree-benchmark-module run."""
-    cmd = ["iree-benchmark-module", f"--module={vmfb}", "--device=local-sync", "--function=main",
+    # the allocator the tool's worker times with (IreeCall): a result buffer reused, not calloc'd, per call
+    cmd = ["iree-benchmark-module", f"--module={vmfb}", "--device=local-sync", "--device_allocator=caching",
+           "--function=main",
            *[f"--input={x}" for x in inputs], f"--benchmark_repetitions={reps}",
            f"--benchmark_min_time={min_time}s", "--benchmark_format=json"]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout

@@ -13,6 +13,12 @@ the harness's, the loader's or another process's):
   collection is switched off while measuring (as `timeit` does) so a collection never lands inside a block.
 - The CPU time that OTHER processes used while we measured is recorded (`host_load`) so a noisy measurement can
   be flagged instead of silently trusted.
+- The call itself is the kernel's and nothing else: an IREE CPU kernel (`child.IreeCall`) gets its result buffer
+  from IREE's caching allocator, so a call neither allocates, zeroes nor page-faults its output (with the heap
+  allocator each call calloc'd it: ~19 us per MiB, and a fault per page above 32 MiB), and its reproducer command
+  asks iree-benchmark-module for the same allocator. What stays outside our control is where in physical memory
+  the inputs land: a kernel with power-of-two strides (the 512^3 f32 gemm) runs up to ~8% apart from one
+  placement of identical inputs to another, in iree-benchmark-module as in here (docs/performance.md).
 
 Stopping rule: sampling stops once there are `iters` samples AND (when `min_time_s` is given) at least
 `min_time_s` seconds were spent sampling; so `min_time_s` only ever adds samples, and `iters` stays the minimum

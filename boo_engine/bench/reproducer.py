@@ -75,9 +75,13 @@ def _find_vmfb(artifact_dir: str) -> str:
 
 
 def _device_flags(driver: str, threads: int) -> list[str]:
+    """On the CPU, `--device_allocator=caching` as the benchmark worker's device has (see `IreeCall`): results
+    reuse the buffer the previous call freed instead of being calloc'd (and, above 32 MiB, page-faulted) anew."""
     driver = runtime_driver(driver, threads)
     if driver == "local-task":
-        return ["--device=local-task", f"--task_topology_max_group_count={threads}"]
+        return ["--device=local-task", f"--task_topology_max_group_count={threads}", "--device_allocator=caching"]
+    if driver == "local-sync":
+        return ["--device=local-sync", "--device_allocator=caching"]
     return [f"--device={driver}"]
 
 

@@ -7,9 +7,11 @@ convention, same result structure, shapes and dtypes. On the CPU, inputs go to I
 For timing, `Launchable.prepare(*tensors)` uploads once and returns a `Prepared` whose `invoke()` only calls the
 kernel (no checks, no conversions), plus `to_torch(raw)` to read a result.
 
-Runtime devices are created once per (driver, threads) per process. CPU kernels run on `local-sync` (one thread,
-inline: the most stable measurement) by default; `threads > 1` uses `local-task`, whose worker count IREE fixes
-when the first local-task device of the process is created, so a process can only ever use one local-task size.
+Runtime devices are created once per (driver, threads, allocator) per process: the benchmark worker's CPU device
+has IREE's caching allocator (`load_artifact(caching_allocator=True)`), a library caller's the plain one. CPU
+kernels run on `local-sync` (one thread, inline: the most stable measurement) by default; `threads > 1` uses
+`local-task`, whose worker count IREE fixes when the first local-task device of the process is created, so a
+process can only ever use one local-task size.
 """
 from __future__ import annotations
 
@@ -26,16 +28,26 @@ from ..ops.base import OpSignature
 from ..targets import Target, parse_target, runtime_driver
 from ..variants import BASELINE, Variant
 
-_devices: dict[str, Any] = {}
+_devices: dict[tuple[str, bool], Any] = {}
 _devices_lock = threading.Lock()
 _local_task_threads: int | None = None
+CPU_DRIVERS = ("local-sync", "local-task")
 
 
-def _runtime_config(driver: str, threads: int) -> Any:
-    """One iree.runtime.Config (instance + device) per driver per process."""
+def _runtime_config(driver: str, threads: int, caching: bool = False) -> Any:
+    """One iree.runtime.Config (instance + device) per driver (and allocator choice) per process.
+
+    `caching` (CPU drivers only; ignored on GPUs): the device's allocator keeps freed buffers for reuse
+    (IREE's `--device_allocator=caching`), so a kernel's result buffer is not allocated, zeroed and freed on every
+    call. The default heap allocator callocs each result: the zeroing costs ~50 us per MiB on this project's Zen 3
+    and, for results above glibc's 32 MiB mmap ceiling, every call maps fresh pages and page-faults through them
+    (a 64 MiB result: 16k faults, 49 ms per call vs 7 ms). Benchmark workers use it (`IreeCall`) and the
+    reproducer passes the same flag to iree-benchmark-module; a library caller keeps the plain allocator, whose
+    memory does not stay cached."""
     global _local_task_threads
     import iree.runtime as rt
 
+    caching = caching and driver in CPU_DRIVERS
     with _devices_lock:
         if driver == "local-task":
             if _local_task_threads is None:
@@ -44,14 +56,17 @@ def _runtime_config(driver: str, threads: int) -> Any:
             elif _local_task_threads != max(1, threads):
                 raise LaunchError(f"local-task already runs {_local_task_threads} threads in this process; "
                                   f"{threads} threads need a fresh process")
-        cfg = _devices.get(driver)
+        cfg = _devices.get((driver, caching))
         if cfg is None:
             try:
-                cfg = rt.Config(driver)
+                if caching:
+                    cfg = rt.Config(device=rt.get_driver(driver).create_default_device(allocators=["caching"]))
+                else:
+                    cfg = rt.Config(driver)
             except Exception as e:  # noqa: BLE001
                 raise LaunchError(f"IREE runtime driver {driver!r} is unavailable here: "
                                   f"{(str(e).splitlines() or [''])[0]}") from None
-            _devices[driver] = cfg
+            _devices[(driver, caching)] = cfg
         return cfg
 
 
@@ -84,12 +99,15 @@ def map_module(instance: Any, vmfb_path: str) -> Any:
         raise
 
 
-def load_artifact(vmfb_path: str, driver: str, threads: int = 1, *, function: str = "main") -> LoadedModule:
-    """Map a .vmfb (read-only) and bind its entry point on `driver` (~1 ms for a cached kernel)."""
+def load_artifact(vmfb_path: str, driver: str, threads: int = 1, *, function: str = "main",
+                  caching_allocator: bool = False) -> LoadedModule:
+    """Map a .vmfb (read-only) and bind its entry point on `driver` (~1 ms for a cached kernel).
+    `caching_allocator`: on a CPU driver, results come from a device whose allocator reuses freed buffers (see
+    `_runtime_config`); what the benchmark worker times."""
     import iree.runtime as rt
 
     driver = runtime_driver(driver, threads)
-    cfg = _runtime_config(driver, threads)
+    cfg = _runtime_config(driver, threads, caching_allocator)
     try:
         ctx = rt.SystemContext(config=cfg)
         ctx.add_vm_module(map_module(cfg.vm_instance, str(vmfb_path)))
@@ -125,7 +143,7 @@ class Launchable:
         self.artifact = artifact
         self._shapes = [tuple(int(d) for d in s) for s in sig.input_shapes()]
         self._dtypes = list(sig.input_dtypes())
-        self._cpu = module.driver in ("local-sync", "local-task")
+        self._cpu = module.driver in CPU_DRIVERS
 
     def __repr__(self) -> str:
         return f"Launchable({self.sig.func_name}, driver={self.module.driver})"
