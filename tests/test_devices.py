@@ -21,6 +21,7 @@ from boo_engine.markdown import render_markdown
 from boo_engine.results import DONE, JobResult, Stats
 from boo_engine.session import Session
 from boo_engine.session.devices import command_groups, spread
+from boo_engine.store import Store
 from boo_engine.targets import Target
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -145,7 +146,8 @@ def test_cpu_run_records_the_device(tmp_path):
         assert s.wait(timeout=300)
         results = list(s.jobs.values())
         run_id = s.run_id
-        stored = s.store.load_results(run_id)
+    with Store(str(tmp_path / "r.db")) as store:   # after the session closed: every write flushed
+        stored = store.load_results(run_id)
     assert len(results) == 4 and all(r.status == DONE for r in results), [(r.status, r.error) for r in results]
     assert {r.device for r in results} == {"cpu"}
     assert {r.device for r in stored} == {"cpu"}

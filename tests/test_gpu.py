@@ -70,6 +70,7 @@ def test_every_job_done_numerics_pass_and_dispatch_time_beside_wall(gpu_run):
         assert r.device_us is not None and r.device_us > 0, (command, backend, r.device_detail)
         if backend == "iree":
             assert r.device_us <= r.stats.median_us * 1.05, (command, r.device_us, r.stats.median_us)
+        assert r.pct_roofline is not None and 0 < r.pct_roofline <= 100, (command, backend, r.pct_roofline)
         state = r.device_detail["gpu_state"]
         assert state and state["sm_mhz_max"] > 0 and state["temp_c_max"] > 0
         assert r.cache_mode == "warm"
