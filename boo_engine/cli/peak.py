@@ -29,7 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
                 description="This machine's peaks: the best GFLOP/s per dtype (IREE and torch matmuls) and memory "
                             "GB/s (streaming copies), measured once per machine and stored; with the theoretical "
                             "figures (CPU features x clock, GPU datasheets).")
-    p.add_argument("--target", default="cpu", help="cpu (default), hip:gfx942, cuda:sm_80, ...")
+    p.add_argument("--target", default=None,
+                   help="cpu, hip:gfx942, cuda:sm_80, ... (default: a detected GPU, else cpu, as a run)")
     p.add_argument("--threads", type=int, default=1, metavar="N",
                    help="CPU threads (the peaks of N threads, as `boo-tui --threads N` measures; default 1)")
     p.add_argument("--db", default=None, metavar="PATH", help="results database (default $BOO_DB or ./boo-results.db)")
@@ -66,11 +67,11 @@ def table(peaks: object) -> str:
 def _main(args: argparse.Namespace) -> int:
     from ..limits import get_peaks
     from ..store import Store, default_db_path
-    from ..targets import parse_target
+    from ..targets import default_target, parse_target
 
     if args.threads < 1:
         raise UsageError(f"--threads {args.threads}: give at least 1")
-    target = parse_target(args.target)
+    target = parse_target(args.target) if args.target is not None else default_target()
     if not target.can_run():
         raise UsageError(f"--target {target.name}: no such device on this machine")
     store = Store(args.db or default_db_path())
