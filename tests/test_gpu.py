@@ -136,3 +136,4 @@ def test_dashboard_during_a_gpu_run(tmp_path):
             assert all(v.result.device_us is not None for v in jobs.values())
 
     asyncio.run(go())
+

@@ -78,23 +78,35 @@ def profile_dispatches(call: Callable[[], object], sync: Callable[[], object] | 
         events = list(prof.events())
     except Exception as e:  # noqa: BLE001 - a profiler failure loses the dispatch time, not the result
         return {"error": f"profiler failed: {(str(e).splitlines() or [''])[0][:200]}"}
-    ranges = sorted((e.time_range.start, e.time_range.end) for e in events
-                    if e.name == _MARK and e.device_type == DeviceType.CPU)
-    # the device's own activities; not our range, which Kineto also puts on the GPU timeline ("gpu user
-    # annotation") for calls whose kernels it correlates with a torch op: counted, it doubled torch's time
-    # (seen on an H100: a cuBLAS gemm read 410 us = the 200 us kernel + the 208 us annotation)
-    gpu = [e for e in events if e.device_type == DeviceType.CUDA and e.name != _MARK]
+    ranges = [(ev.time_range.start, ev.time_range.end) for ev in events
+              if ev.name == _MARK and ev.device_type == DeviceType.CPU]
+    activities = [(ev.name, ev.time_range.start, ev.time_range.end) for ev in events
+                  if ev.device_type == DeviceType.CUDA]
+    return summarize_dispatches(ranges, activities)
+
+
+def summarize_dispatches(ranges: list[tuple[float, float]],
+                         activities: list[tuple[str, float, float]]) -> dict[str, Any]:
+    """Per-call dispatch time from the profiler's records: `ranges` are the calls' (start, end) on the host,
+    `activities` the GPU's (name, start, end); an activity belongs to the call whose range holds its start (an
+    IREE call is synchronous, a profiled torch call is synchronised inside its range). Our own range is left
+    out: Kineto also puts it on the GPU timeline ("gpu user annotation") for calls whose kernels it correlates
+    with a torch op, and counted it doubled torch's time (seen on an H100: a cuBLAS gemm read 410 us = the
+    200 us kernel + the 208 us annotation). Same result shape as `profile_dispatches`."""
+    ranges = sorted(ranges)
     per_call: list[float] = [0.0] * len(ranges)
     counts = [0] * len(ranges)
     by_name: dict[str, list[float]] = {}
-    for e in gpu:
-        i = _range_of(ranges, e.time_range.start)
+    for name, start, end in activities:
+        if name == _MARK:
+            continue
+        i = _range_of(ranges, start)
         if i is None:
             continue
-        dur = float(e.time_range.end - e.time_range.start)
+        dur = float(end - start)
         per_call[i] += dur
         counts[i] += 1
-        by_name.setdefault(_short(e.name), []).append(dur)
+        by_name.setdefault(_short(name), []).append(dur)
     seen = [(t, c) for t, c in zip(per_call, counts) if c]
     if not seen:
         return {"error": "the profiler recorded no GPU activity inside the calls"}
