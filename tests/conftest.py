@@ -42,3 +42,13 @@ def compiled(request, cache):
     with CompilePool(cache=cache) as pool:
         futures = {s.func_name: pool.submit(s, "cpu") for s in sigs}
         return {name: f.result() for name, f in futures.items()}
+
+
+@pytest.fixture(scope="session")
+def cli_env(tmp_path_factory):
+    """The environment of a front end run as a subprocess: one kernel cache for the whole test session (each
+    kernel compiles once across the modules that run the CLIs), and no BOO_DB from the caller."""
+    e = dict(os.environ)
+    e["BOO_CACHE_DIR"] = str(tmp_path_factory.mktemp("cli-cache"))
+    e.pop("BOO_DB", None)
+    return e

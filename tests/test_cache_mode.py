@@ -6,7 +6,6 @@ warm is a compared column with a verdict."""
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
 import sys
@@ -21,11 +20,8 @@ CONV = "conv -n 4 -c 35 -H 48 -W 32 -k 35 -y 1 -x 1 --in_layout NHWC --out_layou
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory):
-    e = dict(os.environ)
-    e["BOO_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
-    e.pop("BOO_DB", None)
-    return e
+def env(cli_env):
+    return cli_env
 
 
 def boo_tui(args, env, cwd):

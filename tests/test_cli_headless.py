@@ -20,12 +20,9 @@ CONV = "conv -n 1 -c 4 -H 8 -W 8 -k 4 -y 3 -x 3 -p 1 -q 1"
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory):
-    """One kernel cache for the module, so each kernel compiles once across tests."""
-    e = dict(os.environ)
-    e["BOO_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
-    e.pop("BOO_DB", None)
-    return e
+def env(cli_env):
+    """One kernel cache (the session's), so each kernel compiles once across tests."""
+    return cli_env
 
 
 def boo_tui(args, env, cwd, timeout=300):

@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
 import random
 import sqlite3
 import subprocess
@@ -131,11 +130,8 @@ def test_no_weights_no_model_line():
 
 # ---- a real run, every export -----------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def env(tmp_path_factory):
-    e = dict(os.environ)
-    e["BOO_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
-    e.pop("BOO_DB", None)
-    return e
+def env(cli_env):
+    return cli_env
 
 
 def _run(module: str, args: list[str], env: dict, cwd: Path) -> subprocess.CompletedProcess:

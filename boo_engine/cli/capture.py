@@ -16,20 +16,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .common import EXIT_OK, UsageError, guarded
+from .common import EXIT_OK, RaisingParser, UsageError, guarded
 
 PROG = "boo-tui capture"
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse that raises (one line) instead of printing the usage and exiting."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(message)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog=PROG, allow_abbrev=False,
+    p = RaisingParser(prog=PROG, allow_abbrev=False,
                 description="Record the kernels a model runs (or a torch-profiler trace holds) as a commands file: "
                             "MIOpenDriver lines where the grammar can say the call, BOO's aten:: lines otherwise, "
                             "each with its call count and share of the time.")

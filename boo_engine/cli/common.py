@@ -20,6 +20,14 @@ DEVICES_HELP = ("GPUs to measure on, one benchmark worker each: ids 0,1, a range
                 "the baseline is measured on the same device. Results record the device (cpu, cuda:0, hip:1)")
 
 
+class RaisingParser(argparse.ArgumentParser):
+    """argparse that raises UsageError (one line) instead of printing the usage and exiting: the subcommands'
+    parsers (capture, peak), whose errors go through `guarded`."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(message)
+
+
 class UsageError(BooError):
     """Bad command-line usage: printed as one line, exit code 2."""
 

@@ -12,20 +12,13 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from .common import EXIT_OK, UsageError, guarded
+from .common import EXIT_OK, RaisingParser, UsageError, guarded
 
 PROG = "boo-tui peak"
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse that raises (one line) instead of printing the usage and exiting."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(message)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog=PROG, allow_abbrev=False,
+    p = RaisingParser(prog=PROG, allow_abbrev=False,
                 description="This machine's peaks: the best GFLOP/s per dtype (IREE and torch matmuls) and memory "
                             "GB/s (streaming copies), measured once per machine and stored; with the theoretical "
                             "figures (CPU features x clock, GPU datasheets).")
