@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .common import EXIT_OK, RaisingParser, UsageError, guarded
+from .common import EXIT_OK, RaisingParser, UsageError, run_subcommand
 
 PROG = "boo-tui capture"
 
@@ -45,14 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    def body() -> int:
-        try:
-            args = build_parser().parse_args(argv)
-        except SystemExit as e:  # --help
-            return int(e.code or 0)
-        return _main(args)
-
-    return guarded(PROG, body)
+    return run_subcommand(PROG, build_parser(), _main, argv)
 
 
 def check_output(path: str) -> None:

@@ -5,7 +5,7 @@ import argparse
 import os
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from .. import locations
 from ..bench.devices import parse_devices
@@ -184,6 +184,20 @@ def internal_error(prog: str, e: BaseException) -> int:
 def fail(prog: str, message: str, code: int = EXIT_USAGE) -> int:
     print(f"{prog}: error: {message}", file=sys.stderr)
     return code
+
+
+def run_subcommand(prog: str, parser: argparse.ArgumentParser, run: Callable[[argparse.Namespace], int],
+                   argv: Sequence[str] | None) -> int:
+    """A subcommand's main (capture, peak): parse `argv` with its RaisingParser (a bad argument is a UsageError,
+    `--help` its exit code), then `run(args)`, both `guarded`."""
+    def body() -> int:
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as e:  # --help
+            return int(e.code or 0)
+        return run(args)
+
+    return guarded(prog, body)
 
 
 def guarded(prog: str, body: Callable[[], int]) -> int:

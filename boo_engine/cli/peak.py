@@ -12,7 +12,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from .common import EXIT_OK, RaisingParser, UsageError, guarded
+from .common import EXIT_OK, RaisingParser, UsageError, run_subcommand
 
 PROG = "boo-tui peak"
 
@@ -79,11 +79,4 @@ def _main(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    def body() -> int:
-        try:
-            args = build_parser().parse_args(argv)
-        except SystemExit as e:  # --help
-            return int(e.code or 0)
-        return _main(args)
-
-    return guarded(PROG, body)
+    return run_subcommand(PROG, build_parser(), _main, argv)
