@@ -66,7 +66,8 @@ def _main(args: argparse.Namespace) -> int:
         raise UsageError(f"--threads {args.threads}: give at least 1")
     target = parse_target(args.target) if args.target is not None else default_target()
     if not target.can_run():
-        raise UsageError(f"--target {target.name}: no such device on this machine")
+        asked = f"{target.kind}:{target.runs_on}" if target.runs_on else target.name
+        raise UsageError(f"--target {asked}: no such device on this machine")
     store = Store(args.db or default_db_path())
     try:
         print(f"{PROG}: looking up / measuring the peaks of {target.name} ({args.threads} thread(s))...",
