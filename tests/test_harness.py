@@ -50,11 +50,28 @@ def _plain_loops_us(call, n: int, runs: int = 25) -> list[float]:
     return out
 
 
-def _agrees_with_plain_loop(samples: list[float], plain: list[float]) -> None:
+def _agrees_with_plain_loop(samples: list[float], plain: list[float]) -> str | None:
     """Robust to a noisy shared host: the harness may not be clearly faster than the fastest plain loop (a wrong
-    division by k would be) nor its best sample clearly slower than a typical plain loop (added overhead)."""
-    assert statistics.median(samples) > 0.75 * min(plain), (statistics.median(samples), min(plain))
-    assert min(samples) < 1.25 * statistics.median(plain), (min(samples), statistics.median(plain))
+    division by k would be) nor its best sample clearly slower than a typical plain loop (added overhead).
+    Returns what disagrees, or None."""
+    if not statistics.median(samples) > 0.75 * min(plain):
+        return f"harness median {statistics.median(samples):.2f} us < 0.75 x fastest plain loop {min(plain):.2f} us"
+    if not min(samples) < 1.25 * statistics.median(plain):
+        return f"harness best {min(samples):.2f} us >= 1.25 x median plain loop {statistics.median(plain):.2f} us"
+    return None
+
+
+def _agrees_in_some_round(sample, plain, rounds: int = 3) -> None:
+    """Harness and plain loops measured back to back, up to `rounds` times. A systematic fault (a wrong k, added
+    overhead) disagrees in every round; a burst of host noise that slowed one side of one round does not (CI saw
+    one: every harness sample of a 0.47 ms gemm at >= 0.69 ms, the plain loops right after at 0.47 ms)."""
+    seen = []
+    for _ in range(rounds):
+        why = _agrees_with_plain_loop(sample(), plain())
+        if why is None:
+            return
+        seen.append(why)
+    pytest.fail("; ".join(seen))
 
 
 def test_sample_count_warmup_and_k_for_big_kernel(kernels):
@@ -65,21 +82,27 @@ def test_sample_count_warmup_and_k_for_big_kernel(kernels):
     assert not m.truncated and not m.cancelled
     assert all(s > 0 for s in m.samples_us)
     assert m.overhead_fraction < 0.01
-    _agrees_with_plain_loop(m.samples_us, _plain_loops_us(kernels["big"].call, 10))
+    _agrees_in_some_round(lambda: measure(kernels["big"].call, iters=30, warmup_s=0.05).samples_us,
+                          lambda: _plain_loops_us(kernels["big"].call, 10))
 
 
 def test_tiny_kernel_is_timed_in_blocks(kernels):
     m = measure(kernels["tiny"].call, iters=200)
     assert m.block_k > 1, (m.est_call_ns, m.timer_overhead_ns, m.loop_overhead_ns)
     assert len(m.samples_us) == 200
-    # the harness's own share stays within the budget (or is as small as Python allows)
-    assert m.overhead_fraction <= 0.011
+    # The harness's own share stays within the budget, or, where one empty Python loop iteration alone is over
+    # it (a ~3 us kernel on a slow core: CI read 34 ns), within a hair of that irreducible part: k must have made
+    # the timer's share negligible.
+    irreducible = m.loop_overhead_ns / m.est_call_ns
+    assert m.overhead_fraction <= max(0.011, 1.02 * irreducible + 1e-4), (
+        m.overhead_fraction, irreducible, m.block_k, m.timer_overhead_ns)
     # Agreement with plain loops, over comparable spans: 200 blocks of a 2 us kernel last ~4 ms, so one burst of
     # host noise could slow every sample while the plain loops (~115 ms) average it out (CI saw exactly that:
     # min 2.92 us against a 2.25 us median). Sampling for 0.1 s gives the harness the same chance.
     long = measure(kernels["tiny"].call, iters=200, min_time_s=0.1)
     assert long.block_k > 1 and len(long.samples_us) > 200
-    _agrees_with_plain_loop(long.samples_us, _plain_loops_us(kernels["tiny"].call, 2000))
+    _agrees_in_some_round(lambda: measure(kernels["tiny"].call, iters=200, min_time_s=0.1).samples_us,
+                          lambda: _plain_loops_us(kernels["tiny"].call, 2000))
 
 
 def test_warmup_is_discarded():

@@ -264,8 +264,11 @@ def _noop() -> None:
     return None
 
 
-def _loop_overhead_ns(n: int = 20000, reps: int = 5) -> float:
-    """Cost of one block iteration calling an empty Python function: the part of each call that is ours."""
+def _loop_overhead_ns(n: int = 5000, reps: int = 20) -> float:
+    """Cost of one block iteration calling an empty Python function: the part of each call that is ours.
+
+    The best of many short loops (~0.1 ms each): on a shared host, 5 loops of 20000 all caught some noise now and
+    then (CI once read 34 ns where ~25 is usual), which overstated the overhead and the k it asks for."""
     now = _now_ns
     best = math.inf
     for _ in range(reps):
