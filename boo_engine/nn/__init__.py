@@ -1,0 +1,18 @@
+"""BOO's Python side on our engine: kernels called from torch code.
+
+`kernels.run(sig, *tensors)` is the one entry point the functional API, the modules and the torch.compile backend
+share (variant in force, target per device, in-memory launchable cache, call accounting).
+"""
+from __future__ import annotations
+
+from .kernels import (
+    BooNNError,
+    CallLog,
+    current_variant,
+    record_calls,
+    run,
+    use_target,
+    use_variant,
+)
+
+__all__ = ["BooNNError", "CallLog", "current_variant", "record_calls", "run", "use_target", "use_variant"]

@@ -1,0 +1,219 @@
+"""The one place torch code calls our kernels: `run(sig, *tensors)`.
+
+Everything in `boo_engine.nn` (the functional API, the modules, the torch.compile backend) goes through here, so
+the rules are the same for all of them:
+
+- **Which kernel**: the signature, built for the target of the tensors' device (`cpu` -> this host's CPU, a CUDA /
+  ROCm tensor -> the detected GPU's target) with the variant in force: the one passed, else `use_variant(...)`'s,
+  else `BOO_TUNING_SPEC_PATH`'s (as iree-boo-driver), else the baseline. A variant scoped to other kernels (a
+  dispatch folder, a tuned file's per-kernel flags) leaves this kernel at the baseline.
+- **Caches**: compiled kernels come from the content-addressed disk cache (a hit neither exports nor compiles);
+  loaded launchables are kept in memory per (signature, target, variant) for the life of the process, so a call
+  after the first costs the argument checks, the zero-copy hand-over and the copy of the results out.
+- **Devices**: results come back on the device of the first tensor argument.
+- **Accounting**: `record_calls()` collects per-kernel call counts and the wall time spent inside each kernel call;
+  what `boo-tui model` breaks a model's time down with.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..errors import BooError
+from ..locations import TUNING_SPEC_ENV
+from ..ops.base import OpSignature
+from ..runtime.launchable import Launchable, get_launchable
+from ..targets import Target, default_target, parse_target
+from ..variants import BASELINE, Variant
+from ..variants.parsing import parse_variant_arg, variant_from_env
+
+
+class BooNNError(BooError, ValueError):
+    """A call the nn layer cannot make (wrong dtype, device, shape or arguments): one line naming what is wrong."""
+
+
+_variant_var: contextvars.ContextVar[Variant | None] = contextvars.ContextVar("boo_nn_variant", default=None)
+_target_var: contextvars.ContextVar[Target | None] = contextvars.ContextVar("boo_nn_target", default=None)
+
+
+def as_variant(variant: Variant | str | None) -> Variant | None:
+    """A Variant from a Variant, a `--variant` string (`spec=tuned.mlir`, `name=flags=...`), or None."""
+    if variant is None or isinstance(variant, Variant):
+        return variant
+    return parse_variant_arg(str(variant))
+
+
+_env_variant: tuple[str | None, Variant] | None = None
+
+
+def current_variant(variant: Variant | str | None = None) -> Variant:
+    """The variant a kernel call uses: `variant`, else `use_variant`'s, else BOO_TUNING_SPEC_PATH's, else the
+    baseline."""
+    global _env_variant
+    v = as_variant(variant)
+    if v is not None:
+        return v
+    v = _variant_var.get()
+    if v is not None:
+        return v
+    raw = os.environ.get(TUNING_SPEC_ENV)
+    if _env_variant is None or _env_variant[0] != raw:   # parsed (and the file checked) once per value
+        _env_variant = (raw, variant_from_env() or BASELINE)
+    return _env_variant[1]
+
+
+@contextlib.contextmanager
+def use_variant(variant: Variant | str | None) -> Iterator[Variant | None]:
+    """Every kernel call inside the block (functional API, modules, compiled models) uses `variant`."""
+    v = as_variant(variant)
+    token = _variant_var.set(v)
+    try:
+        yield v
+    finally:
+        _variant_var.reset(token)
+
+
+@contextlib.contextmanager
+def use_target(target: Target | str | None) -> Iterator[Target | None]:
+    """Force the target kernels are built for inside the block (e.g. `cpu` with threads)."""
+    t = target if target is None or isinstance(target, Target) else parse_target(target)
+    token = _target_var.set(t)
+    try:
+        yield t
+    finally:
+        _target_var.reset(token)
+
+
+_gpu_target: Target | None = None
+_CPU = Target("cpu")
+
+
+def target_for(device: torch.device) -> Target:
+    """The target for tensors on `device`: the forced one, the host CPU, or the detected GPU's."""
+    global _gpu_target
+    forced = _target_var.get()
+    if forced is not None:
+        return forced
+    if device.type == "cpu":
+        return _CPU
+    if device.type == "cuda":
+        if _gpu_target is None:
+            t = default_target()
+            if t.kind == "cpu":
+                raise BooNNError(f"tensors on {device} but no GPU target detected (pass use_target('cuda:sm_80'))")
+            _gpu_target = t
+        return _gpu_target
+    raise BooNNError(f"tensors on {device}: boo kernels run on cpu and cuda/rocm devices only")
+
+
+def kernel_variant(sig: OpSignature, variant: Variant) -> Variant:
+    """`variant`, or the baseline where it is scoped to other kernels."""
+    return variant if variant.applies_to(sig.func_name) else BASELINE
+
+
+# ---- in-memory launchable cache ---------------------------------------------------------------------------
+
+_launchables: dict[tuple[OpSignature, Target, Variant], tuple[Launchable, Variant]] = {}
+_launch_lock = threading.Lock()
+
+
+def launchable_for(sig: OpSignature, target: Target, variant: Variant) -> tuple[Launchable, Variant]:
+    """The loaded kernel for (sig, target, variant) and the variant it was built with (the baseline where
+    `variant` is scoped to other kernels): compiled through the disk cache on first use, then kept in memory.
+    Keyed by the variant as given: a spec file edited while the process runs is not seen (the disk cache,
+    keyed by content, sees it in the next process)."""
+    key = (sig, target, variant)
+    hit = _launchables.get(key)
+    if hit is not None:
+        return hit
+    with _launch_lock:
+        hit = _launchables.get(key)
+        if hit is None:
+            v = kernel_variant(sig, variant)
+            hit = (get_launchable(sig, target, v), v)
+            _launchables[key] = hit
+        return hit
+
+
+def cached_launchables() -> int:
+    """How many kernels this process holds loaded."""
+    return len(_launchables)
+
+
+def clear_launchables() -> None:
+    """Drop the in-memory cache (the disk cache stays)."""
+    with _launch_lock:
+        _launchables.clear()
+
+
+# ---- accounting ---------------------------------------------------------------------------------------------
+
+@dataclass
+class KernelTally:
+    """Calls of one kernel and the wall time spent in them (argument hand-over and result copy included)."""
+
+    sig: OpSignature
+    variant: str
+    calls: int = 0
+    total_ns: int = 0
+
+
+@dataclass
+class CallLog:
+    """What `record_calls()` saw: per (kernel, variant) tallies, in first-call order."""
+
+    tallies: dict[tuple[str, str], KernelTally] = field(default_factory=dict)
+
+    def add(self, sig: OpSignature, variant: str, ns: int) -> None:
+        key = (sig.func_name, variant)
+        t = self.tallies.get(key)
+        if t is None:
+            t = self.tallies[key] = KernelTally(sig, variant)
+        t.calls += 1
+        t.total_ns += ns
+
+    def reset(self) -> None:
+        self.tallies.clear()
+
+
+_log_var: contextvars.ContextVar[CallLog | None] = contextvars.ContextVar("boo_nn_log", default=None)
+
+
+@contextlib.contextmanager
+def record_calls(log: CallLog | None = None) -> Iterator[CallLog]:
+    """Tally every kernel call made inside the block (this thread / context)."""
+    log = log if log is not None else CallLog()
+    token = _log_var.set(log)
+    try:
+        yield log
+    finally:
+        _log_var.reset(token)
+
+
+# ---- the call -----------------------------------------------------------------------------------------------
+
+def run(sig: OpSignature, *tensors: torch.Tensor, variant: Variant | str | None = None,
+        device: torch.device | None = None) -> Any:
+    """Call sig's kernel on `tensors` (as `sig.reference(*tensors)` would) and return its result(s) on `device`
+    (default: the first tensor's device)."""
+    if device is None:
+        device = tensors[0].device if tensors else torch.device("cpu")
+    launch, v = launchable_for(sig, target_for(device), current_variant(variant))
+    log = _log_var.get()
+    if log is None:
+        out = launch(*tensors)
+    else:
+        t0 = time.perf_counter_ns()
+        out = launch(*tensors)
+        log.add(sig, v.name, time.perf_counter_ns() - t0)
+    if device.type != "cpu":
+        out = tuple(o.to(device) for o in out) if isinstance(out, tuple) else out.to(device)
+    return out
