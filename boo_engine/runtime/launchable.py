@@ -149,7 +149,7 @@ class Launchable:
         # the VM context and function behind iree.runtime's FunctionInvoker (private names in IREE 3.13: without
         # them, calls take the FunctionInvoker path)
         vm = (getattr(module.fn, "_vm_context", None), getattr(module.fn, "_vm_function", None))
-        self._vm = vm if self._cpu and None not in vm else None
+        self._vm: tuple[Any, Any] | None = vm if self._cpu and None not in vm else None
         self._tuple_out = bool(sig.returns_tuple) or self._n_out > 1
         import iree.runtime as rt
 
@@ -176,6 +176,7 @@ class Launchable:
         for t in tensors:
             args.push_ref(dev.from_dlpack_capsule(to_dlpack(t)))
         rets = rt.VmVariantList(self._n_out)
+        assert self._vm is not None
         vm_context, vm_function = self._vm
         vm_context.invoke(vm_function, args, rets)
         out = tuple(torch.from_dlpack(dev.create_dlpack_capsule(rets.get_as_object(i, rt.HalBufferView), 1, 0))
