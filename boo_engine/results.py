@@ -159,6 +159,10 @@ class JobResult:
     device_detail: dict[str, Any] | None = None
     #: a throttle reason other than idle was active while measuring (the samples are suspect)
     throttled: bool = False
+    #: a model (`boo-tui model`): where one pass's time goes, JSON-able: per kernel of ours its calls and
+    #: microseconds per pass, the rest ("other": the nested backend's ops and the glue), the ops left to the
+    #: nested backend and the time torch.compile took (see modelbench/breakdown.py)
+    breakdown: dict[str, Any] | None = None
 
     def to_dict(self, *, samples: bool = True) -> dict[str, Any]:
         d = dataclasses.asdict(self)

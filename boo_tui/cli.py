@@ -38,6 +38,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from boo_engine.cli.capture import main as capture_main
 
         return capture_main(argv[1:])
+    if argv[:1] == ["model"]:   # `boo-tui model ...`: a model end to end, eager vs iree_boo (cli/model.py)
+        from boo_engine.cli.model import main as model_main
+
+        return model_main(argv[1:])
     if argv[:1] == ["peak"]:   # `boo-tui peak ...`: this machine's measured peaks (cli/peak.py)
         from boo_engine.cli.peak import main as peak_main
 

@@ -11,6 +11,7 @@ from rich.text import Text
 from boo_engine.compare import Comparison
 from boo_engine.compile.flags import chosen_flags
 from boo_engine.exporters import verdict_legend
+from boo_engine.modelbench.breakdown import breakdown_lines
 
 from .cells import VERDICT_STYLE, ci_text, fmt_us
 from .model import JobView, describe_command, shape_label
@@ -58,9 +59,15 @@ def render_detail(view: JobView, comparison: Comparison | None = None,
         head.add_row("error", Text(r.error, style="bold red"))
     parts.append(head)
 
-    sig = describe_command(r.command)
-    parts.append(Text("\nsignature", style="bold"))
-    if isinstance(sig, str):
+    if r.breakdown:   # a model (`boo-tui model`): where a pass's time goes, per kernel of ours
+        parts.append(Text("\nwhere the time goes (one pass)", style="bold"))
+        parts.append(Text("\n".join(breakdown_lines(r.breakdown))))
+    sig = describe_command(r.command) if r.op != "model" else None
+    if sig is not None:
+        parts.append(Text("\nsignature", style="bold"))
+    if sig is None:
+        pass
+    elif isinstance(sig, str):
         parts.append(Text(sig, style="red"))
     else:
         t = _kv_table()

@@ -197,7 +197,7 @@ def test_migrations_idempotent(tmp_path):
         assert s2.load_results(run) == [full_result()]
         with sqlite3.connect(path) as conn:
             names = [r[0] for r in conn.execute("SELECT name FROM _sqlite_migrations")]
-        assert names == ["m001_initial", "m002_run_owner", "m003_tunes", "m004_weights", "m005_limits"]
+        assert names == ["m001_initial", "m002_run_owner", "m003_tunes", "m004_weights", "m005_limits", "m006_models"]
 
 
 def test_two_stores_on_one_file_at_once(tmp_path):

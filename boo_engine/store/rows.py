@@ -59,6 +59,7 @@ def result_row(result: JobResult) -> dict[str, Any]:
         "device_us": result.device_us,
         "device_detail": dumps(result.device_detail),
         "throttled": int(bool(result.throttled)),
+        "breakdown": dumps(result.breakdown),
     }
     stats = result.stats
     for f in STAT_FIELDS:
@@ -173,4 +174,5 @@ def job_result_from_row(row: dict[str, Any], samples: list[float]) -> JobResult:
         device_us=row["device_us"],
         device_detail=loads(row["device_detail"]),
         throttled=bool(row["throttled"]),
+        breakdown=loads(row.get("breakdown")),
     )

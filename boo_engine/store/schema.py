@@ -283,6 +283,12 @@ JOIN variants v ON v.id = r.variant_id
 LEFT JOIN kernels k ON k.id = r.kernel_id""")
 
 
+@migrations()
+def m006_models(db: Database) -> None:
+    """Models measured end to end (`boo-tui model`): where a pass's time goes, per kernel, as JSON."""
+    db.execute("ALTER TABLE results ADD COLUMN breakdown TEXT")
+
+
 def apply(db: Database) -> None:
     """Bring `db` to the current schema. Safe to call on every open and from several processes at once: the
     whole check-and-apply runs under one write lock (BEGIN IMMEDIATE), so two processes opening a new file

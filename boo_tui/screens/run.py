@@ -1,21 +1,26 @@
-"""One saved run's results, read-only."""
+"""One saved run's results, read-only: a table, and the detail pane of the row under the cursor (for a model
+measured by `boo-tui model`, where its time goes)."""
 from __future__ import annotations
 
 from typing import Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Static
 
 from boo_engine.environment import defaults_label, machine_label
 from boo_engine.results import JobResult
 
 from ..cells import fmt_gflops, fmt_us
+from ..detail import render_detail
+from ..model import JobView
 from .base import WorkerScreen, field_of, fmt_time
 
 
 class RunScreen(WorkerScreen):
-    """One saved run's results, read-only."""
+    """One saved run's results, read-only: a table, and the detail pane of the row under the cursor (for a model
+measured by `boo-tui model`, where its time goes)."""
 
     BINDINGS = [Binding("escape", "app.pop_screen", "Back")]
 
@@ -23,11 +28,14 @@ class RunScreen(WorkerScreen):
         super().__init__()
         self.store = store
         self.run_id = run_id
+        self.results: list[JobResult] = []
 
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static(f"run {self.run_id}", id="run-info", classes="hint")
         yield DataTable(id="run-results", cursor_type="row", zebra_stripes=True)
+        with VerticalScroll(id="run-detail-scroll"):
+            yield Static("", id="run-detail")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -55,8 +63,15 @@ class RunScreen(WorkerScreen):
                 f"status {field_of(info, 'status', default='-')}  target {field_of(info, 'target', default='-')}  "
                 f"{len(results)} results" + "".join(f"\n{x}" for x in where))
         table = self.query_one(DataTable)
+        self.results = list(results)
         for r in results:
             st = r.stats
             table.add_row(r.op, r.variant, r.backend, r.status, fmt_us(st.median_us if st else None),
                           fmt_gflops(st.gflops if st else None),
                           r.numerics.verdict if r.numerics else "-", "noisy" if r.noisy else "", r.command)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        i = event.cursor_row
+        if 0 <= i < len(self.results):
+            r = self.results[i]
+            self.query_one("#run-detail", Static).update(render_detail(JobView(r, status=r.status)))

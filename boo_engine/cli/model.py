@@ -1,0 +1,126 @@
+"""`boo-tui model`: a model end to end, eager vs the iree_boo torch.compile backend (vs it with each variant).
+
+    boo-tui model MODEL --input SHAPE[:DTYPE]... [--backward] [--eval] [--variant V]... [--variants-file F]...
+                  [--iter N] [--min-time S] [--rounds R] [--threads N] [--no-numerics] [--min-effect PCT]
+                  [--db PATH] [--export FILE]... [--fail-on-regression PCT]
+
+MODEL is `path/to/file.py:factory` or `package.module:factory` (as in `boo-tui capture`). stdout: the Markdown
+table (ratio vs the iree_boo baseline with CI and verdict, numerics) and, per compiled column, where a pass's time
+goes. stderr: progress. The run is stored in the results DB (the dashboard's history opens it: a model is a row,
+its detail pane the breakdown). Exit codes: 0 done, 1 a column failed, 2 usage errors (bad model, input,
+variant, export path), 3 a variant significantly slower than the baseline by more than --fail-on-regression PCT.
+"""
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from .common import EXIT_FAILED, EXIT_OK, EXIT_REGRESSION, RaisingParser, UsageError, run_subcommand
+
+PROG = "boo-tui model"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = RaisingParser(prog=PROG, allow_abbrev=False,
+                      description="Measure a model end to end: eager torch vs torch.compile(backend='iree_boo') "
+                                  "(our kernels for the convolutions, layer norms and matmuls), with each variant, "
+                                  "numerics against eager and where the time goes per kernel.")
+    p.add_argument("model", metavar="MODEL", help="path/to/file.py:factory or package.module:factory")
+    p.add_argument("--input", action="append", default=[], metavar="SHAPE[:DTYPE]",
+                   help="one model input, e.g. 8x3x32x32 or 2x128:bfloat16; repeatable, in forward()'s order")
+    p.add_argument("--backward", action="store_true", help="a pass is forward + backward of the sum of the outputs")
+    p.add_argument("--eval", action="store_true", help="call model.eval() first")
+    p.add_argument("--variant", action="append", default=[], metavar="V",
+                   help="a variant of the iree_boo column (as boo-tui --variant: spec=FILE, flags=..., NAME=...)")
+    p.add_argument("--variants-file", action="append", default=[], metavar="FILE",
+                   help="variants from a TOML file (what boo-tui tune writes: tuned.toml)")
+    p.add_argument("--iter", type=int, default=50, metavar="N", help="samples per column (default 50)")
+    p.add_argument("--min-time", type=float, default=1.0, metavar="S",
+                   help="sample each column for at least S seconds in all (default 1.0)")
+    p.add_argument("--rounds", type=int, default=5, metavar="R",
+                   help="interleaved rounds the samples are taken in (default 5)")
+    p.add_argument("--threads", type=int, default=1, metavar="N",
+                   help="CPU threads for eager torch and for our kernels alike (default 1)")
+    p.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the random inputs")
+    p.add_argument("--no-numerics", action="store_true", help="skip comparing outputs (and gradients) with eager")
+    p.add_argument("--min-effect", type=float, default=None, metavar="PCT",
+                   help="smallest ratio change called faster/slower (default the tool's, 2%%)")
+    p.add_argument("--fail-on-regression", type=float, default=None, metavar="PCT",
+                   help="exit 3 when a variant is significantly slower than the iree_boo baseline by more than PCT%%")
+    p.add_argument("--db", default=None, metavar="PATH", help="results database (default $BOO_DB or ./boo-results.db)")
+    p.add_argument("--export", action="append", default=[], metavar="FILE", help="also write .csv, .json or .md")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_subcommand(PROG, build_parser(), _main, argv)
+
+
+def _main(args: argparse.Namespace) -> int:
+    from ..capture import parse_input
+    from ..compare import DEFAULT_MIN_EFFECT, compare_results, regressions
+    from ..environment import collect_environment
+    from ..exporters import check_export_path, export_results
+    from ..markdown import render_markdown
+    from ..modelbench import ModelJob, bench_model, breakdown_lines
+    from ..results import DONE, FAILED
+    from ..store import Store, default_db_path
+    from ..variants import build_variants
+
+    if ":" not in args.model:
+        raise UsageError(f"MODEL {args.model[:120]!r}: expected path/to/file.py:factory or package.module:factory")
+    for name in ("iter", "rounds", "threads"):
+        if getattr(args, name) < 1:
+            raise UsageError(f"--{name} {getattr(args, name)}: give at least 1")
+    if args.min_time < 0:
+        raise UsageError(f"--min-time {args.min_time}: give a number >= 0")
+    min_effect = DEFAULT_MIN_EFFECT if args.min_effect is None else args.min_effect / 100.0
+    for path in args.export:
+        check_export_path(path)
+    inputs = tuple(parse_input(s) for s in args.input)
+    variants = build_variants(args.variant, args.variants_file)
+    job = ModelJob(args.model, inputs, backward=args.backward, eval_mode=args.eval, threads=args.threads,
+                   seed=args.seed)
+
+    def say(msg: str) -> None:
+        if msg:
+            print(f"{PROG}: {msg}", file=sys.stderr, flush=True)
+
+    results = bench_model(job, variants, iters=args.iter, min_time_s=args.min_time or None, rounds=args.rounds,
+                          numerics=not args.no_numerics, progress=say)
+    comparisons = compare_results(results, min_effect=min_effect)
+    env = collect_environment("cpu")
+    line = (" ".join([PROG, *map(shlex.quote, sys.argv[2:])]) if sys.argv[1:2] == ["model"]
+            else f"{PROG} {job.command}")
+    run_info: dict[str, Any] = {"command_line": line, "target": "cpu"}
+    store = Store(args.db or default_db_path())
+    try:
+        run_id = store.start_run(command_line=run_info["command_line"], target="cpu",
+                                 config={"model": job.command, "iter": args.iter, "rounds": args.rounds,
+                                         "threads": args.threads, "variants": [v.name for v in variants]},
+                                 environment=env)
+        store.register_command(job.command, op="model", func_name=job.func_name)
+        for v in variants:
+            store.register_variant(run_id, v.name, flags=list(v.flags))
+        for r in results:
+            store.record_result(run_id, r)
+        failed = any(r.status == FAILED for r in results)
+        store.finish_run(run_id, "failed" if failed else DONE)
+        run_info["id"] = run_id
+    finally:
+        store.close()
+    for path in args.export:
+        export_results(path, results, environment=env, run=run_info, comparisons=comparisons, min_effect=min_effect)
+    text = render_markdown(results, environment=env, run=run_info, comparisons=comparisons, min_effect=min_effect)
+    sys.stdout.write(text)
+    for r in results:
+        if r.breakdown:
+            sys.stdout.write(f"\n### where the time goes: iree_boo {r.variant}\n\n```\n"
+                             + "\n".join(breakdown_lines(r.breakdown)) + "\n```\n")
+    variant_cmps = {k: c for k, c in comparisons.items() if k[2] != "torch"}   # eager is not a variant
+    if args.fail_on_regression is not None and regressions(variant_cmps, args.fail_on_regression):
+        return EXIT_REGRESSION
+    return EXIT_FAILED if any(r.status == FAILED for r in results) else EXIT_OK

@@ -1,0 +1,109 @@
+"""`bench_model`: the whole measurement of one model (see bench.py for the rules), as JobResults."""
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from ..errors import BooError
+from ..results import FAILED, JobResult
+from ..variants import Variant
+from .bench import (
+    Column,
+    ModelBenchError,
+    ModelJob,
+    _one_pass,
+    _snapshot,
+    compare_tensors,
+    compile_column,
+    finish,
+    load_model,
+    make_result,
+    measure_interleaved,
+)
+from .breakdown import measure_breakdown
+
+Progress = Callable[[str], None]
+
+
+@contextlib.contextmanager
+def _torch_threads(n: int) -> Iterator[None]:
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _default_backend(variant: Variant) -> Any:
+    from ..nn import backend
+
+    return backend(nested_backend="eager", variant=variant)
+
+
+def bench_model(job: ModelJob, variants: Sequence[Variant], *, iters: int = 50, min_time_s: float | None = 1.0,
+                rounds: int = 5, numerics: bool = True, progress: Progress | None = None,
+                make_backend: Callable[[Variant], Any] = _default_backend) -> list[JobResult]:
+    """Eager, then iree_boo with each of `variants` (the baseline first, as given). A column whose compile or
+    first pass fails is a failed result naming why; the others are still measured."""
+    import torch
+
+    from ..nn import use_target
+    from ..targets import Target
+
+    say = progress or (lambda _m: None)
+    if job.threads < 1:
+        raise ModelBenchError(f"--threads {job.threads}: give at least 1")
+    target = Target("cpu", threads=job.threads)
+    with _torch_threads(job.threads), use_target(target):
+        model, inputs = load_model(job)
+        params = [p for p in model.parameters() if p.requires_grad]
+        named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+        columns = [Column("eager", None)] + [Column(v.name, v) for v in variants]
+        for col in columns:
+            col.result = make_result(job, col, target.name)
+            col.result.started_at = time.time()
+        eager = columns[0]
+        eager.run_pass = _one_pass(model, inputs, params, job.backward)
+        say("eager: reference pass")
+        try:
+            ref = _snapshot(eager.run_pass(), inputs, named, job.backward)
+        except BooError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the user's model: one line
+            raise ModelBenchError(f"{job.model}: eager pass failed: {(str(e).splitlines() or [''])[0]}") from None
+        backends: dict[str, Any] = {}
+        for col in columns[1:]:
+            r = col.result
+            assert r is not None
+            say(f"iree_boo {col.label}: compiling (torch.compile + our kernels)")
+            try:
+                be, out = compile_column(col, model, inputs, params, job.backward, make_backend)
+            except Exception as e:  # noqa: BLE001 - one column fails, the others go on
+                r.status, r.error = FAILED, f"compile failed: {(str(e).splitlines() or [''])[0]}"[:400]
+                say(f"iree_boo {col.label}: {r.error}")
+                continue
+            backends[col.label] = be
+            say(f"iree_boo {col.label}: compiled in {r.compile.seconds:.1f} s"
+                f" ({len(getattr(be, 'kernels', []) or [])} ops ours)" if r.compile else "")
+            if numerics:
+                r.numerics = compare_tensors(ref, _snapshot(out, inputs, named, job.backward))
+        say(f"measuring {sum(1 for c in columns if c.result and c.result.status != FAILED)} columns in "
+            f"{rounds} interleaved rounds")
+        measure_interleaved(columns, iters=iters, min_time_s=min_time_s, rounds=rounds,
+                            on_round=lambda k, n: say(f"round {k}/{n} done"))
+        for col in columns:
+            finish(col)
+            r = col.result
+            assert r is not None
+            if col.variant is not None and col.label in backends and r.status != FAILED:
+                say(f"iree_boo {col.label}: where the time goes")
+                r.breakdown = measure_breakdown(col.run_pass, backend=backends[col.label])
+                if r.compile is not None:
+                    r.breakdown["compile_s"] = r.compile.seconds
+        torch._dynamo.reset()   # our compiled graphs hold the model: let it go
+    return [c.result for c in columns if c.result is not None]
