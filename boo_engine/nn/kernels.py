@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import os
 import threading
 import time
@@ -114,9 +115,31 @@ def target_for(device: torch.device) -> Target:
     raise BooNNError(f"tensors on {device}: boo kernels run on cpu and cuda/rocm devices only")
 
 
+def tuning_aliases(sig: OpSignature) -> tuple[str, ...]:
+    """Other kernels whose tuned settings fit this one: a conv with a fused activation is tuned as the plain conv
+    `boo-tui capture` records and `boo-tui tune` tunes (the activation is an elementwise epilogue)."""
+    if getattr(sig, "activation", ""):
+        return (dataclasses.replace(sig, activation="").func_name,)   # type: ignore[type-var]
+    return ()
+
+
 def kernel_variant(sig: OpSignature, variant: Variant) -> Variant:
-    """`variant`, or the baseline where it is scoped to other kernels."""
-    return variant if variant.applies_to(sig.func_name) else BASELINE
+    """`variant` as it applies to `sig`: the baseline where it is scoped to other kernels; per-kernel flags and
+    formulations recorded under one of `tuning_aliases(sig)` carried over to sig's own name."""
+    name = sig.func_name
+    aliases = tuning_aliases(sig)
+    if variant.kernels and not any(n in variant.kernels for n in (name, *aliases)):
+        return BASELINE
+    if not aliases:
+        return variant
+    have_flags = {n for n, _ in variant.kernel_flags}
+    have_forms = {n for n, _ in variant.kernel_formulations}
+    extra_flags = tuple((name, f) for n, f in variant.kernel_flags if n in aliases and name not in have_flags)
+    extra_forms = tuple((name, f) for n, f in variant.kernel_formulations if n in aliases and name not in have_forms)
+    if not (extra_flags or extra_forms):
+        return variant
+    return dataclasses.replace(variant, kernel_flags=variant.kernel_flags + extra_flags[:1],
+                               kernel_formulations=variant.kernel_formulations + extra_forms[:1])
 
 
 # ---- in-memory launchable cache ---------------------------------------------------------------------------

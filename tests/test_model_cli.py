@@ -1,0 +1,104 @@
+"""`boo-tui model`: a model of our own end to end through the real CLI (real torch.compile with iree_boo, real IREE
+kernels, a real SQLite file), with a variant, backward, numerics and the per-kernel breakdown."""
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+MODELS = Path(__file__).parent / "models" / "small_nets.py"
+CNN = f"{MODELS}:small_cnn"
+
+
+def boo_model(args, env, cwd, timeout=600):
+    return subprocess.run([sys.executable, "-m", "boo_tui", "model", *args], env=env, cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def cnn_run(cli_env, tmp_path_factory):
+    """One training-step measurement of the small CNN: eager, iree_boo, iree_boo with a flags variant."""
+    d = tmp_path_factory.mktemp("model")
+    p = boo_model([CNN, "--input", "2x3x16x16", "--backward", "--variant", "dt=flags=--iree-opt-data-tiling",
+                   "--iter", "12", "--min-time", "0.2", "--rounds", "2", "--db", str(d / "r.db"),
+                   "--export", str(d / "m.json"), "--export", str(d / "m.csv")], cli_env, d)
+    return p, d
+
+
+def test_model_columns_numerics_and_breakdown(cnn_run):
+    p, d = cnn_run
+    assert p.returncode == 0, p.stderr[-3000:]
+    doc = json.loads((d / "m.json").read_text())
+    cols = {(r["variant"], r["backend"]): r for r in doc["results"]}
+    assert set(cols) == {("baseline", "torch"), ("baseline", "iree"), ("dt", "iree")}
+    for key, r in cols.items():
+        assert r["status"] == "done" and len(r["samples_us"]) >= 12, key
+        if key[1] == "iree":
+            assert r["numerics"]["verdict"] == "pass", r["numerics"]
+            # forward output and the gradients of the input and of every parameter were compared
+            assert r["numerics"]["stats"]["compared"] >= 1 + 1 + 8
+            b = r["breakdown"]
+            ops = {k["op"] for k in b["kernels"]}
+            assert "conv" in ops, b
+            # forward convs and their backward kernels, each called once per pass
+            assert sum(k["calls_per_pass"] for k in b["kernels"] if k["op"] == "conv") >= 6, b["kernels"]
+            assert 0 < b["ours_us"] <= b["pass_us_mean"]
+            assert b["compile_s"] > 0 and r["compile"]["seconds"] > 0   # compile reported apart from run time
+    # the variant's ratio vs the baseline comes with a CI and a verdict; eager is compared too
+    labels = {c["variant"] for c in doc["comparisons"]}
+    assert {"dt", "torch"} <= labels
+    assert all(c["verdict"] in ("faster", "slower", "same", "unclear") for c in doc["comparisons"])
+    # stdout: the Markdown table and where the time goes
+    assert "where the time goes" in p.stdout and "conv" in p.stdout
+
+
+def test_model_run_is_stored_with_its_breakdown(cnn_run):
+    p, d = cnn_run
+    assert p.returncode == 0, p.stderr[-2000:]
+    with sqlite3.connect(d / "r.db") as db:
+        rows = db.execute("SELECT backend, breakdown, n FROM results").fetchall()
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert len(rows) == 3
+    assert sum(1 for b, bd, n in rows if b == "iree" and bd and json.loads(bd)["kernels"]) == 2
+    assert all(n >= 12 for _, _, n in rows)
+
+
+def test_model_variant_that_does_not_compile_fails_its_column_only(cli_env, tmp_path):
+    p = boo_model([CNN, "--input", "2x3x16x16", "--variant", "bad=flags=--iree-no-such-flag", "--iter", "6",
+                   "--min-time", "0.05", "--rounds", "1", "--db", str(tmp_path / "r.db"),
+                   "--export", str(tmp_path / "m.json")], cli_env, tmp_path)
+    assert p.returncode == 1, p.stderr[-2000:]
+    doc = json.loads((tmp_path / "m.json").read_text())
+    by = {(r["variant"], r["backend"]): r for r in doc["results"]}
+    assert by[("baseline", "iree")]["status"] == "done" and by[("baseline", "torch")]["status"] == "done"
+    bad = by[("bad", "iree")]
+    assert bad["status"] == "failed"
+    # one line naming the op and the kernel
+    assert "\n" not in bad["error"] and "conv" in bad["error"], bad["error"]
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["nosuchfile.py:make", "--input", "2x3"], "does not exist"),
+    ([CNN, "--input", "2x3x16x16:float128"], "unknown dtype"),
+    ([CNN, "--input", "2x3x16x16", "--iter", "0"], "--iter 0"),
+    ([f"{MODELS}:no_such_factory", "--input", "2x3x16x16"], "no callable"),
+    ([CNN, "--input", "2x5x16x16"], "eager pass failed"),
+])
+def test_model_bad_input_is_one_line_exit_2(cli_env, tmp_path, args, needle):
+    p = boo_model([*args, "--db", str(tmp_path / "r.db")], cli_env, tmp_path, timeout=300)
+    assert p.returncode == 2, (p.returncode, p.stderr[-2000:])
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert needle in lines[-1], p.stderr    # progress lines may come first; the error is one line, the last
+    assert "Traceback" not in p.stderr
+
+
+def test_model_help_lists_the_options(cli_env, tmp_path):
+    p = boo_model(["--help"], cli_env, tmp_path, timeout=120)
+    assert p.returncode == 0
+    for opt in ("--input", "--backward", "--variant", "--export", "--rounds", "--threads"):
+        assert opt in p.stdout
+
