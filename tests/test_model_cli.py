@@ -23,7 +23,7 @@ def boo_model(args, env, cwd, timeout=600):
 def cnn_run(cli_env, tmp_path_factory):
     """One training-step measurement of the small CNN: eager, iree_boo, iree_boo with a flags variant."""
     d = tmp_path_factory.mktemp("model")
-    p = boo_model([CNN, "--input", "2x3x16x16", "--backward", "--variant", "dt=flags=--iree-opt-data-tiling",
+    p = boo_model([CNN, "--input", "2x3x16x16", "--backward", "--variant", "dt=--iree-opt-data-tiling",
                    "--iter", "12", "--min-time", "0.2", "--rounds", "2", "--db", str(d / "r.db"),
                    "--export", str(d / "m.json"), "--export", str(d / "m.csv")], cli_env, d)
     return p, d
@@ -68,7 +68,7 @@ def test_model_run_is_stored_with_its_breakdown(cnn_run):
 
 
 def test_model_variant_that_does_not_compile_fails_its_column_only(cli_env, tmp_path):
-    p = boo_model([CNN, "--input", "2x3x16x16", "--variant", "bad=flags=--iree-no-such-flag", "--iter", "6",
+    p = boo_model([CNN, "--input", "2x3x16x16", "--variant", "bad=--iree-no-such-flag", "--iter", "6",
                    "--min-time", "0.05", "--rounds", "1", "--db", str(tmp_path / "r.db"),
                    "--export", str(tmp_path / "m.json")], cli_env, tmp_path)
     assert p.returncode == 1, p.stderr[-2000:]

@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backward", action="store_true", help="a pass is forward + backward of the sum of the outputs")
     p.add_argument("--eval", action="store_true", help="call model.eval() first")
     p.add_argument("--variant", action="append", default=[], metavar="V",
-                   help="a variant of the iree_boo column (as boo-tui --variant: spec=FILE, flags=..., NAME=...)")
+                   help="a variant of the iree_boo column (as boo-tui --variant: NAME=spec.mlir, NAME='--flag ...')")
     p.add_argument("--variants-file", action="append", default=[], metavar="FILE",
                    help="variants from a TOML file (what boo-tui tune writes: tuned.toml)")
     p.add_argument("--iter", type=int, default=50, metavar="N", help="samples per column (default 50)")
