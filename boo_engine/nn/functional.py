@@ -198,9 +198,10 @@ def _affine_args(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tenso
     """The affine kernel takes both: a missing weight is ones, a missing bias zeros."""
     if not sig.affine:
         return (), ()
-    shape, kw = sig.normalized_shape, {"dtype": x.dtype, "device": x.device}
-    return ((weight if weight is not None else torch.ones(shape, **kw)),), \
-        ((bias if bias is not None else torch.zeros(shape, **kw)),)
+    shape = sig.normalized_shape
+    w = weight if weight is not None else torch.ones(shape, dtype=x.dtype, device=x.device)
+    b = bias if bias is not None else torch.zeros(shape, dtype=x.dtype, device=x.device)
+    return (w,), (b,)
 
 
 def boo_layer_norm(x: torch.Tensor, normalized_shape: Any, weight: torch.Tensor | None = None,
