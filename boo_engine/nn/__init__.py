@@ -16,3 +16,18 @@ from .kernels import (
 )
 
 __all__ = ["BooNNError", "CallLog", "current_variant", "record_calls", "run", "use_target", "use_variant"]
+
+# ---- functional API and modules (BOO's names) ----
+from .functional import boo_conv, boo_layer_norm, boo_linear  # noqa: E402
+from .modules import (  # noqa: E402
+    BooConv1d,
+    BooConv2d,
+    BooConv3d,
+    BooLayerNorm,
+    BooLinear,
+    replace_convs_with_boo,
+    replace_with_boo,
+)
+
+__all__ += ["BooConv1d", "BooConv2d", "BooConv3d", "BooLayerNorm", "BooLinear", "boo_conv", "boo_layer_norm",
+            "boo_linear", "replace_convs_with_boo", "replace_with_boo"]
