@@ -6,6 +6,7 @@ import gc
 
 import pytest
 import torch
+from nn_support import private_kernel_cache
 
 from boo_engine.nn import kernels
 from boo_engine.nn.kernels import (
@@ -26,10 +27,10 @@ from boo_engine.variants import BASELINE, Variant
 @pytest.fixture(autouse=True, scope="module")
 def _private_cache(tmp_path_factory):
     mp = pytest.MonkeyPatch()
-    mp.setenv("BOO_CACHE_DIR", str(tmp_path_factory.mktemp("nn-kernels-cache")))
     mp.delenv("BOO_TUNING_SPEC_PATH", raising=False)
     kernels.clear_launchables()
-    yield
+    with private_kernel_cache(tmp_path_factory.getbasetemp() / "nn-kernels"):
+        yield
     kernels.clear_launchables()
     mp.undo()
 

@@ -30,7 +30,7 @@ import torch
 
 from ..errors import BooError
 from ..locations import TUNING_SPEC_ENV
-from ..ops.base import OpSignature
+from ..ops.base import DEFAULT_FORMULATION, OpSignature
 from ..runtime.launchable import Launchable, get_launchable
 from ..targets import Target, default_target, parse_target
 from ..variants import BASELINE, Variant
@@ -125,11 +125,17 @@ def tuning_aliases(sig: OpSignature) -> tuple[str, ...]:
 
 def kernel_variant(sig: OpSignature, variant: Variant) -> Variant:
     """`variant` as it applies to `sig`: the baseline where it is scoped to other kernels; per-kernel flags and
-    formulations recorded under one of `tuning_aliases(sig)` carried over to sig's own name."""
+    formulations recorded under one of `tuning_aliases(sig)` carried over to sig's own name; a formulation the
+    kernel does not have (`formulation=fwdconv` asks for backward convs written as forward ones: a model's
+    forward convs have no such form) left out for this kernel rather than failing it."""
     name = sig.func_name
     aliases = tuning_aliases(sig)
     if variant.kernels and not any(n in variant.kernels for n in (name, *aliases)):
         return BASELINE
+    form = variant.formulation_for(name)
+    if form not in (None, DEFAULT_FORMULATION) and form not in sig.formulations():
+        variant = dataclasses.replace(variant, formulation=None, kernel_formulations=tuple(
+            (n, f) for n, f in variant.kernel_formulations if n != name))
     if not aliases:
         return variant
     have_flags = {n for n, _ in variant.kernel_flags}
