@@ -16,3 +16,8 @@ from .kernels import (
 )
 
 __all__ = ["BooNNError", "CallLog", "current_variant", "record_calls", "run", "use_target", "use_variant"]
+
+# ---- torch.compile backends (boo_engine/nn/backend.py): iree_boo, iree_boo_inductor, backend(...) ----
+from .backend import BooBackend, backend, iree_boo, iree_boo_inductor  # noqa: E402, I001
+
+__all__ += ["BooBackend", "backend", "iree_boo", "iree_boo_inductor"]

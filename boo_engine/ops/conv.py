@@ -265,7 +265,8 @@ class ConvSignature(OpSignature):
             "trans" if self.transposed else "", _knob("op", self.output_padding, 0),
             self.in_layout if len(set(layouts)) == 1 else "/".join(layouts),
             "fwd" if self.is_forward else short_backward_mode(self.grad_mask),
-            "bias" if self.bias and self.is_forward else "", self.activation, SHORT_DTYPES.get(self.dtype_name, self.dtype_name))
+            "bias" if self.bias and self.is_forward else "", self.activation,
+            SHORT_DTYPES.get(self.dtype_name, self.dtype_name))
 
     # ---- arguments and results ------------------------------------------------------------------------
     def input_shapes(self) -> list[tuple[int, ...]]:
