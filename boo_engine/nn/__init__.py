@@ -31,3 +31,8 @@ from .modules import (  # noqa: E402
 
 __all__ += ["BooConv1d", "BooConv2d", "BooConv3d", "BooLayerNorm", "BooLinear", "boo_conv", "boo_layer_norm",
             "boo_linear", "replace_convs_with_boo", "replace_with_boo"]
+
+# ---- torch.compile backends (boo_engine/nn/backend.py): iree_boo, iree_boo_inductor, backend(...) ----
+from .backend import BooBackend, backend, iree_boo, iree_boo_inductor  # noqa: E402, I001
+
+__all__ += ["BooBackend", "backend", "iree_boo", "iree_boo_inductor"]

@@ -41,6 +41,22 @@ CONV_BACKWARD_MASKS: dict[int, tuple[bool, bool, bool]] = {
     10: (True, True, True),
 }
 CONV_FORW_VALUES = (1, *CONV_BACKWARD_MASKS)
+#: activations a forward conv applies after its bias ("" none): what the torch.compile backend fuses into a conv.
+#: Named in func_name only when set, so existing kernel names and cache keys stay as they were.
+CONV_ACTIVATIONS = ("", "relu", "sigmoid")
+
+
+def _check_activation(activation: str, forw: int) -> None:
+    if activation not in CONV_ACTIVATIONS:
+        raise fail("conv", f"unknown activation {activation!r} (expected relu or sigmoid)")
+    if activation and forw != 1:
+        raise fail("conv", f"activation {activation} applies to a forward conv only (-F 1), not -F {forw}")
+
+
+def _activate(y: torch.Tensor, activation: str) -> torch.Tensor:
+    if not activation:
+        return y
+    return torch.relu(y) if activation == "relu" else torch.sigmoid(y)
 
 SPATIAL_LETTERS: dict[int, str] = {1: "H", 2: "HW", 3: "DHW"}
 DEFAULT_LAYOUTS: dict[int, str] = {n: "NC" + s for n, s in SPATIAL_LETTERS.items()}
@@ -95,6 +111,7 @@ class ConvSignature(OpSignature):
     out_layout: str = ""
     transposed: bool = False
     output_padding: tuple[int, ...] = field(default=())
+    activation: str = ""    # see CONV_ACTIVATIONS
 
     def __post_init__(self) -> None:
         for name in ("in_spatial", "fil_spatial", "stride", "padding", "dilation", "output_padding"):
@@ -125,6 +142,7 @@ class ConvSignature(OpSignature):
             if sorted(label) != sorted("NC" + letters):
                 want = ", ".join("NC" + letters)
                 raise fail(op, f"{flag} {label!r} is not a {nd}-D layout (expected the letters {want}, each once)")
+        _check_activation(self.activation, self.forw)
         if self.forw not in CONV_FORW_VALUES:
             if self.forw in (0, 3, 5):
                 raise fail(op, f"unsupported -F {self.forw} (forward mixed with backward)")
@@ -238,14 +256,14 @@ class ConvSignature(OpSignature):
             items.append("trans")
             if any(self.output_padding):
                 items.append(shape_str(self.output_padding) + "op")
-        return "_".join(items)
+        return "_".join(items + ([self.activation] if self.activation else []))
 
     @property
     def shape_label(self) -> str:
         """`n2 c64 28x28 k64 3x3 p1 NCHW fwd`: batch, input channels and spatial size, output channels, filter,
         then padding, stride (`s`), dilation (`d`) and groups (`g`) only where they are not the default, `trans`,
-        the layout (`in/filter/out` when they differ), the mode (fwd, bwd-data, bwd-weight, ...), `bias` and a
-        16-bit dtype."""
+        the layout (`in/filter/out` when they differ), the mode (fwd, bwd-data, bwd-weight, ...), `bias`, the
+        activation (`relu`, `sigmoid`) and a 16-bit dtype."""
         layouts = (self.in_layout, self.fil_layout, self.out_layout)
         return label_of(
             f"n{self.batch}", f"c{self.in_channels}", shape_str(self.in_spatial), f"k{self.out_channels}",
@@ -254,7 +272,8 @@ class ConvSignature(OpSignature):
             "trans" if self.transposed else "", _knob("op", self.output_padding, 0),
             self.in_layout if len(set(layouts)) == 1 else "/".join(layouts),
             "fwd" if self.is_forward else short_backward_mode(self.grad_mask),
-            "bias" if self.bias and self.is_forward else "", SHORT_DTYPES.get(self.dtype_name, self.dtype_name))
+            "bias" if self.bias and self.is_forward else "", self.activation, SHORT_DTYPES.get(self.dtype_name,
+                                                                                              self.dtype_name))
 
     # ---- arguments and results ------------------------------------------------------------------------
     def input_shapes(self) -> list[tuple[int, ...]]:
@@ -311,7 +330,7 @@ class ConvSignature(OpSignature):
                 y = dgrad(x, w, self.out_spatial, *geometry) if self.transposed else fwd(x, w, *geometry)
                 if b is not None:
                     y = y + b.reshape(1, -1, *([1] * self.num_spatial_dims))
-            return _permute(y, tl, self.out_layout)
+            return _permute(_activate(y, self.activation), tl, self.out_layout)
         dy = _permute(args[0], self.out_layout, tl)
         x = _permute(args[1], self.in_layout, tl)
         w = _permute(args[2], self.fil_layout, tl)
@@ -367,4 +386,5 @@ class ConvSignature(OpSignature):
             "bias": self.bias,
             "transposed": self.transposed,
             "output_padding": list(self.output_padding),
+            **({"activation": self.activation} if self.activation else {}),   # only when set: records stay
         }
