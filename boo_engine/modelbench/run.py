@@ -39,6 +39,20 @@ def _torch_threads(n: int) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
+def _root_message(e: BaseException) -> str:
+    """The first line of what went wrong: Dynamo wraps a backend's error in BackendCompilerFailed ("backend=...
+    raised:" then the error on the next lines); ours (a BooError naming the op and the kernel) is in the chain."""
+    seen: set[int] = set()
+    cur: BaseException | None = e
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, BooError):
+            return (str(cur).splitlines() or [""])[0]
+        cur = getattr(cur, "inner_exception", None) or cur.__cause__ or cur.__context__
+    lines = [ln for ln in str(e).splitlines() if ln.strip()]
+    return lines[-1] if lines else type(e).__name__
+
+
 def _default_backend(variant: Variant) -> Any:
     from ..nn import backend
 
@@ -84,7 +98,7 @@ def bench_model(job: ModelJob, variants: Sequence[Variant], *, iters: int = 50, 
             try:
                 be, out = compile_column(col, model, inputs, params, job.backward, make_backend)
             except Exception as e:  # noqa: BLE001 - one column fails, the others go on
-                r.status, r.error = FAILED, f"compile failed: {(str(e).splitlines() or [''])[0]}"[:400]
+                r.status, r.error = FAILED, f"compile failed: {_root_message(e)}"[:400]
                 say(f"iree_boo {col.label}: {r.error}")
                 continue
             backends[col.label] = be
