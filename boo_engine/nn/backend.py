@@ -63,6 +63,7 @@ class KernelCall:
         self._call: Callable[[Sequence[torch.Tensor]], Any] = (
             fast if fast is not None else (lambda a: self.launch(*a)))
         self.device = device
+        self._on_cpu = device.type == "cpu"
         self.out_specs = [(tuple(s), d) for s, d in zip(match.sig.output_shapes(), match.sig.output_dtypes())]
         self.__name__ = self.__qualname__ = "boo_" + match.sig.op
         self.__module__ = __name__
@@ -84,9 +85,9 @@ class KernelCall:
             t0 = time.perf_counter_ns()
             out = self._call(args)
             logged.add(self.sig, self.variant_name, time.perf_counter_ns() - t0)
-        if self.device.type != "cpu":
+        if not self._on_cpu:
             out = tuple(o.to(self.device) for o in out) if isinstance(out, tuple) else out.to(self.device)
-        return list(out) if isinstance(out, tuple) else [out]
+        return list(out) if type(out) is tuple else [out]
 
 
 @torch.library.custom_op("boo::kernel", mutates_args=())
