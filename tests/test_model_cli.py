@@ -102,3 +102,53 @@ def test_model_help_lists_the_options(cli_env, tmp_path):
     for opt in ("--input", "--backward", "--variant", "--export", "--rounds", "--threads"):
         assert opt in p.stdout
 
+
+
+def test_dashboard_shows_a_model_row_with_its_breakdown(cnn_run):
+    """The stored model run in the dashboard's saved-run screen: a row per column, the iree_boo row's detail pane
+    saying where a pass's time goes (the real Textual app, driven by its pilot)."""
+    import asyncio
+    import io
+
+    from rich.console import Console
+    from textual.app import App
+    from textual.widgets import Static
+    from tui_pilot import wait_until
+
+    from boo_engine.store import Store
+    from boo_tui.screens import RunScreen
+
+    p, d = cnn_run
+    assert p.returncode == 0, p.stderr[-2000:]
+    store = Store(str(d / "r.db"))
+    run_id = store.last_run_id()
+
+    class Host(App):
+        def on_mount(self) -> None:
+            self.push_screen(RunScreen(store, run_id))
+
+    def detail_text() -> str:
+        console = Console(width=160, record=True, file=io.StringIO())
+        console.print(app_ref[0].screen.query_one("#run-detail", Static).content)
+        return console.export_text()
+
+    app_ref: list = []
+
+    async def drive() -> str:
+        app = Host()
+        app_ref.append(app)
+        async with app.run_test(size=(160, 60)) as pilot:
+            await wait_until(pilot, lambda: isinstance(app.screen, RunScreen) and len(app.screen.results) == 3, 30,
+                             "the saved model run")
+            screen = app.screen
+            row = next(i for i, r in enumerate(screen.results) if r.backend == "iree" and r.variant == "baseline")
+            table = screen.query_one("#run-results")
+            table.move_cursor(row=row)
+            await wait_until(pilot, lambda: "where the time goes" in detail_text(), 30, "the breakdown")
+            return detail_text()
+
+    try:
+        text = asyncio.run(drive())
+    finally:
+        store.close()
+    assert "our kernels" in text and "conv" in text
