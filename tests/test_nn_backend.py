@@ -219,3 +219,43 @@ def test_entry_points_declared():
     eps = pyproject["project"]["entry-points"]["torch_dynamo_backends"]
     assert eps == {"iree_boo": "boo_engine.nn.backend:iree_boo",
                    "iree_boo_inductor": "boo_engine.nn.backend:iree_boo_inductor"}
+
+
+class BnNet(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.c = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.bn(self.c(x)))
+
+
+def test_batch_norm_training_and_eval_run_our_kernels(cache_dir):
+    """Training: outputs, every gradient and the updated running statistics as eager's; eval: the inference
+    kernel. Both with our batch-norm kernels, none left to the nested backend."""
+    torch.manual_seed(0)
+    ref, ours = BnNet(), BnNet()
+    ours.load_state_dict(ref.state_dict())
+    x = torch.randn(2, 3, 8, 8)
+    be = backend("eager")
+    y = torch.compile(ours, backend=be, dynamic=False)(x)
+    y.sum().backward()
+    y_ref = ref(x)
+    y_ref.sum().backward()
+    torch.testing.assert_close(y, y_ref, **TOL)
+    for (name, p), p_ref in zip(ours.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, p_ref.grad, **TOL, msg=name)
+    torch.testing.assert_close(ours.bn.running_mean, ref.bn.running_mean, **TOL)
+    torch.testing.assert_close(ours.bn.running_var, ref.bn.running_var, **TOL)
+    modes = {s.mode for s in be.kernels if s.op == "bnorm"}
+    assert modes == {"forward_training", "backward"}, be.kernels
+    assert not [f for f in be.fallbacks if "batch_norm" in str(f[0])], be.fallbacks
+
+    ref.eval()
+    ours.eval()
+    be = backend("eager")
+    with torch.no_grad():
+        y = torch.compile(ours, backend=be, dynamic=False)(x)
+        torch.testing.assert_close(y, ref(x), **TOL)
+    assert {s.mode for s in be.kernels if s.op == "bnorm"} == {"forward_inference"}

@@ -11,10 +11,14 @@ What matches (forward and backward graphs alike):
 - `aten.native_layer_norm` (input contiguous: the normalized dims are the trailing ones in memory) and
   `aten.native_layer_norm_backward` -> LayerNormSignature forward / backward;
 - `aten.mm`, `aten.addmm` (beta = alpha = 1), `aten.bmm` -> an AtenSignature of the call with its operands'
-  strides (a transposed weight is read in place, as the kernel's view of its dense buffer).
+  strides (a transposed weight is read in place, as the kernel's view of its dense buffer);
+- batch norm (`_native_batch_norm_legit_functional` in training, `_native_batch_norm_legit_no_training` in eval,
+  `native_batch_norm_backward`) -> BatchNormSignature, where ours computes what torch does: NC(D)HW contiguous
+  data, float32 parameters and statistics, eps 1e-5 and momentum 0.1 (BOO's, fixed in our kernels).
 """
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +29,7 @@ import torch.fx as fx
 from ..errors import BooError
 from ..ops.aten import AtenSignature, view_plan
 from ..ops.base import OpSignature
+from ..ops.bnorm import BNORM_EPS, BNORM_MOMENTUM, BatchNormSignature
 from ..ops.conv import CONV_BACKWARD_MASKS, ConvSignature
 from ..ops.layernorm import LayerNormSignature
 
@@ -210,6 +215,62 @@ def _matmul(node: fx.Node) -> Match:
     return Match(f"aten.{name}", sig, node, list(tensors), perms=perms)
 
 
+def _bnorm_common(node: fx.Node, x: Any, params: list[Any], eps: Any,
+                  momentum: Any = 0.1) -> tuple[str, tuple[int, ...]]:
+    """What every batch-norm kernel of ours needs: NC(D)HW contiguous data in one of our dtypes, float32
+    weight / bias / statistics all present, and BOO's fixed epsilon 1e-5 and momentum 0.1."""
+    if any(p is None for p in params):
+        raise _Unsupported("batch norm without weight, bias or running statistics")
+    data = _dtype(x)
+    xv = _val(x)
+    if xv.dim() not in (4, 5) or not xv.is_contiguous():
+        raise _Unsupported("batch norm input not 4-D/5-D NC(D)HW contiguous")
+    if any(_val(p).dtype != torch.float32 for p in params):
+        raise _Unsupported("batch norm parameters not float32")
+    if abs(float(eps) - BNORM_EPS) > 1e-12 or abs(float(momentum) - BNORM_MOMENTUM) > 1e-12:
+        raise _Unsupported(f"batch norm eps {float(eps):g} / momentum {float(momentum):g} (ours: 1e-5 / 0.1)")
+    return data, tuple(int(d) for d in xv.shape)
+
+
+def _only_outputs_used(node: fx.Node, allowed: set[int]) -> None:
+    for u in node.users:
+        if u.target is not operator.getitem or u.args[1] not in allowed:
+            raise _Unsupported("an output our kernel does not compute is used")
+
+
+def _bnorm_inference(node: fx.Node) -> Match:
+    x, weight, bias, rmean, rvar, momentum, eps = _args(node)[:7]
+    dtype, shape = _bnorm_common(node, x, [weight, bias, rmean, rvar], eps)
+    _only_outputs_used(node, {0})
+    sig = BatchNormSignature(dtype, shape, "NCHW" if len(shape) == 4 else "NCDHW", bnorm_mode="forward_inference")
+    return Match("aten._native_batch_norm_legit_no_training", sig, node, [x, weight, bias, rmean, rvar],
+                 outputs={0: 0})
+
+
+def _bnorm_training(node: fx.Node) -> Match:
+    x, weight, bias, rmean, rvar, training, momentum, eps = _args(node)[:8]
+    if not training:
+        raise _Unsupported("functional batch norm not in training mode")
+    dtype, shape = _bnorm_common(node, x, [weight, bias, rmean, rvar], eps, momentum)
+    sig = BatchNormSignature(dtype, shape, "NCHW" if len(shape) == 4 else "NCDHW", bnorm_mode="forward_training",
+                             run=True, save=True)
+    return Match("aten._native_batch_norm_legit_functional", sig, node, [x, weight, bias, rmean, rvar],
+                 outputs={i: i for i in range(5)})
+
+
+def _bnorm_backward(node: fx.Node) -> Match:
+    dy, x, weight, _rmean, _rvar, save_mean, save_invstd, train, eps, mask = _args(node)[:10]
+    if not train:
+        raise _Unsupported("batch norm backward of an inference pass")
+    dtype, shape = _bnorm_common(node, x, [weight, save_mean, save_invstd], eps)
+    if _dtype(dy) != dtype:
+        raise _Unsupported("operands of mixed dtypes")
+    sig = BatchNormSignature(dtype, shape, "NCHW" if len(shape) == 4 else "NCDHW", bnorm_mode="backward", save=True)
+    selected = [i for i, on in enumerate(mask) if on]
+    return Match("aten.native_batch_norm_backward", sig, node, [dy, x, weight, save_mean, save_invstd],
+                 outputs={i: i for i in selected})
+
+
 MATCHERS: dict[Any, Callable[[fx.Node], Match]] = {
     aten.convolution.default: _conv,
     aten.convolution_backward.default: _conv_backward,
@@ -218,6 +279,9 @@ MATCHERS: dict[Any, Callable[[fx.Node], Match]] = {
     aten.mm.default: _matmul,
     aten.addmm.default: _matmul,
     aten.bmm.default: _matmul,
+    aten._native_batch_norm_legit_no_training.default: _bnorm_inference,
+    aten._native_batch_norm_legit_functional.default: _bnorm_training,
+    aten.native_batch_norm_backward.default: _bnorm_backward,
 }
 
 #: the aten ops the backend takes over (inductor must not decompose them before we see them)
