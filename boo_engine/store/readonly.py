@@ -70,20 +70,29 @@ def check_schema(path: Path) -> bool:
 
 
 @contextlib.contextmanager
-def open_readonly(path: str | Path) -> Iterator[sqlite3.Connection]:
-    """A read connection (rows by column name) to the results database at `path`, of our current schema: the
-    file itself when it is current, a migrated private copy when it is older. SchemaError otherwise."""
+def current_copy(path: str | Path) -> Iterator[Path]:
+    """A path to the results database `path` in our current schema: `path` itself when it is current, a migrated
+    private copy (removed afterwards) when it is older. SchemaError when it is missing, not ours, damaged or
+    newer. The file at `path` is never written."""
     path = Path(path)
-    current = check_schema(path)
-    with contextlib.ExitStack() as stack:
-        source = path
-        if not current:
-            tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="boo-migrate-")))
-            source = tmp / path.name
-            _copy(path, source)
-            db = Database(sqlite3.connect(str(source)))
-            schema.apply(db)
-            db.conn.close()
+    if check_schema(path):
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="boo-migrate-") as tmp:
+        copy = Path(tmp) / path.name
+        _copy(path, copy)
+        db = Database(sqlite3.connect(str(copy)))
+        schema.apply(db)
+        db.conn.close()
+        yield copy
+
+
+@contextlib.contextmanager
+def open_readonly(path: str | Path) -> Iterator[sqlite3.Connection]:
+    """A read connection (rows by column name) to the results database at `path`, of our current schema (see
+    `current_copy`). SchemaError otherwise, or when the file turns out damaged while read."""
+    path = Path(path)
+    with current_copy(path) as source:
         # mode=ro never creates or migrates; a WAL file beside it is still read (a run being written is seen
         # up to its last commit)
         conn = sqlite3.connect(f"file:{source}?mode=ro", uri=True, timeout=30.0)
@@ -112,5 +121,5 @@ def copy_database(src: Path, dst: Path) -> None:
     _copy(src, dst)
 
 
-__all__ = ["SchemaError", "applied_migrations", "check_schema", "copy_database", "open_readonly",
+__all__ = ["SchemaError", "applied_migrations", "check_schema", "copy_database", "current_copy", "open_readonly",
            "our_migrations"]
