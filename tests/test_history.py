@@ -220,3 +220,33 @@ def test_flags_bad_values_are_usage_errors(cli_env, tmp_path):
     assert "--flags" in line and "--iree-no-such-option" in line
     line = one_line_error(boo_tui([*RUN, "--db", tmp_path / "f.db", "--flags", "'unclosed"], cli_env, tmp_path))
     assert "--flags" in line
+
+
+def test_compare_split_over_processes_gives_the_same_comparisons(tmp_path, monkeypatch):
+    """The CLI compares big runs in forked workers: the same comparisons, in the same order, as one process."""
+    import numpy as np
+
+    from boo_engine.bench.stats import compute_stats
+    from boo_engine.history import RunRef, compare_stored, load_run
+    from boo_engine.history import runs as runs_mod
+    from boo_engine.results import JobResult
+    from boo_engine.store import Store
+
+    db = tmp_path / "many.db"
+    rng = np.random.default_rng(0)
+    with Store(db) as store:
+        for slow in (1.0, 1.2):
+            run = store.start_run(command_line="x", target="cpu", config={}, environment={"slow": slow})
+            for i in range(12):
+                s = (10.0 * (slow if i % 3 == 0 else 1.0) * (1 + 0.01 * rng.standard_normal(30))).tolist()
+                store.record_result(run, JobResult(job_id=f"j{i}", command=f"gemm -m {i + 1} -n 8 -k 8",
+                                                   func_name=f"g{i}", op="gemm", variant="baseline", target="cpu",
+                                                   backend="iree", status="done", samples_us=s,
+                                                   stats=compute_stats(s)))
+            store.finish_run(run, "done")
+    a, b = load_run(RunRef(db, 1)), load_run(RunRef(db, 2))
+    serial = compare_stored(a, b, workers=1).comparisons
+    monkeypatch.setattr(runs_mod, "PARALLEL_MIN", 0)
+    parallel = compare_stored(a, b, workers=2).comparisons
+    assert list(parallel.items()) == list(serial.items()) and len(serial) == 12
+    assert sum(c.verdict == "slower" for c in serial.values()) == 4

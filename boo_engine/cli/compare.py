@@ -13,6 +13,7 @@ a bad export path).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -53,7 +54,8 @@ def _main(args: argparse.Namespace) -> int:
         raise UsageError(f"--fail-on-regression {args.fail_on_regression:g}: give a percentage >= 0")
     db = args.db or locations.db_path()
     a, b = resolve_run(args.a, db), resolve_run(args.b, db)
-    cmp = compare_refs(a, b, min_effect=None if args.min_effect is None else args.min_effect / 100.0)
+    cmp = compare_refs(a, b, min_effect=None if args.min_effect is None else args.min_effect / 100.0,
+                       workers=min(os.cpu_count() or 1, 8))
     for out in args.export:
         write(cmp, out)
         print(f"{PROG}: wrote {out}", file=sys.stderr)

@@ -173,13 +173,50 @@ def run_settings(info: Mapping[str, Any]) -> tuple[float, int]:
             int(seed) if seed is not None else 0)
 
 
+#: below this many results a comparison is not worth a process pool (a comparison costs ~10 ms on 2 cores)
+PARALLEL_MIN = 200
+_FORKED: tuple[list[JobResult], float, int] | None = None   # what forked workers read (never pickled)
+
+
+def _compare_chunk(after: list[JobResult]) -> dict[tuple[str, str, str], Comparison]:
+    assert _FORKED is not None
+    before, effect, seed = _FORKED
+    return compare_runs(before, after, min_effect=effect, seed=seed)
+
+
+def _compare(a: list[JobResult], b: list[JobResult], effect: float, seed: int,
+             workers: int) -> dict[tuple[str, str, str], Comparison]:
+    """`compare_runs(a, b)`, split over `workers` forked processes when there is enough to compare: the same
+    comparisons (each is seeded on its own), in B's order. 1,000 results of 100 samples: 12.8 s on one core of a
+    2-core Zen 3 (bootstrap medians dominate), about half on both."""
+    import multiprocessing
+
+    global _FORKED
+    if workers < 2 or len(b) < PARALLEL_MIN or "fork" not in multiprocessing.get_all_start_methods():
+        return compare_runs(a, b, min_effect=effect, seed=seed)
+    from concurrent.futures import ProcessPoolExecutor
+
+    _FORKED = (a, effect, seed)
+    try:
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            parts = list(pool.map(_compare_chunk, [b[i::workers] for i in range(workers)]))
+    finally:
+        _FORKED = None
+    merged = {k: c for part in parts for k, c in part.items()}
+    from ..compare import comparison_key
+
+    order = [comparison_key(r) for r in b]
+    return {k: merged[k] for k in dict.fromkeys(order) if k in merged}
+
+
 def compare_stored(a: StoredRun, b: StoredRun, *, min_effect: float | None = None,
-                   require_common: bool = True) -> RunComparison:
+                   require_common: bool = True, workers: int = 1) -> RunComparison:
     """Compare run B against run A (see the module docstring). `min_effect` (a fraction; None: run B's).
-    HistoryError when nothing finished is in common and `require_common`."""
+    HistoryError when nothing finished is in common and `require_common`. `workers` > 1: split over forked
+    processes (only from a process without other threads: the CLI, never the dashboard)."""
     b_effect, seed = run_settings(b.info)
     effect = b_effect if min_effect is None else min_effect
-    comparisons = compare_runs(a.results, b.results, min_effect=effect, seed=seed)
+    comparisons = _compare(a.results, b.results, effect, seed, workers)
     if not comparisons and require_common:
         raise HistoryError(f"runs {a.ref.label} and {b.ref.label} have no finished result in common (same "
                            "command, variant, backend and target)")
@@ -197,8 +234,8 @@ def compare_stored(a: StoredRun, b: StoredRun, *, min_effect: float | None = Non
                          only_a=len(keys_a - keys_b), only_b=len(keys_b - keys_a), notes=notes)
 
 
-def compare_refs(a: RunRef, b: RunRef, *, min_effect: float | None = None) -> RunComparison:
-    return compare_stored(load_run(a), load_run(b), min_effect=min_effect)
+def compare_refs(a: RunRef, b: RunRef, *, min_effect: float | None = None, workers: int = 1) -> RunComparison:
+    return compare_stored(load_run(a), load_run(b), min_effect=min_effect, workers=workers)
 
 
 def regressed(result: RunComparison, pct: float) -> list[tuple[tuple[str, str, str], Comparison]]:
