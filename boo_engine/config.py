@@ -34,5 +34,7 @@ class SessionConfig:
     command_line: str = ""                    # recorded with the run
     per_op_defaults: bool = True              # cpu: this machine's per-op-class flags (False: IREE's plain defaults)
     cache_mode: str = "warm"                  # "cold": flush the caches before every timed call (bench/flush.py)
+    compile_flags: tuple[str, ...] = ()       # --flags: iree-compile flags added to EVERY IREE job of the run,
+                                              # baseline included (after the variant's own); part of the cache key
     devices: tuple[str, ...] = ()             # where to measure ("cpu", "cuda:0", ...; bench/devices.py): one
                                               # worker each, a command's jobs on one; (): the target's first

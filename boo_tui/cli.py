@@ -9,7 +9,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from boo_engine.cli.common import add_session_args, config_from_args, fail, internal_error
+from boo_engine.cli.common import add_session_args, config_from_args, fail, glue_flag_values, internal_error
 from boo_engine.cli.headless import add_headless_args, run_headless, wants_headless
 from boo_engine.errors import BooError
 
@@ -46,7 +46,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         from boo_engine.cli.peak import main as peak_main
 
         return peak_main(argv[1:])
-    args = build_parser().parse_args(argv)
+    if argv[:1] == ["compare"]:   # `boo-tui compare A B`: two stored runs (cli/compare.py; no compiler import)
+        from boo_engine.cli.compare import main as compare_main
+
+        return compare_main(argv[1:])
+    if argv[:1] == ["merge"]:   # `boo-tui merge A.db B.db -o ALL.db`: databases into one (cli/merge.py)
+        from boo_engine.cli.merge import main as merge_main
+
+        return merge_main(argv[1:])
+    args = build_parser().parse_args(glue_flag_values(argv))
     try:
         return _main(args)
     except KeyboardInterrupt:

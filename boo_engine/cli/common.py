@@ -50,6 +50,9 @@ def add_session_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--backend", action="append", choices=[IREE, TORCH],
                    help="iree and/or torch (eager PyTorch on the same device); default: both")
     g.add_argument("--devices", default=None, metavar="LIST", help=DEVICES_HELP)
+    g.add_argument("--flags", action="append", default=[], metavar="'--flag=v ...'",
+                   help="iree-compile flags added to every IREE job of the run, the baseline included (after "
+                        "each variant's own flags); recorded with the run and part of each kernel's cache key")
     t = p.add_argument_group("how to measure")
     t.add_argument("--iter", type=int, default=None, help="samples per job (overrides each command's --iter)")
     t.add_argument("--min-time", type=float, default=None, metavar="S", help="measure each job at least S seconds")
@@ -97,6 +100,7 @@ def config_from_args(args: argparse.Namespace):
         raise UsageError("--no-baseline needs at least one --variant")
     for v in variants:
         preflight_variant(v, target)
+    run_flags = parse_run_flags(getattr(args, "flags", None) or [], target)
     devices = parse_devices(args.devices, target.kind) if getattr(args, "devices", None) is not None else ()
     backends = tuple(dict.fromkeys(args.backend or [IREE, TORCH]))
     check_cache_root(args.cache_dir)
@@ -126,8 +130,43 @@ def config_from_args(args: argparse.Namespace):
         min_effect=args.min_effect / 100.0,
         resume=resume,
         devices=devices,
+        compile_flags=run_flags,
         command_line=" ".join(shlex.quote(a) for a in [os.path.basename(sys.argv[0])] + sys.argv[1:]),
     )
+
+
+def glue_flag_values(argv: Sequence[str], option: str = "--flags") -> list[str]:
+    """`--flags --iree-foo=1` as `--flags=--iree-foo=1`: argparse takes a lone value starting with `-` for an
+    option and refuses it; glued, it is the value that was meant."""
+    out: list[str] = []
+    it = iter(argv)
+    for arg in it:
+        if arg == option:
+            value = next(it, None)
+            out.append(arg if value is None else f"{option}={value}")
+        else:
+            out.append(arg)
+    return out
+
+
+def parse_run_flags(texts: Sequence[str], target) -> tuple[str, ...]:
+    """`--flags '--iree-foo=1 --iree-bar'` (repeatable): the flags, shell-split and checked as a variant's are
+    (each a `-` option this iree-compile knows, none the tool controls); a bad one is a UsageError (one line)."""
+    from ..errors import VariantError
+    from ..variants import Variant, preflight_variant
+
+    flags: list[str] = []
+    for text in texts:
+        try:
+            flags += shlex.split(text)
+        except ValueError as e:
+            raise UsageError(f"--flags {text[:80]!r}: {e}") from None
+    if flags:
+        try:
+            preflight_variant(Variant(name="flags", flags=tuple(flags)), target)
+        except VariantError as e:
+            raise UsageError(f"--flags: {str(e).removeprefix('variant flags: ')}") from None
+    return tuple(flags)
 
 
 def check_cache_root(explicit: str | None) -> None:

@@ -16,7 +16,16 @@ from collections.abc import Sequence
 
 from ..errors import BooError
 from ..results import DONE, IREE, TORCH, JobResult
-from .common import EXIT_FAILED, EXIT_OK, UsageError, fail, gpu_id_devices, internal_error, job_succeeded
+from .common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    UsageError,
+    fail,
+    gpu_id_devices,
+    internal_error,
+    job_succeeded,
+    parse_run_flags,
+)
 
 PROG = "boo-driver"
 
@@ -30,7 +39,7 @@ FLAGS = {
     "--commands-file": 1, "--csv": 1, "--backend": 1, "--verify-numerics": 0, "--cache-dir": 1,
     "--splat-input-value": 1, "--verbose": 0, "--no-verbose": 0, "--gpu-id": 1, "--devices": 1, "--target": 1,
     "--tuning-spec": 1, "--db": 1, "--preload": 0, "--jobs": 1, "--threads": 1, "--seed": 1,
-    "--min-time": 1, "--cache-mode": 1, "-h": 0, "--help": 0,
+    "--min-time": 1, "--cache-mode": 1, "--flags": 1, "-h": 0, "--help": 0,
     # BOO's numerics flags (iree-turbine driver/driver.py)
     "--numerics-verbose": 0, "--numerics-min-samples": 1, "--numerics-stddev-rtol": 1, "--numerics-stddev-atol": 1,
     "--numerics-mean-rtol": 1, "--numerics-mean-atol": 1, "--numerics-reference-dtype": 1,
@@ -44,7 +53,7 @@ USAGE = """usage: boo-driver [COMMAND ...] [--commands-file FILE] [--csv FILE] [
                   [--verify-numerics] [--cache-dir DIR] [--splat-input-value V] [--verbose | --no-verbose]
                   [--target cpu|hip:ARCH|cuda:ARCH] [--tuning-spec SPEC.mlir] [--db PATH] [--preload]
                   [--jobs N] [--threads N] [--seed N] [--min-time S] [--gpu-id N|-1] [--devices LIST]
-                  [--cache-mode warm|cold]
+                  [--cache-mode warm|cold] [--flags '--iree-flag=v ...']
                   [--numerics-verbose] [--numerics-min-samples N] [--numerics-{mean,stddev}-{atol,rtol} X]
                   [--numerics-reference-dtype float64|float32] [--skip-structured-tests]
 
@@ -55,6 +64,7 @@ A drop-in for iree-boo-driver: COMMAND is an MIOpenDriver command (conv*, layern
 --gpu-id N measures on GPU N (-1: every GPU, as --devices all); refused on the cpu target and for a GPU this
 machine lacks. --devices 0,1 | 0-3 | all: one benchmark worker per GPU, commands spread over them (a free GPU takes
 the next command; all backends of one command run on ONE GPU, so they compare on the same device).
+--flags '--iree-flag=v ...' adds iree-compile flags to every kernel (recorded with the run, part of the cache key).
 --cache-mode cold flushes the caches before every timed call (warm, the default, leaves inputs in cache).
 On a GPU each line gives the wall time per call and, as `dispatch=`, the device time of the dispatches alone.
 --verify-numerics checks every command's IREE kernel (BOO's criteria, changed by its --numerics-* flags) and adds
@@ -217,9 +227,10 @@ def _run(opts: dict[str, list[str]], command: list[str]) -> int:
         variant = variant_from_env() or variant
     preflight_variant(variant, target)
     devices = _devices(opts, target)
+    run_flags = parse_run_flags(opts.get("--flags", []), target)
 
     if "--preload" in opts:
-        return _preload(opts, files, command, variant, target)
+        return _preload(opts, files, command, variant, target, run_flags)
 
     from ..config import SessionConfig
     from ..session import Session
@@ -240,6 +251,7 @@ def _run(opts: dict[str, list[str]], command: list[str]) -> int:
         compile_workers=_number(opts, "--jobs", int),
         command_line=" ".join([PROG, *sys.argv[1:]]),
         devices=devices,
+        compile_flags=run_flags,
     )
     csv_path = _last(opts, "--csv")
     if csv_path is not None:
@@ -363,7 +375,7 @@ def _numerics_details(info) -> list[str]:
     return lines
 
 
-def _preload(opts, files, command, variant, target) -> int:
+def _preload(opts, files, command, variant, target, run_flags=()) -> int:
     from ..commands import parse_invocation, read_commands_file
     from ..compile.cache import KernelCache
     from ..compile.preload import format_summary, preload
@@ -382,7 +394,8 @@ def _preload(opts, files, command, variant, target) -> int:
     cache = KernelCache(_last(opts, "--cache-dir"))  # a root that cannot be used: CacheRootError, exit 2
     if cache.notice:
         print(f"{PROG}: {cache.notice}", file=sys.stderr)
-    summary = preload(commands, target, (variant,), workers=_number(opts, "--jobs", int), cache=cache)
+    summary = preload(commands, target, (variant,), workers=_number(opts, "--jobs", int), cache=cache,
+                      extra_flags=run_flags)
     for message in bad:
         print(f"invalid {message}")
     print(format_summary(summary) + (f"; {len(bad)} invalid command line(s) not compiled" if bad else ""))

@@ -283,7 +283,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog=PROG)
     add_session_args(p)
     add_headless_args(p)
-    args = p.parse_args(argv)
+    from .common import glue_flag_values
+
+    args = p.parse_args(glue_flag_values(list(sys.argv[1:] if argv is None else argv)))
     args.headless = True
     return run_headless(args)
 

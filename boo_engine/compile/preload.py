@@ -65,9 +65,10 @@ def _signature(cmd: Any) -> OpSignature:
 def preload(commands: Iterable[Any], target: Target | str, variants: Sequence[Variant] = (BASELINE,), *,
             workers: int | None = None, cache: KernelCache | None = None,
             progress: Callable[[int, int, PreloadItem], None] | None = None,
-            timeout_s: float = 600.0) -> PreloadSummary:
+            timeout_s: float = 600.0, extra_flags: Sequence[str] = ()) -> PreloadSummary:
     """Compile every distinct (command, variant) into the cache. Never raises for one bad kernel: failures are
-    listed with their reason. `progress(done, total, item)` is called as each kernel finishes."""
+    listed with their reason. `extra_flags`: a run's --flags, added to every compile as a session adds them.
+    `progress(done, total, item)` is called as each kernel finishes."""
     target = as_target(target)
     t0 = time.perf_counter()
     summary = PreloadSummary(target=target.name)
@@ -87,7 +88,8 @@ def preload(commands: Iterable[Any], target: Target | str, variants: Sequence[Va
     total = len(jobs) + len(summary.items)
     done = len(summary.items)
     with CompilePool(workers=workers, timeout_s=timeout_s, cache=cache) as pool:
-        futures = [(sig, v, pool.submit(sig, target, v)) for sig, v in jobs]
+        futures = [(sig, v, pool.submit(sig, target, v, extra_flags=extra_flags))
+                   for sig, v in jobs]
         for sig, v, fut in futures:
             try:
                 art = fut.result()

@@ -69,13 +69,15 @@ class CompileStage:
 
         pool = self._ensure_pool()
         # A cache hit costs a few file reads and no export: cached kernels never wait for a worker.
-        hit = lookup_cached(job.command.signature, self._target, job.variant, cache=self._cache)
+        # --flags: every IREE job of the run, the baseline included, compiles with them (and keys the cache on them)
+        extra = self._config.compile_flags
+        hit = lookup_cached(job.command.signature, self._target, job.variant, cache=self._cache, extra_flags=extra)
         if hit is not None:
             job.artifact = hit
             self._compiled(result, hit)
             return
         self._state.set_status(result, EXPORTING, "waiting for a compile worker")
-        job.future = pool.submit(job.command.signature, self._target, job.variant,
+        job.future = pool.submit(job.command.signature, self._target, job.variant, extra_flags=extra,
                                  on_start=lambda: self._state.set_status(result, COMPILING))
 
     def await_(self, job_id: str) -> None:

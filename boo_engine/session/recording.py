@@ -56,12 +56,23 @@ class RunRecorder:
 
         if info["status"] == "running" and owner_alive(info):
             raise BooError(f"--resume: run {run_id} is still running (pid {info['owner_pid']}): stop it first")
+        self._adopt_run_flags(run_id, (info.get("config") or {}).get("compile_flags") or [])
         self.store.mark_interrupted(run_id)  # repair a run whose process was killed
         done = self.store.finished_job_ids(run_id)
         resumed = {r.job_id: r for r in self.store.load_results(run_id) if r.job_id in done}
         self.store.resume_run(run_id)
         self.run_id = run_id
         return resumed
+
+    def _adopt_run_flags(self, run_id: int, stored: list[str]) -> None:
+        """A resumed run compiles with the --flags it was started with: taken from the run when none are given,
+        an error when others are (one run, one set of flags: its results would not be comparable)."""
+        given = tuple(self._config.compile_flags)
+        if not given:
+            self._config.compile_flags = tuple(str(f) for f in stored)
+        elif given != tuple(stored):
+            raise BooError(f"--resume: run {run_id} was measured with --flags {' '.join(stored) or '(none)'!r}, "
+                           f"not {' '.join(given)!r}")
 
     def resumed_inputs(self) -> tuple[list[InputEntry], list[Variant], list[str], int | None]:
         """What the run being resumed measured, read back from the store: its commands (as entries with the
@@ -184,5 +195,6 @@ def config_dict(cfg: SessionConfig, variants: list[Variant]) -> dict[str, Any]:
         "extra_args": list(cfg.extra_args),
         "per_op_defaults": cfg.per_op_defaults,
         "devices": list(cfg.devices),
+        "compile_flags": list(cfg.compile_flags),
         "tool_version": __version__,
     }

@@ -10,7 +10,7 @@ from .owner import effective_status
 from .rows import job_result_from_row, loads
 
 _RUN_SELECT = """
-SELECT runs.*, e.host AS host,
+SELECT runs.*, e.host AS host, e.cpu AS cpu, e.gpu AS gpu,
        (SELECT COUNT(*) FROM results r WHERE r.run_id = runs.id) AS n_results,
        (SELECT COUNT(*) FROM results r WHERE r.run_id = runs.id AND r.status = 'done') AS ok,
        (SELECT COUNT(*) FROM results r WHERE r.run_id = runs.id AND r.status = 'failed') AS failed

@@ -1,5 +1,6 @@
-"""Past runs and tunes from the results database: open a run, mark two runs and compare them, or open a tune to
-review its kernels and candidates."""
+"""Past runs and tunes from the results database (runs of any number of machines, e.g. a `boo-tui merge`d one:
+each shows its host and CPU/GPU): open a run, mark two runs and compare them, see a kernel's trend over the runs,
+or open a tune to review its kernels and candidates."""
 from __future__ import annotations
 
 from typing import Any
@@ -14,6 +15,7 @@ from boo_engine.tune.records import list_tunes
 from .base import WorkerScreen, field_of, fmt_time
 from .run import RunScreen
 from .run_compare import RunCompareScreen
+from .trend import TrendScreen
 from .tune_review import TuneReviewScreen
 
 TUNE_COLUMNS = [("tune", "tune"), ("started", "started"), ("status", "status"), ("target", "target"),
@@ -29,6 +31,7 @@ class HistoryScreen(WorkerScreen):
         Binding("enter", "open_run", "Open", show=True),
         Binding("m", "mark", "Mark"),
         Binding("c", "compare_marked", "Compare 2 marked"),
+        Binding("k", "trend", "Kernel trend"),
         Binding("t", "toggle_tunes", "Runs/Tunes"),
         Binding("f5", "reload", "Reload", show=False),
     ]
@@ -42,7 +45,8 @@ class HistoryScreen(WorkerScreen):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static("Newest first. Enter: open  m: mark  c: compare two marked runs  t: runs / tunes",
+        yield Static("Newest first. Enter: open  m: mark  c: compare two marked runs  k: a kernel's trend over "
+                     "the runs  t: runs / tunes",
                      classes="hint")
         with TabbedContent(id="history-tabs"):
             with TabPane("Runs", id="tab-runs"):
@@ -55,7 +59,8 @@ class HistoryScreen(WorkerScreen):
         self.title = "boo-tui: history"
         table = self.query_one("#runs", DataTable)
         for key, label in [("mark", " "), ("run", "run"), ("started", "started"), ("status", "status"),
-                           ("target", "target"), ("jobs", "jobs"), ("command", "command line")]:
+                           ("target", "target"), ("host", "host"), ("machine", "CPU/GPU"), ("jobs", "jobs"),
+                           ("command", "command line")]:
             table.add_column(label, key=key)
         tunes = self.query_one("#tunes", DataTable)
         for key, label in TUNE_COLUMNS:
@@ -79,6 +84,8 @@ class HistoryScreen(WorkerScreen):
                 fmt_time(field_of(r, "started_at", "started")),
                 str(field_of(r, "status", default="-")),
                 str(field_of(r, "target", default="-")),
+                str(field_of(r, "host", default=None) or "-"),
+                str(field_of(r, "gpu", default=None) or field_of(r, "cpu", default=None) or "-"),
                 str(field_of(r, "n_results", "n_jobs", "total_jobs", default="-")),
                 str(field_of(r, "command_line", default="") or ""),
                 key=str(rid),
@@ -146,6 +153,12 @@ class HistoryScreen(WorkerScreen):
         for r in self.runs:
             k = str(field_of(r, "run_id", "id"))
             table.update_cell(k, "mark", Text("*" if int(k) in self.marked else " ", style="bold yellow"))
+
+    def action_trend(self) -> None:
+        """The trend over every stored run of a kernel of the run under the cursor (screens/trend.py)."""
+        rid = self._cursor_run()
+        if rid is not None and not self._showing_tunes():
+            self.app.push_screen(TrendScreen(self.store, rid))
 
     def action_compare_marked(self) -> None:
         if len(self.marked) != 2:

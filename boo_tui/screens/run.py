@@ -22,7 +22,8 @@ class RunScreen(WorkerScreen):
     """One saved run's results, read-only: a table, and the detail pane of the row under the cursor (for a model
 measured by `boo-tui model`, where its time goes)."""
 
-    BINDINGS = [Binding("escape", "app.pop_screen", "Back")]
+    BINDINGS = [Binding("escape", "app.pop_screen", "Back"),
+                Binding("k", "trend", "Kernel trend")]
 
     def __init__(self, store: Any, run_id: int) -> None:
         super().__init__()
@@ -69,6 +70,15 @@ measured by `boo-tui model`, where its time goes)."""
             table.add_row(r.op, r.variant, r.backend, r.status, fmt_us(st.median_us if st else None),
                           fmt_gflops(st.gflops if st else None),
                           r.numerics.verdict if r.numerics else "-", "noisy" if r.noisy else "", r.command)
+
+    def action_trend(self) -> None:
+        """The result under the cursor over every stored run that measured it (screens/trend.py)."""
+        from .trend import TrendScreen
+
+        table = self.query_one(DataTable)
+        r = self.results[table.cursor_row] if 0 <= table.cursor_row < len(self.results) else None
+        key = (r.command, r.variant, r.backend, r.target) if r is not None else None
+        self.app.push_screen(TrendScreen(self.store, self.run_id, key))
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         i = event.cursor_row

@@ -1,5 +1,6 @@
-"""Two saved runs of the same commands side by side: the engine's `compare_runs` (ratio B / A, bootstrap CI,
-verdict), with the --min-effect and seed the newer run was measured with."""
+"""Two saved runs of the same commands side by side: the engine's comparison of stored runs
+(`boo_engine.history.compare_stored`, what `boo-tui compare` prints: ratio B / A, bootstrap CI, verdict, with the
+--min-effect and seed the newer run was measured with), and what differs between the two runs' environments."""
 from __future__ import annotations
 
 import math
@@ -11,8 +12,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Header, Static
 
-from boo_engine.compare import DEFAULT_MIN_EFFECT, Comparison, compare_runs, geomean
+from boo_engine.compare import DEFAULT_MIN_EFFECT, Comparison, geomean
 from boo_engine.exporters import verdict_legend
+from boo_engine.history import RunRef, compare_stored, load_run
 
 from ..cells import VERDICT_MARK, VERDICT_STYLE, fmt_us
 from .base import WorkerScreen, field_of, ratio_text
@@ -26,6 +28,7 @@ class RunsCompared:
     min_effect: float
     seed: int
     settings_differ: bool       # the two runs were measured with different --min-effect or seed
+    differences: tuple[str, ...] = ()   # what differs between the runs' environments and settings
 
 
 def run_settings(info: Any) -> tuple[float, int]:
@@ -65,13 +68,12 @@ class RunCompareScreen(WorkerScreen):
         self._call_in_thread(self._compute, then=self._show)
 
     def _compute(self) -> RunsCompared:
-        """Worker thread: read both runs and compare them as the engine does, with the newer run's settings."""
-        settings_a = run_settings(self.store.run_info(self.run_a))
-        settings_b = run_settings(self.store.run_info(self.run_b))
-        min_effect, seed = settings_b
-        comparisons = compare_runs(self.store.load_results(self.run_a), self.store.load_results(self.run_b),
-                                   min_effect=min_effect, seed=seed)
-        return RunsCompared(comparisons, min_effect, seed, settings_a != settings_b)
+        """Worker thread: read both runs and compare them as `boo-tui compare` does, with the newer run's settings."""
+        path = self.store.path
+        a, b = load_run(RunRef(path, self.run_a)), load_run(RunRef(path, self.run_b))
+        cmp = compare_stored(a, b, require_common=False)
+        return RunsCompared(cmp.comparisons, cmp.min_effect, cmp.seed, run_settings(a.info) != run_settings(b.info),
+                            tuple(f"{d.what}: {d.a} -> {d.b}" for d in cmp.differences))
 
     def _show(self, compared: RunsCompared) -> None:
         table = self.query_one(DataTable)
@@ -89,7 +91,12 @@ class RunCompareScreen(WorkerScreen):
             self.query_one("#compare-summary", Static).update(
                 f"run {self.run_b} against run {self.run_a}: {len(comparisons)} common results, geomean ratio "
                 f"{g:.3f} (< 1: run {self.run_b} faster), {marks}; {settings}.\n"
-                + verdict_legend(compared.min_effect))
+                + verdict_legend(compared.min_effect) + self._differences(compared))
         else:
             self.query_one("#compare-summary", Static).update(
-                f"runs {self.run_a} and {self.run_b} have no finished results in common")
+                f"runs {self.run_a} and {self.run_b} have no finished results in common" + self._differences(compared))
+
+    def _differences(self, compared: RunsCompared) -> str:
+        if not compared.differences:
+            return ""
+        return f"\nDiffers (run {self.run_a} -> run {self.run_b}): " + "; ".join(compared.differences)
