@@ -259,3 +259,27 @@ def test_batch_norm_training_and_eval_run_our_kernels(cache_dir):
         y = torch.compile(ours, backend=be, dynamic=False)(x)
         torch.testing.assert_close(y, ref(x), **TOL)
     assert {s.mode for s in be.kernels if s.op == "bnorm"} == {"forward_inference"}
+
+
+def test_dynamic_shapes_fall_back_never_run_a_static_kernel(cache_dir):
+    """A graph with symbolic sizes (dynamic=True, or Dynamo's automatic dynamic shapes when a second batch size
+    arrives) must not bind our per-shape kernels: the ops fall back, the outputs stay right for every size."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.ReLU(), torch.nn.Flatten(),
+                                torch.nn.Linear(144, 5)).eval()
+    be = backend("eager")
+    compiled = torch.compile(model, backend=be, dynamic=True)
+    with torch.no_grad():
+        for n in (2, 3, 5):
+            x = torch.randn(n, 3, 6, 6)
+            torch.testing.assert_close(compiled(x), model(x), **TOL)
+    assert not be.kernels
+    assert any("dynamic shapes" in str(f[1]) for f in be.fallbacks), be.fallbacks
+
+    be = backend("eager")
+    compiled = torch.compile(model, backend=be)      # dynamic=None: static first, dynamic after a recompile
+    with torch.no_grad():
+        for n in (2, 3, 5):
+            x = torch.randn(n, 3, 6, 6)
+            torch.testing.assert_close(compiled(x), model(x), **TOL)
+    assert len(be.kernels) == 2     # conv+relu and addmm of the first, static graph only

@@ -214,3 +214,17 @@ def test_dashboard_roofline_screen_shows_the_points(peaks_file, tmp_path, monkey
             await pilot.press("q")
 
     asyncio.run(body())
+
+
+def test_a_peaks_file_that_cannot_be_written_is_said_once(peaks_file, tmp_path, monkeypatch):
+    """Best effort, but not silent: every fresh results database would measure the peaks again (~8 s)."""
+    _, first = peaks_file
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv(PEAKS_FILE_ENV, str(blocker / "peaks.json"))
+    peaks_mod.take_notices()
+    peaks_mod.save_file(first)
+    peaks_mod.save_file(first)
+    notes = peaks_mod.take_notices()
+    assert len(notes) == 1 and str(blocker / "peaks.json") in notes[0] and PEAKS_FILE_ENV in notes[0], notes
+    assert peaks_mod.take_notices() == []

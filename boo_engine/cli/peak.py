@@ -58,7 +58,7 @@ def table(peaks: object) -> str:
 
 
 def _main(args: argparse.Namespace) -> int:
-    from ..limits import get_peaks
+    from ..limits import get_peaks, take_notices
     from ..store import Store, default_db_path
     from ..targets import default_target, parse_target
 
@@ -75,6 +75,8 @@ def _main(args: argparse.Namespace) -> int:
         peaks = get_peaks(target, args.threads, store, remeasure=args.remeasure)
     finally:
         store.close()
+    for note in take_notices():
+        print(f"{PROG}: warning: {note}", file=sys.stderr)
     print(table(peaks))
     return EXIT_OK
 

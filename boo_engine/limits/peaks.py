@@ -12,7 +12,6 @@ again in between) shows the peak was wrong, and what it achieved becomes the pea
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import importlib.metadata
 import json
@@ -21,6 +20,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import locations
@@ -220,20 +220,43 @@ def load_file(key: str, target: str) -> Peaks | None:
         return None
 
 
+_unwritable: set[str] = set()
+_notices: list[str] = []
+
+
+def take_notices() -> list[str]:
+    """What the file side has to say (once each per process), emptied: a front end shows them."""
+    with _file_lock:
+        out = list(_notices)
+        _notices.clear()
+    return out
+
+
 def save_file(peaks: Peaks) -> None:
     """Remember the peaks in the per-machine file (best effort: a file that cannot be written costs a measurement
-    next time, never the run)."""
+    next time, never the run). A file that cannot be written is said once per process (`take_notices`): each
+    fresh results database would otherwise measure the peaks again (~8 s) without a word."""
     path = locations.peaks_file()
-    with _file_lock, contextlib.suppress(OSError):
+    with _file_lock:
         try:
-            data = json.loads(path.read_text())
-            entries = dict(data["entries"]) if data.get("format") == _FILE_FORMAT else {}
-        except (OSError, ValueError, KeyError, TypeError):
-            entries = {}
-        entries.pop(_file_key(peaks.machine_key, peaks.target), None)
-        entries[_file_key(peaks.machine_key, peaks.target)] = {**peaks.to_dict(), "how": "file"}
-        entries = dict(list(entries.items())[-_MAX_ENTRIES:])
-        atomic_write(path, json.dumps({"format": _FILE_FORMAT, "entries": entries}, indent=1), make_parents=True)
+            _write_file(path, peaks)
+        except OSError as e:
+            if str(path) not in _unwritable:
+                _unwritable.add(str(path))
+                _notices.append(f"peaks not remembered in {path} ({e.strerror or e}): a new results database will "
+                                f"measure them again (set {locations.PEAKS_FILE_ENV} to a writable file)")
+
+
+def _write_file(path: Path, peaks: Peaks) -> None:
+    try:
+        data = json.loads(path.read_text())
+        entries = dict(data["entries"]) if data.get("format") == _FILE_FORMAT else {}
+    except (OSError, ValueError, KeyError, TypeError):
+        entries = {}
+    entries.pop(_file_key(peaks.machine_key, peaks.target), None)
+    entries[_file_key(peaks.machine_key, peaks.target)] = {**peaks.to_dict(), "how": "file"}
+    entries = dict(list(entries.items())[-_MAX_ENTRIES:])
+    atomic_write(path, json.dumps({"format": _FILE_FORMAT, "entries": entries}, indent=1), make_parents=True)
 
 
 # ---- the answer --------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .peaks import Peak, PeakError, Peaks, get_peaks, raise_peak
+from .peaks import Peak, PeakError, Peaks, get_peaks, raise_peak, take_notices
 from .theory import DTYPES
 
 if TYPE_CHECKING:
@@ -87,9 +87,10 @@ class Roofline:
         except PeakError as e:
             self._failed = str(e)
             return None, [f"no roofline: {e}"]
+        notices = take_notices()
         if self._peaks.how == "measured":
-            return self._peaks, [f"measured this machine's peaks for the roofline in {self._peaks.seconds or 0:.1f} s"]
-        return self._peaks, []
+            notices.insert(0, f"measured this machine's peaks for the roofline in {self._peaks.seconds or 0:.1f} s")
+        return self._peaks, notices
 
     def apply(self, result: JobResult, flops: float, bytes_: float, dtype_name: str) -> list[str]:
         """Set `result`'s roofline; correct the peaks first if the result beats them. Returns notices."""

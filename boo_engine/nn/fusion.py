@@ -83,6 +83,11 @@ def _val(n: Any) -> torch.Tensor:
     v = n.meta.get("val") if isinstance(n, fx.Node) else None
     if not isinstance(v, torch.Tensor):
         raise _Unsupported("no static tensor metadata on an operand")
+    # A symbolic size (torch.compile with dynamic=True, or Dynamo's automatic dynamic shapes after a recompile):
+    # our kernels are built for one shape, and the bound call skips the launchable's shape checks, so a kernel
+    # must never stand in a graph whose shapes can change.
+    if not all(type(d) is int for d in (*v.shape, *v.stride())):
+        raise _Unsupported("dynamic shapes (our kernels are built per shape: torch.compile(..., dynamic=False))")
     return v
 
 
