@@ -62,7 +62,8 @@ def format_us(x: float | None) -> str:
     return f"{x:.2f}"
 
 
-def _fmt_ratio(c: Comparison) -> str:
+def format_ratio(c: Comparison) -> str:
+    """`0.912x [0.900, 0.925] ✅ faster`: the ratio, its CI and the verdict (`-` without a ratio)."""
     if not math.isfinite(c.ratio):
         return "-"
     s = f"{c.ratio:.3f}x"
@@ -330,6 +331,6 @@ def _side_by_side_table(cells: dict[tuple[str, str], dict[str, JobResult]], labe
             row += [_latency_cell(by_label.get(label))] + ([roof_cell(by_label.get(label))] if roof else [])
             if label != BASELINE_LABEL:
                 c = comparisons.get((target, command, label))
-                row.append(_fmt_ratio(c) if c else "-")
+                row.append(format_ratio(c) if c else "-")
         lines.append("| " + " | ".join(row) + " |")
     return lines

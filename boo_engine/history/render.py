@@ -9,23 +9,13 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ..compare import Comparison
 from ..fsutil import atomic_write
-from ..markdown import VERDICT_MARK, format_us, verdict_legend
+from ..markdown import format_ratio, format_us, verdict_legend
 from .runs import RunComparison, describe_runs
 
 FORMATS = (".md", ".csv", ".json")
 CSV_COLUMNS = ("target", "command", "column", "a_median_us", "b_median_us", "ratio", "ci_low", "ci_high", "p_value",
                "verdict", "n_a", "n_b")
-
-
-def _ratio(c: Comparison) -> str:
-    if not math.isfinite(c.ratio):
-        return "-"
-    s = f"{c.ratio:.3f}x"
-    if math.isfinite(c.ci_low) and math.isfinite(c.ci_high):
-        s += f" [{c.ci_low:.3f}, {c.ci_high:.3f}]"
-    return f"{s} {VERDICT_MARK.get(c.verdict, '')} {c.verdict}"
 
 
 def _cell(text: str) -> str:
@@ -47,7 +37,7 @@ def render_markdown(cmp: RunComparison) -> str:
               "|---|---|---|---:|---:|---|"]
     for (target, command, label), c in cmp.comparisons.items():
         lines.append(f"| `{_cell(command)}` | {_cell(label)} | {target} | {format_us(c.baseline_median_us)} | "
-                     f"{format_us(c.variant_median_us)} | {_ratio(c)} |")
+                     f"{format_us(c.variant_median_us)} | {format_ratio(c)} |")
     lines.append("")
     geo = []
     for label, s in cmp.summaries.items():
