@@ -55,7 +55,9 @@ class KernelCall:
             raise BooNNError(f"{match.aten}: kernel {match.sig.func_name} failed to compile: {first}") from None
         self.compile_s = time.perf_counter() - t0
         self.variant_name = used.name
-        self.key = f"{used.name}:{match.sig.func_name}"
+        # the custom op finds the call by this key: two variants may share a name (two "tuned" files), never a
+        # content digest
+        self.key = f"{used.name}:{used.key_material()[:16]}:{match.sig.func_name}"
         self.perms = match.perms if any(p is not None for p in match.perms) else None
         # shapes and dtypes are the graph's (static, guarded by dynamo): on a CPU driver the bound call skips the
         # launchable's per-argument checks (7 us of its 23 us per call on this project's EPYC, a tiny conv)
