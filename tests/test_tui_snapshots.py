@@ -86,5 +86,7 @@ def test_snapshot_wide_layout(snap_compare, make_app):
         await wait_for_rows(30)(pilot)
         await pilot.press("down", "down")      # the third row: command 2, its iree job
         await pilot.pause(0.3)
+        await wait_for_rows(30)(pilot)         # and the table laid out again after the detail pane's update
+        await pilot.pause(0.5)
 
     assert snap_compare(make_app([SAMPLES]), terminal_size=(160, 40), run_before=run_before)
