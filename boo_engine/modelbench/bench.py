@@ -76,10 +76,6 @@ class Column:
     result: JobResult | None = None
 
 
-def _tensor_items(out: Any) -> list[Any]:
-    return _leaves(out)
-
-
 def _one_pass(module: Any, inputs: Sequence[Any], params: Sequence[Any], backward: bool) -> Callable[[], Any]:
     import torch
 
@@ -96,7 +92,7 @@ def _one_pass(module: Any, inputs: Sequence[Any], params: Sequence[Any], backwar
             if x.requires_grad:
                 x.grad = None
         out = module(*inputs)
-        leaves = _tensor_items(out)
+        leaves = _leaves(out)
         if not leaves:
             raise ModelBenchError("--backward: the model returned no floating tensor to differentiate")
         loss = sum(t.float().sum() for t in leaves)
@@ -108,7 +104,7 @@ def _one_pass(module: Any, inputs: Sequence[Any], params: Sequence[Any], backwar
 def _snapshot(out: Any, inputs: Sequence[Any], named_params: Sequence[tuple[str, Any]],
               backward: bool) -> dict[str, Any]:
     """The tensors numerics compares: outputs, then (backward) the grads of inputs and parameters."""
-    got = {f"output {i}": t.detach().clone() for i, t in enumerate(_tensor_items(out))}
+    got = {f"output {i}": t.detach().clone() for i, t in enumerate(_leaves(out))}
     if backward:
         for i, x in enumerate(inputs):
             if x.grad is not None:

@@ -144,8 +144,8 @@ def kernel_variant(sig: OpSignature, variant: Variant) -> Variant:
     extra_forms = tuple((name, f) for n, f in variant.kernel_formulations if n in aliases and name not in have_forms)
     if not (extra_flags or extra_forms):
         return variant
-    return dataclasses.replace(variant, kernel_flags=variant.kernel_flags + extra_flags[:1],
-                               kernel_formulations=variant.kernel_formulations + extra_forms[:1])
+    return dataclasses.replace(variant, kernel_flags=variant.kernel_flags + extra_flags,
+                               kernel_formulations=variant.kernel_formulations + extra_forms)
 
 
 # ---- in-memory launchable cache ---------------------------------------------------------------------------
