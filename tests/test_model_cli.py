@@ -152,3 +152,4 @@ def test_dashboard_shows_a_model_row_with_its_breakdown(cnn_run):
     finally:
         store.close()
     assert "our kernels" in text and "conv" in text
+

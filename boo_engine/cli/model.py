@@ -66,7 +66,7 @@ def _main(args: argparse.Namespace) -> int:
     from ..exporters import check_export_path, export_results
     from ..markdown import render_markdown
     from ..modelbench import ModelJob, bench_model, breakdown_lines
-    from ..results import DONE, FAILED
+    from ..results import DONE, FAILED, INTERRUPTED
     from ..store import Store, default_db_path
     from ..variants import build_variants
 
@@ -108,7 +108,8 @@ def _main(args: argparse.Namespace) -> int:
         for r in results:
             store.record_result(run_id, r)
         failed = any(r.status == FAILED for r in results)
-        store.finish_run(run_id, "failed" if failed else DONE)
+        interrupted = any(r.status == INTERRUPTED for r in results)
+        store.finish_run(run_id, "interrupted" if interrupted else "failed" if failed else DONE)
         run_info["id"] = run_id
     finally:
         store.close()
@@ -120,6 +121,9 @@ def _main(args: argparse.Namespace) -> int:
         if r.breakdown:
             sys.stdout.write(f"\n### where the time goes: iree_boo {r.variant}\n\n```\n"
                              + "\n".join(breakdown_lines(r.breakdown)) + "\n```\n")
+    if any(r.status == INTERRUPTED for r in results):
+        print(f"{PROG}: interrupted: the rounds taken were stored (run {run_info.get('id')})", file=sys.stderr)
+        return 130
     variant_cmps = {k: c for k, c in comparisons.items() if k[2] != "torch"}   # eager is not a variant
     if args.fail_on_regression is not None and regressions(variant_cmps, args.fail_on_regression):
         return EXIT_REGRESSION

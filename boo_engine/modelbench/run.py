@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ..errors import BooError
-from ..results import FAILED, JobResult
+from ..results import FAILED, INTERRUPTED, JobResult
 from ..variants import Variant
 from .bench import (
     Column,
@@ -108,12 +108,22 @@ def bench_model(job: ModelJob, variants: Sequence[Variant], *, iters: int = 50, 
                 r.numerics = compare_tensors(ref, _snapshot(out, inputs, named, job.backward))
         say(f"measuring {sum(1 for c in columns if c.result and c.result.status != FAILED)} columns in "
             f"{rounds} interleaved rounds")
-        measure_interleaved(columns, iters=iters, min_time_s=min_time_s, rounds=rounds,
-                            on_round=lambda k, n: say(f"round {k}/{n} done"))
+        interrupted = False
+        try:
+            measure_interleaved(columns, iters=iters, min_time_s=min_time_s, rounds=rounds,
+                                on_round=lambda k, n: say(f"round {k}/{n} done"))
+        except KeyboardInterrupt:   # Ctrl-C: the rounds already taken are kept, the columns marked interrupted
+            interrupted = True
+            say("interrupted: keeping the samples of the rounds already taken")
         for col in columns:
-            finish(col)
             r = col.result
             assert r is not None
+            if interrupted and r.status != FAILED:
+                if col.samples:
+                    finish(col)     # statistics over the rounds taken
+                r.status, r.error = INTERRUPTED, "interrupted (Ctrl-C): samples of the rounds taken before it"
+                continue
+            finish(col)
             if col.variant is not None and col.label in backends and r.status != FAILED:
                 say(f"iree_boo {col.label}: where the time goes")
                 r.breakdown = measure_breakdown(col.run_pass, backend=backends[col.label])
