@@ -90,14 +90,19 @@ def test_tiny_kernel_is_timed_in_blocks(kernels):
     m = measure(kernels["tiny"].call, iters=200)
     assert m.block_k > 1, (m.est_call_ns, m.timer_overhead_ns, m.loop_overhead_ns)
     assert len(m.samples_us) == 200
-    # The harness's own share stays within the budget, or, where one empty Python loop iteration alone is over
-    # it (a ~3 us kernel on a slow core: CI read 34 and 48 ns), k must have made the timer's share negligible
-    # (blocks of ~100 us: a 60 ns timer pair is 0.06% of one): what is left is the irreducible loop cost.
+    # The harness's own share stays within the 1% budget where it can: k is the smallest block whose timer share
+    # plus the loop's fits (CI read k=7 for a 5.75 us call with an 81 ns timer and ~46 ns loop iterations). Where one
+    # empty Python loop iteration alone is over it (a ~3 us kernel on a slow core: CI read 34 and 48 ns), k must make
+    # the block ~100 us so the timer's share is negligible (a 60 ns timer pair is 0.06% of one): what is left is the
+    # irreducible loop cost.
     irreducible = m.loop_overhead_ns / m.est_call_ns
     timer_share = m.timer_overhead_ns / (m.block_k * m.est_call_ns)
-    assert timer_share <= 0.002, (timer_share, m.block_k, m.timer_overhead_ns, m.est_call_ns)
-    assert m.overhead_fraction <= max(0.011, irreducible + 0.002), (
-        m.overhead_fraction, irreducible, m.block_k, m.timer_overhead_ns)
+    if irreducible < 0.01:
+        assert m.overhead_fraction <= 0.011, (m.overhead_fraction, irreducible, m.block_k, m.timer_overhead_ns)
+    else:
+        assert timer_share <= 0.002, (timer_share, m.block_k, m.timer_overhead_ns, m.est_call_ns)
+        assert m.overhead_fraction <= irreducible + 0.002, (
+            m.overhead_fraction, irreducible, m.block_k, m.timer_overhead_ns)
     # Agreement with plain loops, over comparable spans: 200 blocks of a 2 us kernel last ~4 ms, so one burst of
     # host noise could slow every sample while the plain loops (~115 ms) average it out (CI saw exactly that:
     # min 2.92 us against a 2.25 us median). Sampling for 0.1 s gives the harness the same chance.
