@@ -36,5 +36,6 @@ class SessionConfig:
     cache_mode: str = "warm"                  # "cold": flush the caches before every timed call (bench/flush.py)
     compile_flags: tuple[str, ...] = ()       # --flags: iree-compile flags added to EVERY IREE job of the run,
                                               # baseline included (after the variant's own); part of the cache key
+    ray_address: str | None = None            # --ray / $BOO_RAY_ADDRESS: compile and measure on this Ray cluster
     devices: tuple[str, ...] = ()             # where to measure ("cpu", "cuda:0", ...; bench/devices.py): one
                                               # worker each, a command's jobs on one; (): the target's first

@@ -49,6 +49,11 @@ class CompileError(BooError):
         self.command = list(command or [])
 
 
+class ClusterLost(BooError):
+    """The Ray cluster a run measures or compiles on went away (its head unreachable): the run stops as
+    interrupted, and `--resume` continues it (locally or on a cluster)."""
+
+
 class LaunchError(BooError, ValueError):
     """A launchable was called with arguments of the wrong number, shape or dtype, or failed to load."""
 

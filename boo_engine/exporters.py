@@ -58,7 +58,7 @@ FORMATS = (".csv", ".json", ".md")
 NA = "N.A."
 
 CSV_COLUMNS = [
-    "command", "func_name", "op", "variant", "target", "device", "backend", "status",
+    "command", "func_name", "op", "variant", "target", "device", "node", "backend", "status",
     "n", "min_us", "median_us", "mean_us", "max_us", "stddev_us", "p10_us", "p90_us", "iqr_us", "gflops", "gbps",
     "roofline_us", "pct_roofline",
     "numerics", "noisy", "noise_reason", "host_load", "block_k", "warmup_calls",
@@ -223,6 +223,7 @@ def _result_record(r: JobResult, comparisons: Comparisons) -> dict[str, Any]:
     d: dict[str, Any] = {
         "command": r.command, "func_name": r.func_name, "op": r.op, "variant": r.variant, "target": r.target,
         "device": r.device,
+        "node": r.node,
         "backend": r.backend, "status": r.status, "numerics": r.numerics.verdict if r.numerics else None,
         "noisy": r.noisy, "noise_reason": r.noise_reason, "host_load": r.host_load, "block_k": r.block_k,
         "warmup_calls": r.warmup_calls, "error": r.error, "source": r.source, "reproducer": r.reproducer,
@@ -339,7 +340,7 @@ def render_boo_driver_csv(rows: Sequence[tuple[str, Mapping[str, JobResult]]], *
     dispatch = any(r.device_us is not None for r in results)
     if dispatch:
         header += [f"{b} dispatch_us" for b in backends]
-    several_devices = len({r.device for r in results if r.device}) > 1
+    several_devices = len({_where(r) for r in results if r.device}) > 1   # GPUs, or Ray nodes
     if several_devices:
         header.append("device")
     ours = (len(backends) if roof else 0) + (len(backends) if dispatch else 0) + several_devices
@@ -364,7 +365,7 @@ def render_boo_driver_csv(rows: Sequence[tuple[str, Mapping[str, JobResult]]], *
             line += [_cell(r.device_us) if (r := by_backend.get(b)) is not None and r.device_us is not None
                      else NA for b in backends]
         if several_devices:
-            line.append(" ".join(sorted({r.device for r in by_backend.values() if r.device})) or NA)
+            line.append(" ".join(sorted({_where(r) for r in by_backend.values() if r.device})) or NA)
         out.append(line)
     if weighted:
         out.append(_boo_driver_model_row(rows, backends, len(header) - ours) + [NA] * ours)
@@ -418,3 +419,8 @@ def _boo_driver_model_row(rows: Sequence[tuple[str, Mapping[str, JobResult]]], b
     short = [f"{b} {n} of {len(weighted_rows)}" for b, n in zip(backends, counted) if n < len(weighted_rows)]
     text += f"; partial: {', '.join(short)})" if short else ")"
     return [text] + [NA] * (width - 3 - len(backends)) + [str(calls), NA] + sums
+
+
+def _where(r: JobResult) -> str:
+    """Where a result was measured: its device, and the Ray node when it was not this host (cpu@host/1a2b3c4d)."""
+    return f"{r.device}@{r.node}" if r.node else str(r.device)

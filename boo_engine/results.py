@@ -147,6 +147,7 @@ class JobResult:
     cache_mode: str = "warm"
     #: the device that measured it: "cpu", "cuda:0", "hip:1" (--devices spreads jobs over several)
     device: str | None = None
+    node: str | None = None         # the Ray node that measured it (--ray: host/node-id); None: this host
     #: the least time the kernel's FLOPs and bytes allow on this machine's measured peaks (`boo-tui peak`), and
     #: roofline_us / median_us x 100 (never above 100: a result above it means the peak was wrong)
     roofline_us: float | None = None

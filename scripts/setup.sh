@@ -31,7 +31,8 @@ if ! "$PY" -c "import torch" >/dev/null 2>&1; then
 fi
 
 extras=""
-if [ "${1:-}" = "--test" ]; then extras="[test]"; fi
+# the tests also cover the optional Ray extra (--ray): CI installs it so they run
+if [ "${1:-}" = "--test" ]; then extras="[test,ray]"; fi
 "$PY" -m pip install -q -e ".${extras}"
 # pyenv only exposes new console scripts (boo-tui, boo-driver) after a rehash.
 if command -v pyenv >/dev/null 2>&1; then pyenv rehash || true; fi

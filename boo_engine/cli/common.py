@@ -20,6 +20,24 @@ DEVICES_HELP = ("GPUs to measure on, one benchmark worker each: ids 0,1, a range
                 "the baseline is measured on the same device. Results record the device (cpu, cuda:0, hip:1)")
 
 
+RAY_HELP = ("compile and measure on the Ray cluster at ADDRESS (HOST:PORT of its head, auto, or ray://...; default "
+            "$BOO_RAY_ADDRESS): compiles run as Ray tasks on any node's CPUs, measurements on one actor per node "
+            "(cpu target) or per GPU; results record the node. Needs the optional extra: pip install -e '.[ray]'")
+
+
+def ray_address_arg(given: str | None, devices: object = None) -> str | None:
+    """--ray / $BOO_RAY_ADDRESS, checked: ray installed (else the one line saying how), no --devices beside it."""
+    from ..cluster import ray_address, require_ray
+
+    address = ray_address(given)
+    if address is None:
+        return None
+    require_ray()
+    if devices:
+        raise UsageError("--devices does not go with --ray: the cluster measures on every node's CPU or GPU")
+    return address
+
+
 class RaisingParser(argparse.ArgumentParser):
     """argparse that raises UsageError (one line) instead of printing the usage and exiting: the subcommands'
     parsers (capture, peak), whose errors go through `guarded`."""
@@ -76,6 +94,7 @@ def add_session_args(p: argparse.ArgumentParser) -> None:
     s.add_argument("--resume", nargs="?", const="last", default=None, metavar="RUN_ID",
                    help="continue a run (default: the last one) without redoing its finished jobs")
     s.add_argument("--jobs", type=int, default=None, help="parallel compiles (default: one per core)")
+    s.add_argument("--ray", default=None, metavar="ADDRESS", help=RAY_HELP)
     s.add_argument("--compile-timeout", type=float, default=600.0, metavar="S", help="per compile (default 600)")
 
 
@@ -104,6 +123,7 @@ def config_from_args(args: argparse.Namespace):
     devices = parse_devices(args.devices, target.kind) if getattr(args, "devices", None) is not None else ()
     backends = tuple(dict.fromkeys(args.backend or [IREE, TORCH]))
     check_cache_root(args.cache_dir)
+    ray = ray_address_arg(getattr(args, "ray", None), devices)
     resume = args.resume
     if resume is not None and resume != "last":
         try:
@@ -130,6 +150,7 @@ def config_from_args(args: argparse.Namespace):
         min_effect=args.min_effect / 100.0,
         resume=resume,
         devices=devices,
+        ray_address=ray,
         compile_flags=run_flags,
         command_line=" ".join(shlex.quote(a) for a in [os.path.basename(sys.argv[0])] + sys.argv[1:]),
     )

@@ -25,6 +25,7 @@ from .common import (
     internal_error,
     job_succeeded,
     parse_run_flags,
+    ray_address_arg,
 )
 
 PROG = "boo-driver"
@@ -39,7 +40,7 @@ FLAGS = {
     "--commands-file": 1, "--csv": 1, "--backend": 1, "--verify-numerics": 0, "--cache-dir": 1,
     "--splat-input-value": 1, "--verbose": 0, "--no-verbose": 0, "--gpu-id": 1, "--devices": 1, "--target": 1,
     "--tuning-spec": 1, "--db": 1, "--preload": 0, "--jobs": 1, "--threads": 1, "--seed": 1,
-    "--min-time": 1, "--cache-mode": 1, "--flags": 1, "-h": 0, "--help": 0,
+    "--min-time": 1, "--cache-mode": 1, "--flags": 1, "--ray": 1, "-h": 0, "--help": 0,
     # BOO's numerics flags (iree-turbine driver/driver.py)
     "--numerics-verbose": 0, "--numerics-min-samples": 1, "--numerics-stddev-rtol": 1, "--numerics-stddev-atol": 1,
     "--numerics-mean-rtol": 1, "--numerics-mean-atol": 1, "--numerics-reference-dtype": 1,
@@ -53,7 +54,7 @@ USAGE = """usage: boo-driver [COMMAND ...] [--commands-file FILE] [--csv FILE] [
                   [--verify-numerics] [--cache-dir DIR] [--splat-input-value V] [--verbose | --no-verbose]
                   [--target cpu|hip:ARCH|cuda:ARCH] [--tuning-spec SPEC.mlir] [--db PATH] [--preload]
                   [--jobs N] [--threads N] [--seed N] [--min-time S] [--gpu-id N|-1] [--devices LIST]
-                  [--cache-mode warm|cold] [--flags '--iree-flag=v ...']
+                  [--cache-mode warm|cold] [--flags '--iree-flag=v ...'] [--ray ADDRESS]
                   [--numerics-verbose] [--numerics-min-samples N] [--numerics-{mean,stddev}-{atol,rtol} X]
                   [--numerics-reference-dtype float64|float32] [--skip-structured-tests]
 
@@ -65,6 +66,8 @@ A drop-in for iree-boo-driver: COMMAND is an MIOpenDriver command (conv*, layern
 machine lacks. --devices 0,1 | 0-3 | all: one benchmark worker per GPU, commands spread over them (a free GPU takes
 the next command; all backends of one command run on ONE GPU, so they compare on the same device).
 --flags '--iree-flag=v ...' adds iree-compile flags to every kernel (recorded with the run, part of the cache key).
+--ray ADDRESS (or $BOO_RAY_ADDRESS) compiles and measures on that Ray cluster (one actor per node's CPU or per GPU;
+results record the node); it needs the optional extra: pip install -e '.[ray]'.
 --cache-mode cold flushes the caches before every timed call (warm, the default, leaves inputs in cache).
 On a GPU each line gives the wall time per call and, as `dispatch=`, the device time of the dispatches alone.
 --verify-numerics checks every command's IREE kernel (BOO's criteria, changed by its --numerics-* flags) and adds
@@ -227,6 +230,7 @@ def _run(opts: dict[str, list[str]], command: list[str]) -> int:
         variant = variant_from_env() or variant
     preflight_variant(variant, target)
     devices = _devices(opts, target)
+    ray = ray_address_arg(_last(opts, "--ray"), devices) if "--preload" not in opts else None
     run_flags = parse_run_flags(opts.get("--flags", []), target)
 
     if "--preload" in opts:
@@ -251,6 +255,7 @@ def _run(opts: dict[str, list[str]], command: list[str]) -> int:
         compile_workers=_number(opts, "--jobs", int),
         command_line=" ".join([PROG, *sys.argv[1:]]),
         devices=devices,
+        ray_address=ray,
         compile_flags=run_flags,
     )
     csv_path = _last(opts, "--csv")

@@ -65,12 +65,13 @@ def run_headless(args: argparse.Namespace) -> int:
     from ..bench.worker import BenchWorker
     from ..targets import parse_target
 
-    worker = BenchWorker(threads=config.threads,
-                         device=(config.devices or default_devices(parse_target(config.target).kind))[0])
+    worker = None if config.ray_address else BenchWorker(   # --ray: the cluster's actors measure
+        threads=config.threads, device=(config.devices or default_devices(parse_target(config.target).kind))[0])
     try:
         return _run_session(args, config, worker)
     finally:
-        worker.close()  # idempotent: normally the session closed it already
+        if worker is not None:
+            worker.close()  # idempotent: normally the session closed it already
 
 
 def _run_session(args: argparse.Namespace, config, worker) -> int:

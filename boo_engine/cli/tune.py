@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import BooError
-from .common import EXIT_FAILED, EXIT_OK, check_cache_root, fail, guarded
+from .common import EXIT_FAILED, EXIT_OK, RAY_HELP, check_cache_root, fail, guarded, ray_address_arg
 
 PROG = "boo-tui tune"
 
@@ -47,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cache-dir", default=None, metavar="DIR", help="kernel cache (default: $BOO_CACHE_DIR)")
     p.add_argument("--compile-workers", type=int, default=None, metavar="N")
     p.add_argument("--threads", type=int, default=1, metavar="N", help="CPU threads per kernel (default 1)")
+    p.add_argument("--ray", default=None, metavar="ADDRESS", help=RAY_HELP)
     p.add_argument("--resume", nargs="?", const="last", default=None, metavar="TUNE_ID",
                    help="continue a stopped tune (the last one without an id): finished kernels are kept")
     p.add_argument("--try-flags", action="append", default=[], metavar="'FLAGS'",
@@ -110,7 +111,8 @@ def _main(args: argparse.Namespace, argv: list[str]) -> int:
         target=args.target, out_dir=args.out, budget=args.budget, time_budget_s=args.time_budget, seed=args.seed,
         min_effect=args.min_effect / 100.0, batch=args.batch, final_s=args.final_time, threads=args.threads,
         db_path=args.db, cache_dir=args.cache_dir, compile_workers=args.compile_workers, resume=args.resume,
-        command_line="boo-tui tune " + shlex.join(argv), try_flags=tuple(args.try_flags))
+        command_line="boo-tui tune " + shlex.join(argv), try_flags=tuple(args.try_flags),
+        ray_address=ray_address_arg(args.ray))
     view = _TuneProgress()
     tuner = Tuner(settings, listener=view.on_event)
     return _run_stoppable(tuner, args, view)

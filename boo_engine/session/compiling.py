@@ -12,11 +12,12 @@ The pool and worker modules are imported lazily: the headless front end must sta
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .. import events as ev
 from ..config import SessionConfig
-from ..errors import CompileError, first_line
+from ..errors import ClusterLost, CompileError, first_line
 from ..results import (
     CACHED,
     COMPILING,
@@ -41,17 +42,22 @@ POLL_S = 0.2
 
 class CompileStage:
     def __init__(self, state: SessionState, recorder: RunRecorder, config: SessionConfig, target: Target,
-                 cache: KernelCache) -> None:
+                 cache: KernelCache, pool_factory: Callable[[], CompilePool] | None = None) -> None:
+        """`pool_factory`: makes the pool on first need instead of a local CompilePool (the Ray pool:
+        cluster/compiling.py, with the same interface)."""
         self._state = state
         self._recorder = recorder
         self._config = config
         self._target = target
         self._cache = cache
         self._pool: CompilePool | None = None
+        self._pool_factory = pool_factory
         #: a compile of this session made it into the cache (so the cache can take writes)
         self._stored = False
 
     def _ensure_pool(self) -> CompilePool:
+        if self._pool is None and self._pool_factory is not None:
+            self._pool = self._pool_factory()
         if self._pool is None:
             from ..compile.pool import CompilePool
 
@@ -77,8 +83,11 @@ class CompileStage:
             self._compiled(result, hit)
             return
         self._state.set_status(result, EXPORTING, "waiting for a compile worker")
-        job.future = pool.submit(job.command.signature, self._target, job.variant, extra_flags=extra,
-                                 on_start=lambda: self._state.set_status(result, COMPILING))
+        try:
+            job.future = pool.submit(job.command.signature, self._target, job.variant, extra_flags=extra,
+                                     on_start=lambda: self._state.set_status(result, COMPILING))
+        except ClusterLost as e:
+            self.cluster_lost(e)
 
     def await_(self, job_id: str) -> None:
         """Wait for the job's compile; a failed compile finishes the job FAILED. Returns early when the job is
@@ -101,6 +110,9 @@ class CompileStage:
                     return  # stopped on request, not a failed compile: cancel() / close() give the job its status
                 if isinstance(e, CompileError) and self._not_stored(job_id, e):
                     return
+                if isinstance(e, ClusterLost):   # the run stops as interrupted: --resume compiles it again
+                    self.cluster_lost(e)
+                    return
                 if isinstance(e, CompileError):
                     result.compile = CompileInfo(error=e.stderr or str(e), command=list(e.command))
                     self._state.emit(ev.CompileFinished(job_id=job_id, ok=False, error=str(e)))
@@ -112,6 +124,10 @@ class CompileStage:
         self._stored = True
         job.artifact = artifact
         self._compiled(result, artifact)
+
+    def cluster_lost(self, e: ClusterLost) -> None:
+        """The Ray cluster went away: the run stops as interrupted (said once), for --resume to continue."""
+        cluster_lost(self._state, e)
 
     def _not_stored(self, job_id: str, e: CompileError) -> bool:
         """A compile whose kernel the cache could not take (compile.storage): True when handled here. The job
@@ -190,3 +206,10 @@ def check_spec_applied(state: SessionState, job_id: str) -> bool | None:
         state.emit(ev.Log(job_id=job_id, level="warning",
                           message=f"{result.func_name} [{result.variant}]: {check.detail}"))
     return check.applied
+
+
+def cluster_lost(state: SessionState, e: ClusterLost) -> None:
+    """Stop the run because its Ray cluster went away (the first caller says so): what was measured is kept,
+    every unfinished job ends interrupted, and --resume continues (locally or on a cluster)."""
+    if state.halt(f"{e}: the run stopped (--resume continues it)", str(e)):
+        state.emit(ev.Log(level="error", message=f"{e}: the run stopped (--resume continues it)"))

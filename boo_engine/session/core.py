@@ -81,13 +81,26 @@ class Session:
         self._interrupted = False   # interrupt(): the run ends INTERRUPTED even if it was idle
         self._environment: dict[str, Any] = {}
         self._tmp = tempfile.TemporaryDirectory(prefix="boo-session-")
+        #: --ray: the Ray cluster that compiles and measures (cluster/), None for this host alone
+        self.cluster: Any = None
+        pool_factory, workers = None, None
+        if self.config.ray_address:
+            from ..cluster.attach import attach
+
+            try:
+                self.cluster, pool_factory, workers = attach(self.config, self.target, self._cache, self._state.emit)
+            except BaseException:
+                self._tmp.cleanup()
+                raise
         self.store = Store(self.config.db_path or default_db_path(), on_failure=self._store_failed)
         # `iree-compile --version` and friends take ~0.3 s: done while the inputs are parsed.
         self._environment_thread = threading.Thread(target=self._collect_environment, name="boo-env", daemon=True)
         self._environment_thread.start()
         self._recorder = RunRecorder(self.store, self._state, self.config, self.target.name)
-        self._compiling = CompileStage(self._state, self._recorder, self.config, self.target, self._cache)
-        self._measuring = DeviceStages(self._state, self._recorder, self.config, self.target, self._tmp.name, worker)
+        self._compiling = CompileStage(self._state, self._recorder, self.config, self.target, self._cache,
+                                       pool_factory)
+        self._measuring = DeviceStages(self._state, self._recorder, self.config, self.target, self._tmp.name, worker,
+                                       workers)
         self._finalizer = Finalizer(self._state, self._recorder, self.config, self.target)
         self._runner = Runner(self._state, self._recorder, self.target, self._compiling, self._measuring,
                               self._finalizer)
@@ -348,7 +361,13 @@ class Session:
         return self._environment
 
     def _collect_environment(self) -> None:
-        self._environment = run_environment(self.target, self._cache, self._state.emit)
+        env = run_environment(self.target, self._cache, self._state.emit)
+        if self.cluster is not None:   # where the run's kernels were compiled and measured
+            try:
+                env["ray"] = self.cluster.describe()
+            except Exception as e:  # noqa: BLE001 - the environment is best effort
+                env["ray"] = {"address": self.cluster.address, "error": str(e)}
+        self._environment = env
 
 
 def session_target(config: SessionConfig) -> Target:

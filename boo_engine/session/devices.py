@@ -19,15 +19,17 @@ next: the other devices never notice.
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 from collections import deque
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
+from .. import events as ev
 from ..bench.devices import default_devices
 from ..config import SessionConfig
 from ..targets import Target
-from .measuring import MeasureStage
+from .measuring import GroupMoved, MeasureStage
 from .recording import RunRecorder
 from .state import SessionState
 
@@ -66,15 +68,27 @@ class DeviceStages:
     """The measure stages of a session, one per device, in the order the devices were given."""
 
     def __init__(self, state: SessionState, recorder: RunRecorder, config: SessionConfig, target: Target,
-                 scratch_dir: str, worker: BenchWorker | None = None) -> None:
+                 scratch_dir: str, worker: BenchWorker | None = None,
+                 workers: Sequence[BenchWorker] | None = None) -> None:
         """`worker`: one the caller started early, used for its device when that is one of the session's
-        (else closed)."""
+        (else closed). `workers`: the session's measuring places made elsewhere (a Ray cluster's slots:
+        cluster/measuring.py), one stage each, instead of `config.devices`."""
+        self._state = state
+        self._moved: set[int] = set()       # groups already moved once off a lost worker (by id)
+        if workers:
+            if worker is not None:
+                with contextlib.suppress(Exception):
+                    worker.close()
+            self.stages = [MeasureStage(state, recorder, config, target, scratch_dir, w, device=w.device)
+                           for w in workers]
+            for stage in self.stages:
+                stage.move_lost = functools.partial(self._may_move, stage)
+            return
         devices = tuple(config.devices) or default_devices(target.kind)
         handed = worker if worker is not None and getattr(worker, "device", devices[0]) in devices else None
         if worker is not None and handed is None:
             with contextlib.suppress(Exception):
                 worker.close()
-        self._state = state
         self.stages = [
             MeasureStage(state, recorder, config, target, scratch_dir,
                          handed if handed is not None and getattr(handed, "device", devices[0]) == d else None,
@@ -89,7 +103,9 @@ class DeviceStages:
     def ensure_worker(self) -> None:
         """Start every device's worker now (their torch imports overlap the compiles)."""
         for stage in self.stages:
-            stage.ensure_worker()
+            worker = stage.ensure_worker()
+            if hasattr(worker, "start"):   # a Ray worker starts its actor when asked (in the background)
+                threading.Thread(target=_quietly(worker.start), name="boo-ray-start", daemon=True).start()
 
     def close(self) -> None:
         for stage in self.stages:
@@ -100,24 +116,56 @@ class DeviceStages:
         for stage in self.stages:
             stage.kill_now()
 
+    def _may_move(self, lost: MeasureStage, group: list[str], why: str) -> bool:
+        """`lost`'s worker died mid-group (a Ray actor): may the group move, once, to a device of another node?"""
+        others = [s for s in self.stages if s is not lost and s.node != lost.node]
+        if id(group) in self._moved or not others:
+            return False
+        self._moved.add(id(group))
+        func = self._state.jobs[group[0]].func_name
+        self._state.emit(ev.Log(level="warning", message=f"{func}: {why}; measured again on another node"))
+        return True
+
     def run(self, groups: Sequence[list[str]], work: Callable[[MeasureStage, list[str]], None],
             failed: Callable[[list[str], BaseException], None]) -> None:
         """Measure `groups` by the rule above: `work(stage, group)` for each, on the stage's device; returns when
         every group is done or the session stops. An exception of one group goes to `failed(group, error)` and its
-        device takes the next group."""
-        pending = deque(groups)
+        device takes the next group. A group whose worker was lost and may move (`GroupMoved`) goes back to the
+        front of the queue, for any device but the one that lost it."""
+        pending: deque[list[str]] = deque(groups)
+        avoid: dict[int, set[int]] = {}          # group id -> stages that lost it
+        busy: set[int] = set()
+        cond = threading.Condition()
         state = self._state
 
+        def take(stage: MeasureStage) -> list[str] | None:
+            with cond:
+                while not state.stop.is_set() and state.halted is None:
+                    for group in pending:
+                        if id(stage) not in avoid.get(id(group), ()):
+                            pending.remove(group)   # each group goes to exactly one device
+                            busy.add(id(stage))
+                            return group
+                    if not busy:            # nothing pending this device can take, and nobody can add any
+                        cond.notify_all()
+                        return None
+                    cond.wait(0.2)
+                return None
+
         def loop(stage: MeasureStage) -> None:
-            while not state.stop.is_set() and state.halted is None:
-                try:
-                    group = pending.popleft()   # atomic: each group goes to exactly one device
-                except IndexError:
-                    return
+            while (group := take(stage)) is not None:
                 try:
                     work(stage, group)
+                except GroupMoved:
+                    with cond:
+                        avoid.setdefault(id(group), set()).add(id(stage))
+                        pending.appendleft(group)
                 except Exception as e:  # noqa: BLE001 - one group's bug must not stop this device or the others
                     failed(group, e)
+                finally:
+                    with cond:
+                        busy.discard(id(stage))
+                        cond.notify_all()
 
         if len(self.stages) == 1:
             loop(self.stages[0])
@@ -128,3 +176,11 @@ class DeviceStages:
             t.start()
         for t in threads:
             t.join()
+
+
+def _quietly(fn: Callable[[], object]) -> Callable[[], None]:
+    """`fn` whose failure is left for the first measurement to report."""
+    def call() -> None:
+        with contextlib.suppress(Exception):
+            fn()
+    return call

@@ -29,23 +29,30 @@ from typing import TYPE_CHECKING
 
 from .. import events as ev
 from ..config import SessionConfig
-from ..errors import BooError, first_line
+from ..errors import BooError, ClusterLost, first_line
 from ..results import (
+    CACHED,
     CANCELLED,
     FAILED,
     FINAL_STATUSES,
     INTERRUPTED,
     IREE,
     MEASURING,
+    QUEUED,
     TORCH,
     JobResult,
 )
 from ..targets import Target
+from .compiling import cluster_lost
 from .recording import RunRecorder
 from .state import SessionState
 
 if TYPE_CHECKING:
     from ..bench.worker import BenchOutcome, BenchSpec, BenchWorker
+
+class GroupMoved(BooError):
+    """The device's worker was lost mid-group and the group goes to another device (session/devices.py)."""
+
 
 #: Warm-up (discarded) before the first samples of a job, and before each later interleaving round of it.
 FIRST_WARMUP_S = 0.1
@@ -65,6 +72,8 @@ class MeasureStage:
         self._scratch_dir = scratch_dir
         self._worker = worker
         self.device = device
+        #: set by DeviceStages: may a group whose worker was lost move to another device? (Ray nodes)
+        self.move_lost: Callable[[list[str], str], bool] | None = None
 
     def ensure_worker(self) -> BenchWorker:
         """Start the worker now (its torch import, ~1 s, then overlaps the compiles)."""
@@ -73,6 +82,11 @@ class MeasureStage:
 
             self._worker = BenchWorker(threads=self._config.threads, device=self.device)
         return self._worker
+
+    @property
+    def node(self) -> str | None:
+        """The cluster node this stage measures on (a Ray worker's), None when local."""
+        return getattr(self._worker, "node", None)
 
     def close(self) -> None:
         if self._worker is not None:
@@ -83,6 +97,9 @@ class MeasureStage:
 
     def kill_now(self) -> None:
         """SIGKILL the worker process, taking no lock (see Session.kill_children)."""
+        if self._worker is not None and hasattr(self._worker, "kill_now"):   # a Ray actor: Ray kills it
+            self._worker.kill_now()
+            return
         pid = self._worker.pid if self._worker is not None else None
         if pid:
             with contextlib.suppress(OSError):
@@ -132,7 +149,15 @@ class MeasureStage:
                 except BenchCancelled:
                     self._end_stopped(result)
                     continue
+                except ClusterLost as e:   # the Ray cluster went away: the run stops, interrupted
+                    cluster_lost(state, e)
+                    self._end_stopped(result)
+                    continue
                 except BooError as e:  # BenchFailed (the kernel raised, crashed or hung) and the like
+                    if self.move_lost is not None and getattr(e, "node_alive", None) is not None \
+                            and self.move_lost(group, str(e)):
+                        self._reset(group)   # measured again, all of it, on another node
+                        raise GroupMoved(str(e)) from None
                     if job.cancelled or state.stop.is_set():  # e.g. the worker killed while stopping: not a failure
                         self._end_stopped(result)
                     else:
@@ -144,8 +169,23 @@ class MeasureStage:
                 if job.cancelled or self._stopping():
                     self._end_stopped(result)
                     continue
+                result.node = self.node or result.node
                 self._absorb(result, outcome, last, chunk_start)
         return order
+
+    def _reset(self, group: list[str]) -> None:
+        """The group's unfinished jobs as they were before this device measured them: an interleaved group is
+        measured on ONE device, so what this one took is dropped when another measures the group."""
+        state = self._state
+        for job_id in group:
+            job, result = state.job(job_id), state.jobs[job_id]
+            if result.status in FINAL_STATUSES:
+                continue
+            result.samples_us.clear()
+            result.block_k = result.warmup_calls = result.host_load = None
+            result.started_at = result.device = result.node = None
+            job.load_cpu_s = job.load_wall_s = 0.0
+            state.set_status(result, CACHED if job.backend == IREE else QUEUED, "moved to another node")
 
     def _stopping(self) -> bool:
         """The session is closing, or the run halted (the results database cannot be written)."""

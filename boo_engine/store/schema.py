@@ -289,6 +289,12 @@ def m006_models(db: Database) -> None:
     db.execute("ALTER TABLE results ADD COLUMN breakdown TEXT")
 
 
+@migrations()
+def m007_nodes(db: Database) -> None:
+    """The Ray node that measured a result (`--ray`: host/node-id); NULL when this host did."""
+    db.execute("ALTER TABLE results ADD COLUMN node TEXT")
+
+
 def apply(db: Database) -> None:
     """Bring `db` to the current schema. Safe to call on every open and from several processes at once: the
     whole check-and-apply runs under one write lock (BEGIN IMMEDIATE), so two processes opening a new file

@@ -71,6 +71,7 @@ class TuneSettings:
     compile_workers: int | None = None
     resume: int | str | None = None
     command_line: str = ""
+    ray_address: str | None = None          # --ray: candidates compiled and measured on this Ray cluster
     try_flags: tuple[str, ...] = ()      # the user's own flag sets, tried on every kernel as global choices
 
     def to_dict(self) -> dict[str, Any]:
@@ -132,7 +133,7 @@ class Tuner:
         config = SessionConfig(
             target=s.target, variants=[BASELINE], backends=(IREE,), threads=s.threads, seed=s.seed,
             db_path=s.db_path, cache_dir=s.cache_dir, compile_workers=s.compile_workers, min_effect=s.min_effect,
-            command_line=s.command_line, verify_numerics=True)
+            command_line=s.command_line, verify_numerics=True, ray_address=s.ray_address)
         with Session(config, listener=self._forward) as session:
             self.session = session
             records = self.records = TuneRecords(session.store)

@@ -1,0 +1,241 @@
+"""What runs on the cluster's nodes: the compile task and the measuring actor, and their Ray wrappers.
+
+Both reuse what a local run does, in the node's own processes:
+- `compile_task` is `compile.build.compile_signature` into the node's kernel cache (the folder this host uses,
+  where the node can write it, so nodes sharing a host or a filesystem share the cache), returning what this
+  host needs to land the entry in its own cache (`Shipped`); a failure comes back as the local pool's `Failed`;
+- `MeasureActor` holds one `bench.worker.BenchWorker` (the crash-isolated benchmark process of a local run) on
+  its device, and runs one measurement at a time in a thread, its samples picked up by `poll` as they come.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ..compile.cache import META
+
+#: what one poll waits for new samples before it answers with none
+POLL_WAIT_S = 0.25
+
+
+@dataclass
+class CompileOrder:
+    """One compile, as a task receives it."""
+
+    sig: Any
+    target: Any
+    variant: Any
+    extra_flags: tuple[str, ...]
+    cache_root: str            # this host's kernel cache: the node uses the same folder where it can
+    share_token: str           # a file in that folder: a node that sees it shares this host's cache
+    timeout_s: float
+
+
+@dataclass
+class Shipped:
+    """A compiled entry, as a task returns it: its meta, and its files unless the node shares our cache."""
+
+    meta: dict[str, Any]
+    node_root: str             # the node's cache root (paths in the meta name it)
+    mlir_name: str
+    mlir_text: str | None
+    seconds: float
+    cache_hit: bool
+    node: str
+    files: dict[str, bytes] = field(default_factory=dict)   # path in the entry folder -> bytes; {}: shared
+
+
+def _node_label() -> str:
+    try:
+        import ray
+
+        return f"{socket.gethostname()}/{ray.get_runtime_context().get_node_id()[:8]}"
+    except Exception:  # noqa: BLE001 - outside a Ray worker (tests calling the task directly)
+        return socket.gethostname()
+
+
+def compile_task(order: CompileOrder | None) -> Any:
+    """Compile one kernel on this node (None: a no-op that answers where it ran, sent when joining)."""
+    if order is None:
+        return _node_label()
+    from ..compile.build import compile_signature
+    from ..compile.cache import mlir_file_name, open_cache
+    from ..compile.messages import Failed
+    from ..compile.storage import CacheStoreError
+    from ..errors import CompileError
+
+    try:
+        cache = open_cache(order.cache_root)
+        art = compile_signature(order.sig, order.target, order.variant, cache=cache, timeout_s=order.timeout_s,
+                                extra_flags=order.extra_flags)
+    except CacheStoreError as e:
+        return Failed(str(e), e.stderr, tuple(e.command), cache_root=e.root, cache_reason=e.reason)
+    except CompileError as e:
+        return Failed(str(e), e.stderr, tuple(e.command))
+    except Exception as e:  # noqa: BLE001 - any failure is this job's, said in one line
+        return Failed(f"{order.sig.func_name}: {type(e).__name__}: {e}")
+    shared = (Path(cache.root) / order.share_token).exists()
+    entry = Path(art.dir)
+    files: dict[str, bytes] = {}
+    if not shared:
+        for p in sorted(entry.rglob("*")):
+            if p.is_file() and p.name != META:
+                files[str(p.relative_to(entry))] = p.read_bytes()
+    func = art.func_name
+    mlir_name = mlir_file_name(func, order.variant.export_formulation(func))
+    mlir_path = Path(art.mlir_path)
+    mlir_text = None if shared or not mlir_path.is_file() else mlir_path.read_text()
+    return Shipped(meta=dict(art.meta), node_root=str(cache.root), mlir_name=mlir_name, mlir_text=mlir_text,
+                   seconds=art.compile_seconds, cache_hit=art.cache_hit, node=_node_label(), files=files)
+
+
+class MeasureActor:
+    """One device of one node: its benchmark worker process, one measurement at a time."""
+
+    def __init__(self, device: str, threads: int) -> None:
+        from ..bench.worker import BenchWorker
+
+        self._worker = BenchWorker(threads=threads, device=device)   # its torch import starts now
+        self._cond = threading.Condition()
+        self._runs: dict[int, dict[str, Any]] = {}
+        self._next = 0
+        self._scratch = tempfile.mkdtemp(prefix="boo-ray-measure-")
+
+    def info(self) -> dict[str, Any]:
+        from ..hostcpu import host_cpu_identity
+
+        gpus: list[Any] = []
+        with contextlib.suppress(Exception):
+            import ray
+
+            gpus = list(ray.get_gpu_ids())
+        return {"node": _node_label(), "pid": os.getpid(), "worker_pid": self._worker.pid,
+                "cpu": host_cpu_identity(), "gpus": gpus}
+
+    # ---- kernels ------------------------------------------------------------------------------------------
+    def local_copy(self, path: str, size: int, sha256: str) -> str | None:
+        """Where this node has the kernel: the same path (a shared cache) or the copy sent earlier; None: send it."""
+        from ..compile.cache import file_sha256
+
+        mine = os.path.join(self._scratch, f"{sha256}.vmfb")
+        for p in (path, mine):
+            with contextlib.suppress(OSError):
+                if os.path.getsize(p) == size and (p == mine or file_sha256(Path(p)) == sha256):
+                    return p
+        return None
+
+    def receive(self, sha256: str, blob: bytes) -> str:
+        path = os.path.join(self._scratch, f"{sha256}.vmfb")
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(blob)
+        os.replace(tmp, path)
+        return path
+
+    def _local(self, path: str | None) -> str | None:
+        """A path of the caller's host (saved outputs), where it can be on this node."""
+        if path is None:
+            return None
+        parent = os.path.dirname(path)
+        if os.path.isdir(parent) and os.access(parent, os.W_OK):
+            return path
+        return os.path.join(self._scratch, os.path.basename(path))
+
+    # ---- one measurement ----------------------------------------------------------------------------------
+    def start(self, spec: Any) -> int:
+        spec = replace(spec, save_outputs_to=self._local(spec.save_outputs_to),
+                       compare_outputs_with=self._local(spec.compare_outputs_with))
+        with self._cond:
+            self._next += 1
+            rid = self._next
+            run: dict[str, Any] = {"samples": [], "end": None, "cancel": threading.Event()}
+            self._runs[rid] = run
+
+        def sink(batch: list[float]) -> None:
+            with self._cond:
+                run["samples"].extend(batch)
+                self._cond.notify_all()
+
+        def measure() -> None:
+            from ..bench.worker import BenchCancelled, BenchFailed
+
+            try:
+                end: tuple[Any, ...] = ("done", self._worker.run(spec, on_samples=sink, cancel=run["cancel"]))
+            except BenchCancelled:
+                end = ("cancelled",)
+            except BenchFailed as e:
+                end = ("failed", str(e))
+            except Exception as e:  # noqa: BLE001 - the job fails, the actor stays
+                end = ("failed", f"{type(e).__name__}: {e}")
+            with self._cond:
+                run["end"] = end
+                self._cond.notify_all()
+
+        threading.Thread(target=measure, name=f"boo-ray-measure-{rid}", daemon=True).start()
+        return rid
+
+    def poll(self, rid: int, wait_s: float = POLL_WAIT_S) -> tuple[list[float], tuple[Any, ...] | None]:
+        """The samples taken since the last poll, and how the measurement ended (None: still running)."""
+        deadline = time.monotonic() + wait_s
+        with self._cond:
+            run = self._runs[rid]
+            while not run["samples"] and run["end"] is None and (left := deadline - time.monotonic()) > 0:
+                self._cond.wait(left)
+            batch, run["samples"] = run["samples"], []
+            end = run["end"]
+            if end is not None:
+                del self._runs[rid]
+            return batch, end
+
+    def cancel(self, rid: int) -> None:
+        with self._cond:
+            run = self._runs.get(rid)
+        if run is not None:
+            run["cancel"].set()
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._worker.close()
+        shutil.rmtree(self._scratch, ignore_errors=True)
+
+
+# ---- the Ray wrappers ------------------------------------------------------------------------------------------
+
+_remotes: dict[str, Any] = {}
+
+
+def compile_remote() -> Any:
+    """The compile task: 1 CPU; retried once by Ray when its node or worker process dies."""
+    if "compile" not in _remotes:
+        import ray
+
+        _remotes["compile"] = ray.remote(num_cpus=1, max_retries=1)(compile_task)
+    return _remotes["compile"]
+
+
+def actor_class() -> Any:
+    """The measuring actor: threaded (a poll and a cancel run beside the measurement), never restarted by Ray
+    (a dead actor is a failed result here, and a fresh actor takes the next job)."""
+    if "actor" not in _remotes:
+        import ray
+
+        decorate: Any = ray.remote
+        _remotes["actor"] = decorate(max_concurrency=4, max_restarts=0)(MeasureActor)
+    return _remotes["actor"]
+
+
+def export_all() -> str:
+    """Send the compile task to the cluster now (a no-op run: where it ran), while the head surely answers: a
+    first `.remote()` after the head is gone would block for good."""
+    import ray
+
+    actor_class()
+    return str(ray.get(compile_remote().remote(None), timeout=120))
