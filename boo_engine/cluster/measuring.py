@@ -57,6 +57,8 @@ class RayBenchWorker:
         self._host_cpu = host_cpu
         self._warn = warn
         self._actor: Any = None
+        #: what the actor said when it started: its node, pid, its benchmark worker's pid, CPU, GPUs
+        self.actor_info: dict[str, Any] = {}
         self._lock = threading.Lock()
         self._sent: dict[str, str] = {}       # our vmfb path -> the actor's copy
         self._digests: dict[str, tuple[int, str]] = {}
@@ -97,6 +99,7 @@ class RayBenchWorker:
                 and self._warn is not None:
             self._warn(f"node {self.node} has CPU {info['cpu']}, the kernels are compiled for this host's "
                        f"{self._host_cpu}: its times are of kernels tuned for another CPU")
+        self.actor_info = dict(info)
         self._actor = actor
         return actor
 

@@ -211,5 +211,5 @@ def check_spec_applied(state: SessionState, job_id: str) -> bool | None:
 def cluster_lost(state: SessionState, e: ClusterLost) -> None:
     """Stop the run because its Ray cluster went away (the first caller says so): what was measured is kept,
     every unfinished job ends interrupted, and --resume continues (locally or on a cluster)."""
-    if state.halt(f"{e}: the run stopped (--resume continues it)", str(e)):
+    if state.halt(f"{e}: the run stopped (--resume continues it)", str(e), store_broken=False):
         state.emit(ev.Log(level="error", message=f"{e}: the run stopped (--resume continues it)"))

@@ -123,9 +123,11 @@ class RunRecorder:
         from ..store import StoreWriteError
 
         ok, failed = self._state.counts() if counts is None else counts
-        if self._state.halted is not None:
+        if self._state.halted is not None and self._state.store_broken:
             status = RunStatus.INTERRUPTED   # left `running` in the file: --resume repairs and continues it
         else:
+            if self._state.halted is not None:   # the cluster went away: the file is fine, the run interrupted
+                status = RunStatus.INTERRUPTED
             try:
                 self.store.finish_run(self.run_id, status)
                 if flush:

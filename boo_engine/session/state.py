@@ -38,6 +38,8 @@ class SessionState:
         # Why the run stopped by itself (the results database cannot be written, nothing can be compiled into
         # the cache): one line for the front ends. Once set, nothing more is measured or started.
         self.halted: str | None = None
+        #: the halt came from the results database (it takes no writes): False when the Ray cluster went away
+        self.store_broken = False
         self.halt_reason = ""                # the same, short, for the jobs it leaves unmeasured
         self._listener = listener
 
@@ -69,13 +71,14 @@ class SessionState:
             failed = sum(1 for r in self.jobs.values() if r.status == FAILED)
         return ok, failed
 
-    def halt(self, line: str, reason: str) -> bool:
+    def halt(self, line: str, reason: str, *, store_broken: bool = True) -> bool:
         """Stop the run (the first call wins): `line` for the front ends, `reason` (short) for the jobs left
         unmeasured. The measurement in flight is stopped and the runner woken, without taking the lock (a store
         thread calls this). True for the first call."""
         if self.halted is not None:
             return False
         self.halt_reason = reason
+        self.store_broken = store_broken
         self.halted = line
         self.cancel_measurements()
         self.wake.set()

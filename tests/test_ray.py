@@ -1,0 +1,258 @@
+"""--ray: compiling and measuring on a real Ray cluster, started by the tests on loopback (127.0.0.1, no
+dashboard), and nothing of it left running afterwards. Skipped when the optional extra is not installed (CI
+installs it: scripts/setup.sh --test)."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ray")
+
+from boo_engine.cluster.connect import Cluster  # noqa: E402
+from boo_engine.cluster.loopback import LoopbackCluster  # noqa: E402
+from boo_engine.config import SessionConfig  # noqa: E402
+from boo_engine.results import DONE, FAILED, INTERRUPTED, MEASURING  # noqa: E402
+from boo_engine.session import Session  # noqa: E402
+
+COMMANDS = [
+    "conv -n 1 -c 8 -H 16 -W 16 -k 8 -y 3 -x 3 --iter 20",
+    "gemm -m 64 -n 64 -k 64 --iter 20",
+    "layernorm --input 4x64 --normalized_dim 1 -F 1 --iter 20",
+]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("State:"):
+                return "Z" not in line.split()[1]
+    except OSError:
+        return False
+    return False
+
+
+def _gone(pids, timeout_s: float = 15.0) -> list[int]:
+    deadline = time.monotonic() + timeout_s
+    while (left := [p for p in pids if _alive(p)]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """One head with 2 CPUs for the module; this process joins it (Ray's driver is per process) and leaves it
+    at the end, then the cluster's processes are killed and checked gone."""
+    import ray
+
+    c = LoopbackCluster(cpus=2)
+    try:
+        yield c
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        Cluster._joined = None
+        pids = c.pids()
+        c.stop()
+        assert not _gone(pids), "processes of the test cluster are still running"
+
+
+def _config(tmp_path: Path, cluster, **kw) -> SessionConfig:
+    base = dict(target="cpu", db_path=str(tmp_path / "r.db"), cache_dir=str(tmp_path.parent / "ray-kernels"),
+                rounds=2, ray_address=cluster.address if cluster is not None else None)
+    base.update(kw)
+    return SessionConfig(**base)
+
+
+def _run(session: Session, inputs, timeout_s: float = 240.0) -> None:
+    session.add_inputs(inputs)
+    session.start()
+    assert session.wait(timeout=timeout_s), "the run did not finish"
+
+
+def test_run_through_the_cluster_matches_a_local_run(cluster, tmp_path):
+    with Session(_config(tmp_path, cluster)) as session:
+        _run(session, COMMANDS)
+        ray_results = list(session.jobs.values())
+        workers = [s._worker for s in session._measuring.stages]
+        env = session.environment()
+        info = workers[0].actor_info
+    assert len(ray_results) == 2 * len(COMMANDS)       # iree and torch per command
+    assert all(r.status == DONE for r in ray_results), [(r.func_name, r.backend, r.error) for r in ray_results]
+    assert {r.node for r in ray_results} == {workers[0].node} and workers[0].node
+    assert all(len(r.samples_us) == 20 for r in ray_results)
+    assert env["ray"]["address"] == cluster.address and len(env["ray"]["nodes"]) == 1
+    # the node is stored and exported
+    con = sqlite3.connect(tmp_path / "r.db")
+    assert {n for (n,) in con.execute("SELECT node FROM results")} == {workers[0].node}
+    # the actor and its benchmark worker process end with the session: nothing of ours left running
+    assert info["pid"] and info["worker_pid"]
+    assert not _gone([info["pid"], info["worker_pid"]])
+
+    local = tmp_path / "local"
+    local.mkdir()
+    with Session(_config(local, None)) as session:
+        _run(session, COMMANDS)
+        local_results = list(session.jobs.values())
+    assert len(local_results) == len(ray_results)
+    assert all(r.status == DONE and r.node is None for r in local_results)
+    assert sorted((r.func_name, r.backend) for r in local_results) == \
+        sorted((r.func_name, r.backend) for r in ray_results)
+
+
+def test_compiles_travel_to_this_host_when_the_node_does_not_share_its_cache(cluster, tmp_path):
+    """A node compiling into a folder this host does not see ships the entry through the object store: it lands
+    in our cache under the same key, with the reproducer's paths rewritten to ours, and a local compile of the
+    same kernel is then a cache hit."""
+    from boo_engine.cluster.compiling import RayCompilePool
+    from boo_engine.commands import parse_command
+    from boo_engine.compile.build import compile_signature
+    from boo_engine.compile.cache import KernelCache
+
+    ours = KernelCache(tmp_path / "ours")
+    theirs = tmp_path / "node-cache"
+    sig = parse_command("gemm -m 32 -n 48 -k 16")
+    pool = RayCompilePool(Cluster(cluster.address), ours, node_cache=str(theirs))
+    try:
+        art = pool.submit(sig, "cpu").result(timeout=240)
+    finally:
+        pool.shutdown()
+    assert Path(art.vmfb_path).is_file() and str(ours.root) in art.vmfb_path
+    assert not art.cache_hit
+    script = (Path(art.dir) / "compile_command.sh").read_text()
+    assert str(ours.root) in script and str(theirs) not in script
+    assert all(str(theirs) not in part for part in art.command)
+    node_vmfb = next(theirs.rglob("kernel.vmfb"))
+    assert node_vmfb.read_bytes() == Path(art.vmfb_path).read_bytes()
+    again = compile_signature(sig, "cpu", cache=ours)
+    assert again.cache_hit and again.key == art.key
+
+
+def _pid_of_measuring_actor(session: Session, timeout_s: float = 120.0) -> tuple[int, str]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        measuring = [r for r in session.jobs.values() if r.status == MEASURING and r.samples_us]
+        info = session._measuring.stages[0]._worker.actor_info
+        if measuring and info.get("pid"):
+            return int(info["pid"]), measuring[0].job_id
+        time.sleep(0.05)
+    raise AssertionError("no job started measuring")
+
+
+def test_an_actor_killed_mid_run_fails_its_job_and_the_run_goes_on(cluster, tmp_path):
+    """One node: nowhere else to go, so the job in hand fails naming the node, and a fresh actor on the same
+    node measures the rest."""
+    config = _config(tmp_path, cluster, min_time_s=1.5, backends=("iree",))
+    with Session(config) as session:
+        session.add_inputs(COMMANDS[:2])
+        session.start()
+        pid, job_id = _pid_of_measuring_actor(session)
+        os.kill(pid, signal.SIGKILL)
+        assert session.wait(timeout=240)
+        results = dict(session.jobs)
+    killed = results[job_id]
+    assert killed.status == FAILED and "died" in (killed.error or ""), killed.error
+    others = [r for j, r in results.items() if j != job_id]
+    assert others and all(r.status == DONE for r in others), [(r.status, r.error) for r in others]
+
+
+def test_an_actor_killed_on_one_of_two_nodes_moves_its_command_to_the_other(tmp_path):
+    """Two nodes: the group whose actor died is measured again, whole, on the other node."""
+    import ray
+
+    if ray.is_initialized():   # the module's cluster: this test joins its own
+        ray.shutdown()
+    Cluster._joined = None
+    with LoopbackCluster(cpus=1) as two:
+        two.add_node(cpus=1)
+        try:
+            config = _config(tmp_path, two, min_time_s=1.5, backends=("iree",))
+            with Session(config) as session:
+                assert len(session._measuring.stages) == 2
+                session.add_inputs(COMMANDS[:1])
+                session.start()
+                deadline = time.monotonic() + 120
+                while time.monotonic() < deadline:
+                    busy = [s for s in session._measuring.stages if s._worker.actor_info.get("pid")
+                            and any(r.status == MEASURING and r.samples_us for r in session.jobs.values())]
+                    if busy:
+                        break
+                    time.sleep(0.05)
+                first = next(r for r in session.jobs.values() if r.status == MEASURING)
+                lost_node = first.node or busy[0].node
+                stage = next(s for s in session._measuring.stages if s._worker.actor_info.get("pid"))
+                lost_node = stage.node
+                os.kill(int(stage._worker.actor_info["pid"]), signal.SIGKILL)
+                assert session.wait(timeout=240)
+                results = list(session.jobs.values())
+        finally:
+            ray.shutdown()
+            Cluster._joined = None
+    assert all(r.status == DONE for r in results), [(r.status, r.error) for r in results]
+    assert {r.node for r in results} != {lost_node} and all(r.node for r in results)
+
+
+def _cli(*args, env, timeout=300):
+    return subprocess.run([sys.executable, "-m", "boo_tui", *args], env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_the_cluster_going_away_interrupts_the_run_and_resume_finishes_it_locally(tmp_path, cli_env):
+    """The head dies mid-measurement: the run ends interrupted (what was measured kept), the process exits by
+    itself, and --resume measures the rest on this host."""
+    db = tmp_path / "r.db"
+    with LoopbackCluster(cpus=2) as gone:
+        proc = subprocess.Popen([sys.executable, "-m", "boo_tui", "--headless", "--db", str(db), "--target", "cpu",
+                                 "--backend", "iree", "--min-time", "1.5", "--ray", gone.address, *COMMANDS],
+                                env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        out: list[str] = []
+        reader = threading.Thread(target=lambda: out.extend(proc.stdout), daemon=True)
+        reader.start()
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and not any("done" in line for line in out):
+            time.sleep(0.1)
+        assert any("done" in line for line in out), "".join(out)
+        gone.stop()
+        proc.wait(timeout=120)
+        reader.join(5)
+    text = "".join(out)
+    assert proc.returncode == 1, text
+    assert "went away" in text and "--resume" in text, text
+    con = sqlite3.connect(db)
+    (status,) = con.execute("SELECT status FROM runs").fetchone()
+    assert status == "interrupted"
+    statuses = [s for (s,) in con.execute("SELECT status FROM results")]
+    assert "done" in statuses and INTERRUPTED in statuses, statuses
+    con.close()
+    resumed = _cli("--headless", "--db", str(db), "--resume", "--export", str(tmp_path / "r.json"), env=cli_env)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    results = json.loads((tmp_path / "r.json").read_text())["results"]
+    assert len(results) == len(COMMANDS) and all(r["status"] == "done" for r in results)
+
+
+def test_ray_errors_are_one_line(tmp_path, cli_env):
+    closed = _cli("--headless", "--db", str(tmp_path / "r.db"), "--ray", "127.0.0.1:9", COMMANDS[1], env=cli_env)
+    assert closed.returncode == 2
+    assert "no Ray cluster answers at 127.0.0.1:9" in closed.stderr and "Traceback" not in closed.stderr
+    # without the extra: one line saying how to install it (a `ray` that cannot be imported shadows the real one)
+    fake = tmp_path / "noray" / "ray"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('no ray here')\n")
+    env = dict(cli_env, PYTHONPATH=os.pathsep.join([str(fake.parent), cli_env.get("PYTHONPATH", "")]))
+    for argv in (["-m", "boo_tui", "--headless", "--ray", "127.0.0.1:9", COMMANDS[1]],
+                 ["-m", "boo_engine.cli.driver", "--ray", "127.0.0.1:9", "gemm", "-m", "8", "-n", "8", "-k", "8"]):
+        p = subprocess.run([sys.executable, *argv], env=env, capture_output=True, text=True, timeout=120)
+        assert p.returncode == 2, p.stderr
+        assert "pip install" in p.stderr and "ray" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    env[ "BOO_RAY_ADDRESS"] = "127.0.0.1:9"
+    p = subprocess.run([sys.executable, "-m", "boo_tui", "--headless", COMMANDS[1]], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 2 and "pip install" in p.stderr, p.stderr
