@@ -62,6 +62,7 @@ def full_result(job_id: str = "j1", n: int = 7, **kw) -> JobResult:
                             artifact="/cache/x/out.vmfb", key="abc123", compiler_version="IREE 3.13",
                             num_dispatches=2, error="remark: something", spec_applied=False),
         reproducer="iree-benchmark-module --module=/cache/x/out.vmfb --device=local-sync",
+        node="hostA/1a2b3c4d",
         started_at=1763700000.125,
         finished_at=1763700003.5,
     )
@@ -197,7 +198,8 @@ def test_migrations_idempotent(tmp_path):
         assert s2.load_results(run) == [full_result()]
         with sqlite3.connect(path) as conn:
             names = [r[0] for r in conn.execute("SELECT name FROM _sqlite_migrations")]
-        assert names == ["m001_initial", "m002_run_owner", "m003_tunes", "m004_weights", "m005_limits", "m006_models"]
+        assert names == ["m001_initial", "m002_run_owner", "m003_tunes", "m004_weights", "m005_limits", "m006_models",
+                         "m007_nodes"]
 
 
 def test_two_stores_on_one_file_at_once(tmp_path):
