@@ -53,6 +53,8 @@ def render_detail(view: JobView, comparison: Comparison | None = None,
                  + (f"  {view.detail}" if view.detail else ""))
     if r.device:   # where it was measured (--devices: one of several)
         head.add_row("device", r.device)
+    if r.node:     # --ray: the cluster node whose actor measured it
+        head.add_row("node", r.node)
     if r.source:
         head.add_row("source", r.source)
     if r.error:

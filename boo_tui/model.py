@@ -89,8 +89,8 @@ class RunModel:
         self.command_index.setdefault(result.command, len(self.command_index) + 1)
         if result.calls is not None:
             self.weighted = True
-        if result.device:
-            self.devices.add(result.device)
+        if result.device:   # (with the node, --ray: two nodes' cpus are two devices)
+            self.devices.add(f"{result.device}@{result.node}" if result.node else result.device)
         if view is None:
             view = JobView(result=result, status=result.status)
             self.jobs[result.job_id] = view

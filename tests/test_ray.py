@@ -256,3 +256,49 @@ def test_ray_errors_are_one_line(tmp_path, cli_env):
     p = subprocess.run([sys.executable, "-m", "boo_tui", "--headless", COMMANDS[1]], env=env, capture_output=True,
                        text=True, timeout=120)
     assert p.returncode == 2 and "pip install" in p.stderr, p.stderr
+
+
+def test_tune_and_boo_driver_run_on_the_cluster(cluster, tmp_path, cli_env):
+    """`boo-tui tune --ray` and `boo-driver --ray`: every result they store was measured by a node."""
+    db = tmp_path / "t.db"
+    tune = subprocess.run([sys.executable, "-m", "boo_tui.cli", "tune", "gemm --a_w 32 --a_h 32 --b_w 32",
+                           "--budget", "3", "--final-time", "0.3", "--out", str(tmp_path / "out"), "--db", str(db),
+                           "--ray", cluster.address], env=cli_env, capture_output=True, text=True, timeout=600)
+    assert tune.returncode == 0, tune.stderr[-3000:]
+    assert (tmp_path / "out" / "report.md").is_file()
+    con = sqlite3.connect(db)
+    total, with_node = con.execute("SELECT count(*), count(node) FROM results WHERE status = 'done'").fetchone()
+    con.close()
+    assert total > 0 and with_node == total
+    db2 = tmp_path / "d.db"
+    env = dict(cli_env, BOO_RAY_ADDRESS=cluster.address)   # the environment variable instead of --ray
+    drv = subprocess.run([sys.executable, "-m", "boo_engine.cli.driver", "gemm", "-m", "64", "-n", "64", "-k", "64",
+                          "--iter", "10", "--db", str(db2)], env=env, capture_output=True, text=True, timeout=300)
+    assert drv.returncode == 0, drv.stdout + drv.stderr
+    con = sqlite3.connect(db2)
+    assert [n for (n,) in con.execute("SELECT node FROM results")] and \
+        all(n for (n,) in con.execute("SELECT node FROM results"))
+    con.close()
+
+
+def test_a_node_without_the_variants_files_gets_them(tmp_path):
+    """A spec path the node cannot write (another machine's layout) is written to a folder of the node's; one it
+    can write is written at the same path, so the flags, and the cache key, stay the caller's."""
+    from boo_engine.cluster.remote import _materialize, variant_files
+    from boo_engine.variants import Variant
+
+    spec = tmp_path / "spec.mlir"
+    spec.write_text("// a spec\n")
+    v = Variant(name="tuned", tuning_specs=(str(spec),))
+    files = variant_files(v)
+    assert _materialize(v, files) is v                       # the node has it: nothing changes
+    elsewhere = tmp_path / "not-yet" / "spec.mlir"
+    v2 = Variant(name="tuned", tuning_specs=(str(elsewhere),))
+    assert _materialize(v2, {str(elsewhere): b"// a spec\n"}) is v2 and elsewhere.read_bytes() == b"// a spec\n"
+    blocked = tmp_path / "file-not-dir"
+    blocked.write_text("")
+    v3 = Variant(name="tuned", tuning_specs=(str(blocked / "spec.mlir"),))
+    moved = _materialize(v3, {str(blocked / "spec.mlir"): b"// a spec\n"})
+    assert moved.tuning_specs[0] != str(blocked / "spec.mlir")
+    assert Path(moved.tuning_specs[0]).read_bytes() == b"// a spec\n"
+    assert moved.key_material() == v.key_material()          # same content, same key

@@ -99,6 +99,10 @@ class RayBenchWorker:
                 and self._warn is not None:
             self._warn(f"node {self.node} has CPU {info['cpu']}, the kernels are compiled for this host's "
                        f"{self._host_cpu}: its times are of kernels tuned for another CPU")
+        if info.get("nice") and self._warn is not None:
+            self._warn(f"the measuring actor on node {self.node} runs at nice {info['nice']} (Ray's worker "
+                       f"niceness; it may not be lowered there): start that node with RAY_worker_niceness=0, or "
+                       f"its measurements lose the CPU to anything else running there")
         self.actor_info = dict(info)
         self._actor = actor
         return actor

@@ -37,6 +37,35 @@ class CompileOrder:
     cache_root: str            # this host's kernel cache: the node uses the same folder where it can
     share_token: str           # a file in that folder: a node that sees it shares this host's cache
     timeout_s: float
+    files: dict[str, bytes] = field(default_factory=dict)   # the variant's spec and substituted files, by path
+
+
+def variant_files(variant: Any) -> dict[str, bytes]:
+    """The files a variant's kernel is built from (tuning specs, substituted dispatches), for nodes that lack
+    them: the cache key hashes their content, never their path."""
+    paths = list(variant.tuning_specs) + [path for _, _, path in variant.substitutions]
+    return {p: Path(p).read_bytes() for p in paths}
+
+
+def _materialize(variant: Any, files: dict[str, bytes]) -> Any:
+    """The variant with its files present on this node: at the same path where the node has them or can write
+    them there (the flags, and so the key, are then the caller's), else in a folder of this node's."""
+    moved: dict[str, str] = {}
+    for path, blob in files.items():
+        with contextlib.suppress(OSError):
+            if Path(path).read_bytes() == blob:
+                continue
+        try:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_bytes(blob)
+        except OSError:
+            local = Path(tempfile.mkdtemp(prefix="boo-ray-files-")) / Path(path).name
+            local.write_bytes(blob)
+            moved[path] = str(local)
+    if not moved:
+        return variant
+    return replace(variant, tuning_specs=tuple(moved.get(p, p) for p in variant.tuning_specs),
+                   substitutions=tuple((k, n, moved.get(p, p)) for k, n, p in variant.substitutions))
 
 
 @dataclass
@@ -74,7 +103,8 @@ def compile_task(order: CompileOrder | None) -> Any:
 
     try:
         cache = open_cache(order.cache_root)
-        art = compile_signature(order.sig, order.target, order.variant, cache=cache, timeout_s=order.timeout_s,
+        variant = _materialize(order.variant, order.files)
+        art = compile_signature(order.sig, order.target, variant, cache=cache, timeout_s=order.timeout_s,
                                 extra_flags=order.extra_flags)
     except CacheStoreError as e:
         return Failed(str(e), e.stderr, tuple(e.command), cache_root=e.root, cache_reason=e.reason)
@@ -103,6 +133,11 @@ class MeasureActor:
     def __init__(self, device: str, threads: int) -> None:
         from ..bench.worker import BenchWorker
 
+        # Ray starts its workers niced (its worker_niceness); a measurement must not lose its CPU to anything else
+        # of the node's, so the actor (and the benchmark process it spawns) goes back to 0 where it may
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, 0, 0)
+        self._nice = os.getpriority(os.PRIO_PROCESS, 0)
         self._worker = BenchWorker(threads=threads, device=device)   # its torch import starts now
         self._cond = threading.Condition()
         self._runs: dict[int, dict[str, Any]] = {}
@@ -118,7 +153,7 @@ class MeasureActor:
 
             gpus = list(ray.get_gpu_ids())
         return {"node": _node_label(), "pid": os.getpid(), "worker_pid": self._worker.pid,
-                "cpu": host_cpu_identity(), "gpus": gpus}
+                "cpu": host_cpu_identity(), "gpus": gpus, "nice": self._nice}
 
     # ---- kernels ------------------------------------------------------------------------------------------
     def local_copy(self, path: str, size: int, sha256: str) -> str | None:
