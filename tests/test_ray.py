@@ -302,3 +302,34 @@ def test_a_node_without_the_variants_files_gets_them(tmp_path):
     assert moved.tuning_specs[0] != str(blocked / "spec.mlir")
     assert Path(moved.tuning_specs[0]).read_bytes() == b"// a spec\n"
     assert moved.key_material() == v.key_material()          # same content, same key
+
+
+def test_the_dashboard_runs_on_the_cluster_and_names_the_node(cluster, tmp_path):
+    """The dashboard does not know the difference: the same session, its jobs measured by the cluster's actor,
+    the detail pane naming the node."""
+    import asyncio
+    import io
+
+    from rich.console import Console
+    from tui_pilot import wait_until
+
+    from boo_engine.results import FINAL_STATUSES
+    from boo_tui.app import BooApp
+
+    app = BooApp(_config(tmp_path, cluster), COMMANDS[1:2])
+
+    async def body() -> None:
+        async with app.run_test(size=(140, 40)) as pilot:
+            await wait_until(pilot, lambda: bool(app.model.jobs) and all(
+                v.status in FINAL_STATUSES for v in app.model.jobs.values()), 240, "the run to finish")
+            views = list(app.model.jobs.values())
+            assert all(v.status == DONE and v.result.node for v in views), [(v.status, v.result.error) for v in views]
+            app._select(views[0].job_id)
+            await pilot.pause(0.3)
+            console = Console(width=150, record=True, file=io.StringIO())
+            console.print(app.query_one("#detail").content)
+            detail = console.export_text()
+            assert "node" in detail and views[0].result.node in detail, detail
+            await pilot.press("q")
+
+    asyncio.run(body())
