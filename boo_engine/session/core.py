@@ -80,27 +80,16 @@ class Session:
         self._stopped = False       # the work stopped (interrupt() or close()): no job runs any more
         self._interrupted = False   # interrupt(): the run ends INTERRUPTED even if it was idle
         self._environment: dict[str, Any] = {}
-        self._tmp = tempfile.TemporaryDirectory(prefix="boo-session-")
-        #: --ray: the Ray cluster that compiles and measures (cluster/), None for this host alone
-        self.cluster: Any = None
-        pool_factory, workers = None, None
-        if self.config.ray_address:
-            from ..cluster.attach import attach
-
-            try:
-                self.cluster, pool_factory, workers = attach(self.config, self.target, self._cache, self._state.emit)
-            except BaseException:
-                self._tmp.cleanup()
-                raise
+        self._tmp = tempfile.TemporaryDirectory(prefix="boo-session-")   # (--ray: the cluster, below; None: here)
+        self.cluster, pools, workers = join_cluster(self.config, self.target, self._cache, self._state, self._tmp)
         self.store = Store(self.config.db_path or default_db_path(), on_failure=self._store_failed)
         # `iree-compile --version` and friends take ~0.3 s: done while the inputs are parsed.
         self._environment_thread = threading.Thread(target=self._collect_environment, name="boo-env", daemon=True)
         self._environment_thread.start()
         self._recorder = RunRecorder(self.store, self._state, self.config, self.target.name)
-        self._compiling = CompileStage(self._state, self._recorder, self.config, self.target, self._cache,
-                                       pool_factory)
-        self._measuring = DeviceStages(self._state, self._recorder, self.config, self.target, self._tmp.name, worker,
-                                       workers)
+        cfg, target = self.config, self.target
+        self._compiling = CompileStage(self._state, self._recorder, cfg, target, self._cache, pools)
+        self._measuring = DeviceStages(self._state, self._recorder, cfg, target, self._tmp.name, worker, workers)
         self._finalizer = Finalizer(self._state, self._recorder, self.config, self.target)
         self._runner = Runner(self._state, self._recorder, self.target, self._compiling, self._measuring,
                               self._finalizer)
@@ -361,13 +350,7 @@ class Session:
         return self._environment
 
     def _collect_environment(self) -> None:
-        env = run_environment(self.target, self._cache, self._state.emit)
-        if self.cluster is not None:   # where the run's kernels were compiled and measured
-            try:
-                env["ray"] = self.cluster.describe()
-            except Exception as e:  # noqa: BLE001 - the environment is best effort
-                env["ray"] = {"address": self.cluster.address, "error": str(e)}
-        self._environment = env
+        self._environment = run_environment(self.target, self._cache, self._state.emit, self.cluster)
 
 
 def session_target(config: SessionConfig) -> Target:
@@ -377,7 +360,23 @@ def session_target(config: SessionConfig) -> Target:
     return target if config.per_op_defaults else dataclasses.replace(target, per_op_defaults=False)
 
 
-def run_environment(target: Target, cache: Any, emit: Callable[[ev.Event], None]) -> dict[str, Any]:
+def join_cluster(config: SessionConfig, target: Target, cache: Any, state: SessionState,
+                 tmp: tempfile.TemporaryDirectory[str]) -> tuple[Any, Any, Any]:
+    """--ray: (the cluster, a factory of its compile pool, its benchmark workers); (None, None, None) without
+    it. A cluster that cannot be used raises its one-line ClusterError (the session's scratch folder removed)."""
+    if not config.ray_address:
+        return None, None, None
+    from ..cluster.attach import attach
+
+    try:
+        return attach(config, target, cache, state.emit)
+    except BaseException:
+        tmp.cleanup()
+        raise
+
+
+def run_environment(target: Target, cache: Any, emit: Callable[[ev.Event], None],
+                    cluster: Any = None) -> dict[str, Any]:
     """What a run records about where it ran (environment.py), with where its per-op flags come from; a damaged
     defaults table is said once through `emit` (the rules decide meanwhile)."""
     from ..environment import collect_environment
@@ -393,7 +392,13 @@ def run_environment(target: Target, cache: Any, emit: Callable[[ev.Event], None]
         emit(ev.Log(level="info", message=jit))
     if defaults.get("warning"):
         emit(ev.Log(level="warning", message=str(defaults["warning"])))
-    return collect_environment(target.name, compiler_version=version, per_op_defaults=defaults)
+    env = collect_environment(target.name, compiler_version=version, per_op_defaults=defaults)
+    if cluster is not None:   # --ray: where the run's kernels were compiled and measured
+        try:
+            env["ray"] = cluster.describe()
+        except Exception as e:  # noqa: BLE001 - the environment is best effort
+            env["ray"] = {"address": cluster.address, "error": str(e)}
+    return env
 
 
 def ptx_jit_notice(target: Target) -> str | None:
