@@ -25,7 +25,7 @@ from ..compile.cache import COMMAND, KernelCache
 from ..compile.flags import as_target, compile_flags
 from ..compile.messages import Failed
 from ..compile.storage import storing
-from ..errors import ClusterLost, CompileError
+from ..errors import ClusterLost, CompileError, one_line
 from ..ops.base import OpSignature
 from ..targets import Target
 from ..variants import BASELINE, Variant
@@ -65,6 +65,8 @@ class RayCompilePool:
         """Queue one compile on the cluster. `on_start` is called at once: Ray does not say when a task starts."""
         target, variant = as_target(target), variant or BASELINE
         fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        if self._closed:
+            raise RuntimeError("RayCompilePool is shut down")
         self.cluster.check()
         try:
             files = variant_files(variant)
@@ -131,7 +133,7 @@ class RayCompilePool:
             if not isinstance(e, (CompileError, ClusterLost)):
                 e = ClusterLost(f"the Ray cluster at {self.cluster.address} went away") \
                     if not self.cluster.alive() else CompileError(f"{sig.func_name}: compile task failed on the "
-                                                                  f"cluster: {_first(e)}")
+                                                                  f"cluster: {one_line(e)}")
             with contextlib.suppress(concurrent.futures.InvalidStateError):
                 fut.set_exception(e)
             return
@@ -228,8 +230,3 @@ def _write(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_bytes(data)
     os.replace(tmp, path)
-
-
-def _first(e: BaseException) -> str:
-    text = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), "")
-    return text[:300] or type(e).__name__

@@ -18,7 +18,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ClusterLost
+from ..errors import ClusterLost, one_line
 from . import ClusterError, require_ray
 
 #: the namespace our actors live in (named per session, so a second session never takes the first one's)
@@ -88,7 +88,7 @@ class Cluster:
                 ray.init(address=self.address, namespace=NAMESPACE, log_to_driver=False, logging_level=logging.ERROR,
                          configure_logging=False)
             except Exception as e:  # noqa: BLE001 - ConnectionError, ValueError for a bad address...: one line
-                raise ClusterError(f"cannot join the Ray cluster at {self.address}: {_first(e)}") from None
+                raise ClusterError(f"cannot join the Ray cluster at {self.address}: {one_line(e)}") from None
             Cluster._joined = self.address
         from . import remote
 
@@ -142,11 +142,6 @@ class Cluster:
         nodes = self.nodes()
         return {"address": self.address, "nodes": [
             {"node": n.label, "ip": n.ip, "cpus": n.cpus, "gpus": n.gpus} for n in nodes]}
-
-
-def _first(e: BaseException) -> str:
-    text = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), "")
-    return text or type(e).__name__
 
 
 def _split_host_port(text: str) -> tuple[str, int] | None:

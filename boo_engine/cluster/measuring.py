@@ -138,6 +138,7 @@ class RayBenchWorker:
 
         with self._lock:
             actor = self._ensure_actor()
+            rid = None
             try:
                 spec = self._with_kernel(actor, spec)
                 rid = ray.get(actor.start.remote(spec), timeout=CALL_TIMEOUT_S)
@@ -158,7 +159,14 @@ class RayBenchWorker:
                     raise BenchFailed(f"{end[1]} (on node {self.node})")
             except (BenchFailed, BenchCancelled):
                 raise
-            except Exception as e:  # noqa: BLE001 - RayActorError, a timeout, the head gone
+            except BaseException as e:
+                if not isinstance(e, (ray.exceptions.RayError, ConnectionError)):
+                    # ours (the caller's sample sink raised, an interrupt): the actor stops this measurement
+                    if rid is not None:
+                        with contextlib.suppress(Exception):
+                            actor.cancel.remote(rid)
+                    raise
+                # the actor died, a call timed out, or the head is gone
                 self._actor = None
                 self._sent.clear()
                 with contextlib.suppress(Exception):
@@ -184,11 +192,15 @@ class RayBenchWorker:
         if not path:
             return spec
         if path not in self._sent:
-            if path not in self._digests:
-                self._digests[path] = (os.path.getsize(path), file_sha256(Path(path)))
-            size, digest = self._digests[path]
-            there = ray.get(actor.local_copy.remote(path, size, digest), timeout=CALL_TIMEOUT_S)
+            try:
+                if path not in self._digests:
+                    self._digests[path] = (os.path.getsize(path), file_sha256(Path(path)))
+                size, digest = self._digests[path]
+                there = ray.get(actor.local_copy.remote(path, size, digest), timeout=CALL_TIMEOUT_S)
+                blob = Path(path).read_bytes() if there is None else b""
+            except OSError as e:
+                raise BenchFailed(f"cannot read the artifact {path}: {e.strerror or e}") from None
             if there is None:
-                there = ray.get(actor.receive.remote(digest, Path(path).read_bytes()), timeout=CALL_TIMEOUT_S)
+                there = ray.get(actor.receive.remote(digest, blob), timeout=CALL_TIMEOUT_S)
             self._sent[path] = there
         return dataclasses.replace(spec, vmfb_path=self._sent[path])

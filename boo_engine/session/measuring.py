@@ -50,6 +50,7 @@ from .state import SessionState
 if TYPE_CHECKING:
     from ..bench.worker import BenchOutcome, BenchSpec, BenchWorker
 
+
 class GroupMoved(BooError):
     """The device's worker was lost mid-group and the group goes to another device (session/devices.py)."""
 
@@ -154,7 +155,8 @@ class MeasureStage:
                     self._end_stopped(result)
                     continue
                 except BooError as e:  # BenchFailed (the kernel raised, crashed or hung) and the like
-                    if self.move_lost is not None and getattr(e, "node_alive", None) is not None \
+                    lost = getattr(e, "node_alive", None) is not None   # a Ray actor died (WorkerLost)
+                    if lost and self.move_lost is not None and not (job.cancelled or state.stop.is_set()) \
                             and self.move_lost(group, str(e)):
                         self._reset(group)   # measured again, all of it, on another node
                         raise GroupMoved(str(e)) from None
@@ -184,7 +186,10 @@ class MeasureStage:
             result.samples_us.clear()
             result.block_k = result.warmup_calls = result.host_load = None
             result.started_at = result.device = result.node = None
+            result.numerics = result.device_us = result.device_detail = None
+            result.throttled = False
             job.load_cpu_s = job.load_wall_s = 0.0
+            job.outputs_path = None    # a baseline's saved outputs lived on the lost node
             state.set_status(result, CACHED if job.backend == IREE else QUEUED, "moved to another node")
 
     def _stopping(self) -> bool:
