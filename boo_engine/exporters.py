@@ -340,7 +340,7 @@ def render_boo_driver_csv(rows: Sequence[tuple[str, Mapping[str, JobResult]]], *
     dispatch = any(r.device_us is not None for r in results)
     if dispatch:
         header += [f"{b} dispatch_us" for b in backends]
-    several_devices = len({_where(r) for r in results if r.device}) > 1   # GPUs, or Ray nodes
+    several_devices = len({r.where for r in results if r.device}) > 1   # GPUs, or Ray nodes
     if several_devices:
         header.append("device")
     ours = (len(backends) if roof else 0) + (len(backends) if dispatch else 0) + several_devices
@@ -365,7 +365,7 @@ def render_boo_driver_csv(rows: Sequence[tuple[str, Mapping[str, JobResult]]], *
             line += [_cell(r.device_us) if (r := by_backend.get(b)) is not None and r.device_us is not None
                      else NA for b in backends]
         if several_devices:
-            line.append(" ".join(sorted({_where(r) for r in by_backend.values() if r.device})) or NA)
+            line.append(" ".join(sorted({r.where for r in by_backend.values() if r.device})) or NA)
         out.append(line)
     if weighted:
         out.append(_boo_driver_model_row(rows, backends, len(header) - ours) + [NA] * ours)
@@ -419,8 +419,3 @@ def _boo_driver_model_row(rows: Sequence[tuple[str, Mapping[str, JobResult]]], b
     short = [f"{b} {n} of {len(weighted_rows)}" for b, n in zip(backends, counted) if n < len(weighted_rows)]
     text += f"; partial: {', '.join(short)})" if short else ")"
     return [text] + [NA] * (width - 3 - len(backends)) + [str(calls), NA] + sums
-
-
-def _where(r: JobResult) -> str:
-    """Where a result was measured: its device, and the Ray node when it was not this host (cpu@host/1a2b3c4d)."""
-    return f"{r.device}@{r.node}" if r.node else str(r.device)

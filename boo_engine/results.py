@@ -165,6 +165,14 @@ class JobResult:
     #: nested backend and the time torch.compile took (see modelbench/breakdown.py)
     breakdown: dict[str, Any] | None = None
 
+    @property
+    def where(self) -> str:
+        """Where it was measured: its device, with the Ray node when a cluster measured it (cpu@host/1a2b3c4d);
+        "" before it was measured."""
+        if not self.device:
+            return ""
+        return f"{self.device}@{self.node}" if self.node else self.device
+
     def to_dict(self, *, samples: bool = True) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         if not samples:

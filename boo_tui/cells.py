@@ -12,7 +12,7 @@ from rich.text import Text
 
 from boo_engine.compare import Comparison, Verdict
 from boo_engine.exporters import VERDICT_MARK, format_us
-from boo_engine.results import JobResult, Status
+from boo_engine.results import Status
 
 from .model import JobView, RunModel, shape_label
 
@@ -37,13 +37,6 @@ COLUMNS: list[tuple[str, str]] = [
 #: the columns a commands file with weights (`# boo-tui: calls=N share=P%` lines) adds, after the shape: the
 #: kernel's share of the model's eager time and how often the model called it
 WEIGHT_COLUMNS: list[tuple[str, str]] = [("share", "share %"), ("calls", "calls")]
-
-
-def where(r: JobResult) -> str:
-    """Where a result was measured: its device, with the Ray node when a cluster measured it (--ray)."""
-    if not r.device:
-        return ""
-    return f"{r.device}@{r.node}" if r.node else r.device
 
 
 def columns(weighted: bool, several_devices: bool = False) -> list[tuple[str, str]]:
@@ -132,7 +125,7 @@ def row_cells(model: RunModel, view: JobView) -> dict[str, Any]:
         "kernel": r.func_name,
         "variant": r.variant,
         "backend": r.backend,
-        "device": where(r) or Text("-", style="dim"),
+        "device": r.where or Text("-", style="dim"),
         "status": status_text(view),
         "median": Text(fmt_us(view.median_us), style="" if st else "dim"),
         "gflops": fmt_gflops(st.gflops if st else None),
@@ -265,7 +258,7 @@ def sort_key(model: RunModel, column: str) -> Callable[[JobView], Any]:
         if column == "noisy":
             return not r.noisy
         return str({"op": r.op, "kernel": r.func_name, "variant": r.variant, "backend": r.backend,
-                    "device": where(r)}.get(column, ""))
+                    "device": r.where}.get(column, ""))
 
     return key
 

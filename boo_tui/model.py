@@ -90,7 +90,7 @@ class RunModel:
         if result.calls is not None:
             self.weighted = True
         if result.device:   # (with the node, --ray: two nodes' cpus are two devices)
-            self.devices.add(f"{result.device}@{result.node}" if result.node else result.device)
+            self.devices.add(result.where)
         if view is None:
             view = JobView(result=result, status=result.status)
             self.jobs[result.job_id] = view

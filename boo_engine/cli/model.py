@@ -97,6 +97,7 @@ def _main(args: argparse.Namespace) -> int:
             else f"{PROG} {job.command}")
     run_info: dict[str, Any] = {"command_line": line, "target": "cpu"}
     store = Store(args.db or default_db_path())
+    interrupted = any(r.status == INTERRUPTED for r in results)
     try:
         run_id = store.start_run(command_line=run_info["command_line"], target="cpu",
                                  config={"model": job.command, "iter": args.iter, "rounds": args.rounds,
@@ -108,7 +109,6 @@ def _main(args: argparse.Namespace) -> int:
         for r in results:
             store.record_result(run_id, r)
         failed = any(r.status == FAILED for r in results)
-        interrupted = any(r.status == INTERRUPTED for r in results)
         store.finish_run(run_id, "interrupted" if interrupted else "failed" if failed else DONE)
         run_info["id"] = run_id
     finally:
@@ -121,7 +121,7 @@ def _main(args: argparse.Namespace) -> int:
         if r.breakdown:
             sys.stdout.write(f"\n### where the time goes: iree_boo {r.variant}\n\n```\n"
                              + "\n".join(breakdown_lines(r.breakdown)) + "\n```\n")
-    if any(r.status == INTERRUPTED for r in results):
+    if interrupted:
         print(f"{PROG}: interrupted: the rounds taken were stored (run {run_info.get('id')})", file=sys.stderr)
         return 130
     variant_cmps = {k: c for k, c in comparisons.items() if k[2] != "torch"}   # eager is not a variant

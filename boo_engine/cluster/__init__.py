@@ -31,6 +31,11 @@ class ClusterError(BooError):
     """--ray cannot be used: ray is not installed, or no cluster answers at the address."""
 
 
+def node_label(host: str, node_id: str) -> str:
+    """How results name a node: its host and the start of its Ray id (two raylets may share a host)."""
+    return f"{host}/{node_id[:8]}"
+
+
 def ray_address(given: str | None) -> str | None:
     """The cluster to use: `given` (--ray), else $BOO_RAY_ADDRESS, else None (run locally). An empty value is
     no cluster."""

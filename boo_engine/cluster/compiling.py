@@ -101,7 +101,7 @@ class RayCompilePool:
                 with self._lock:
                     entry = self._pending.get(ref)
                 if entry is not None and entry[0].cancelled():
-                    self._drop(ref, cancel=True)
+                    self._drop(ref)
             try:
                 done, _ = ray.wait(refs, num_returns=1, timeout=WAIT_S)
             except Exception:  # noqa: BLE001 - the head went away: every pending compile fails with it
@@ -183,14 +183,14 @@ class RayCompilePool:
         meta["command"] = [part.replace(there, here) for part in meta.get("command", [])]
         cache.commit(staging, func, key, meta)
 
-    def _drop(self, ref: Any, *, cancel: bool) -> None:
+    def _drop(self, ref: Any) -> None:
+        """A compile whose future was cancelled: forgotten here, its task told to stop."""
         import ray
 
         with self._lock:
             self._pending.pop(ref, None)
-        if cancel:
-            with contextlib.suppress(Exception):
-                ray.cancel(ref, force=True)
+        with contextlib.suppress(Exception):
+            ray.cancel(ref, force=True)
 
     def _fail_all(self, error: BaseException) -> None:
         with self._lock:

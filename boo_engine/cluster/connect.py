@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ClusterLost, one_line
-from . import ClusterError, require_ray
+from . import ClusterError, node_label, require_ray
 
 #: the namespace our actors live in (named per session, so a second session never takes the first one's)
 NAMESPACE = "boo-tui"
@@ -41,8 +41,7 @@ class Node:
 
     @property
     def label(self) -> str:
-        """How results name the node: its host and the start of its id (two raylets may share a host)."""
-        return f"{self.host}/{self.node_id[:8]}"
+        return node_label(self.host, self.node_id)
 
 
 @dataclass(frozen=True)

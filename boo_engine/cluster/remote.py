@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..compile.cache import META
+from . import node_label
 
 #: what one poll waits for new samples before it answers with none
 POLL_WAIT_S = 0.25
@@ -86,7 +87,7 @@ def _node_label() -> str:
     try:
         import ray
 
-        return f"{socket.gethostname()}/{ray.get_runtime_context().get_node_id()[:8]}"
+        return node_label(socket.gethostname(), ray.get_runtime_context().get_node_id())
     except Exception:  # noqa: BLE001 - outside a Ray worker (tests calling the task directly)
         return socket.gethostname()
 
