@@ -42,21 +42,33 @@ def wait_for_rows(n: int):
     table measures its columns when idle: a dialog opened before that would cover a table drawn with the
     headers' widths)."""
 
-    def ready(app) -> bool:
+    def waiting_for(app) -> str:
+        """What is not ready yet ("" when everything is): the failure message names it."""
         if app.session is None:
-            return False
+            return f"the session to open (error: {app.session_error})"
         table = app.query_one("#results")
-        laid_out = table.row_count >= n and table.virtual_size.height >= table.header_height + n
-        # and the columns measured: the "op" column wider than its header (its cells: "gemm", "conv", ...)
+        if table.row_count < n or table.virtual_size.height < table.header_height + n:
+            return f"{n} rows laid out (rows {table.row_count}, height {table.virtual_size.height})"
         # every queued event applied and no table rebuild pending (a rebuild re-measures the columns when idle)
-        return laid_out and app.settled() and (n == 0 or (table.columns["op"].content_width > len("op")
-                                                          and drawn_whole(table)))
+        if not app.settled():
+            return "the engine's events applied"
+        # the columns measured: the "op" column wider than its header (its cells: "gemm", "conv", ...)
+        if n and table.columns["op"].content_width <= len("op"):
+            return "the columns measured"
+        if n and not drawn_whole(table):
+            return f"the first row drawn whole ({table.render_line(table.header_height).text.rstrip()!r})"
+        return ""
+
+    def ready(app) -> bool:
+        return not waiting_for(app)
 
     async def run_before(pilot) -> None:
         app = pilot.app
         deadline = time.monotonic() + 60
         while True:
-            assert time.monotonic() < deadline, "the session did not open"
+            if time.monotonic() >= deadline:
+                log = [line.text for line in app.query_one("#log").lines][-5:]
+                raise AssertionError(f"waited 60 s for {waiting_for(app)}; the log: {log}")
             if ready(app):
                 await pilot.pause(0.3)      # the table flush and the plots' first redraw
                 # still ready after the pause: on a busy CI host a table rebuild landed inside it once, and the
