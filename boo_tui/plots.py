@@ -2,14 +2,20 @@
 
 plotext 6 has no Textual binding (textual-plotext needs plotext < 6), so `PlotView` builds the figure itself:
 plotext renders to a string with ANSI colours, `rich.text.Text.from_ansi` turns it into a renderable, and the
-widget shows it at its own size. plotext's figure is module-global state, so plots are built on the UI thread
-only, and only when their data or size changed, at most `MAX_HZ` times a second.
+widget shows it at its own size. plotext's figure is module-global state: the widgets build plots on the UI thread,
+only when their data or size changed, at most `MAX_HZ` times a second, and every render holds `_FIGURE` (the
+session's opening thread draws one plot to warm plotext up, and a dashboard that quit while opening leaves that
+thread running beside the next one's).
 """
 from __future__ import annotations
 
+import functools
 import math
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import plotext
 from rich.console import Group
@@ -68,6 +74,21 @@ def upper_fence(sorted_xs: list[float]) -> float:
     return min(fence, sorted_xs[-1])
 
 
+_FIGURE = threading.Lock()    # plotext's one figure: one plot is built at a time
+_R = TypeVar("_R")
+
+
+def _one_figure(render: Callable[..., _R]) -> Callable[..., _R]:
+    """Build the plot holding `_FIGURE`: two threads drawing at once would mix their plots (or raise)."""
+
+    @functools.wraps(render)
+    def locked(*args, **kwargs) -> _R:
+        with _FIGURE:
+            return render(*args, **kwargs)
+
+    return locked
+
+
 def _fresh_figure(width: int, height: int, title: str):
     fig = plotext.figure
     fig.clear()
@@ -87,6 +108,7 @@ def _clip(series: list[Series]) -> tuple[list[Series], float, int]:
     return data, hi, sum(1 for x in every if x > hi)
 
 
+@_one_figure
 def render_histogram(series: list[Series], width: int, height: int, title: str = "") -> str:
     """Overlaid histograms of each series' samples (us), each with its median as a vertical line.
 
@@ -108,6 +130,7 @@ def render_histogram(series: list[Series], width: int, height: int, title: str =
     return fig.build().string()
 
 
+@_one_figure
 def render_timeline(series: list[Series], width: int, height: int, title: str = "") -> str:
     """Each sample against its index: drift, throttling or a noisy neighbour show as trends and steps."""
     data, hi, clipped = _clip(series)
@@ -196,6 +219,7 @@ class RoofPoint:
     gflops: float
 
 
+@_one_figure
 def render_roofline(points: list[RoofPoint], ceilings: dict[str, float], bandwidth_gbs: float | None,
                     width: int, height: int, title: str = "") -> str:
     """Achieved GFLOP/s against arithmetic intensity, both log scale: one marker per kernel (a colour per

@@ -22,10 +22,14 @@ def freeze_long_lived() -> None:
 
 
 def warm_plotext() -> None:
-    """plotext imports most of itself on the first plot: draw one now, while the session opens."""
+    """plotext imports most of itself on the first plot: draw one now, while the session opens. Only a warm-up:
+    if it fails, the session still opens (a plot that fails later says so in the log)."""
     from .plots import Series, render_histogram
 
-    render_histogram([Series("warm-up", (1.0, 2.0, 3.0))], 40, 10)
+    try:
+        render_histogram([Series("warm-up", (1.0, 2.0, 3.0))], 40, 10)
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def start_resource_tracker() -> None:

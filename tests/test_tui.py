@@ -201,6 +201,23 @@ def test_histogram_clips_a_slow_outlier_and_says_so():
     assert str(legend_text([Series("baseline/iree", samples)])).startswith("\u2588 baseline/iree median 10.25")
 
 
+def test_plots_built_on_two_threads_at_once_do_not_mix():
+    """plotext has one global figure. The session's opening thread warms it up with a plot, and a dashboard that
+    quit while opening leaves that thread drawing beside the next dashboard's UI thread: every plot must come out
+    as it does alone."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from boo_tui.plots import render_timeline
+
+    a = [Series("a", tuple(float(i % 17) for i in range(400)))]
+    b = [Series("b", tuple(1000.0 + i for i in range(300)))]
+    jobs = [(render_histogram, a, "hist a"), (render_timeline, b, "time b")] * 40
+    alone = {title: fn(s, 70, 14, title) for fn, s, title in jobs[:2]}
+    with ThreadPoolExecutor(4) as pool:
+        outs = list(pool.map(lambda job: (job[2], job[0](job[1], 70, 14, job[2])), jobs))
+    assert all(out == alone[title] for title, out in outs)
+
+
 # ---- the app with the real session -----------------------------------------------------------------------
 def test_full_run_table_plots_detail_export_compare_history(tmp_path, cache_dir):
     asyncio.run(_full_run_table_plots_detail_export_compare_history(tmp_path, cache_dir))
