@@ -55,15 +55,20 @@ def test_command_reproduces_the_measurement(tmp_path):
     # Same ballpark on a noisy shared host: each side measured in turn, up to three rounds, the best median of
     # each compared (CI once read ours at 2.2x theirs in one round: a burst of host noise during ours only).
     # A command that ran another kernel or other inputs stays far off in every round.
-    theirs, ours = [], []
+    theirs: list[float] = []
+    ours: list[float] = []
+
+    def same_ballpark() -> bool:
+        return 0.5 < min(ours) / min(theirs) < 2.0
+
     with BenchWorker() as w:
         for _ in range(3):
             theirs.append(_median_us(_run_json(cmd)))
             run = w.run(BenchSpec("r", "iree", sig, vmfb_path=vmfb, seed=3, iters=200))
             ours.append(statistics.median(run.samples_us))
-            if 0.5 < min(ours) / min(theirs) < 2.0:
+            if same_ballpark():
                 break
-    assert 0.5 < min(ours) / min(theirs) < 2.0, (ours, theirs)
+    assert same_ballpark(), (ours, theirs)
 
 
 def test_bf16_inputs_as_raw_bytes_and_threads(tmp_path):
