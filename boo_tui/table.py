@@ -11,7 +11,8 @@ It reaches into DataTable's caches (Textual 8.x, the version range pyproject all
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from rich.cells import cell_len
@@ -38,6 +39,25 @@ class ResultsTable(DataTable):
         query each: 0.5-0.6 s of the UI thread for 2,000 rows of 14 columns, a captured model's commands file);
         our cells are one-line Text or plain strings, whose width is their cell length, so only other rows go
         through DataTable's own measuring. Same widths, ~20x less time."""
+        with self._redrawn_if_widths_change():
+            self._measure_new_rows(new_rows)
+
+    def _update_column_widths(self, updated_cells: set[Any]) -> None:
+        with self._redrawn_if_widths_change():
+            super()._update_column_widths(updated_cells)
+
+    @contextmanager
+    def _redrawn_if_widths_change(self) -> Iterator[None]:
+        """DataTable's cell, row and line renders are keyed by a counter (_update_count) that measuring the
+        columns (idle time) does not bump: rows the screen drew before the measuring (a busy host) kept the
+        headers' widths ("co" for "conv") until some other change. A new count renders them again."""
+        before = [(c.key, c.content_width) for c in self.columns.values()]
+        yield
+        if [(c.key, c.content_width) for c in self.columns.values()] != before and hasattr(self, "_update_count"):
+            self._update_count += 1
+            self.refresh()
+
+    def _measure_new_rows(self, new_rows: Iterable[RowKey]) -> None:
         try:
             columns = self.ordered_columns
             rest: list[RowKey] = []

@@ -1,11 +1,13 @@
-"""ResultsTable.update_row: the new values are what the screen shows, and the other rows' renders are kept
-(Textual's update_cell re-renders every visible cell for any change: the dashboard's largest stall)."""
+"""ResultsTable: update_row shows the new values and keeps the other rows' renders (Textual's update_cell re-renders
+every visible cell for any change: the dashboard's largest stall), and rows drawn before the columns were measured
+are drawn again at the measured widths."""
 from __future__ import annotations
 
 import asyncio
 
 from rich.text import Text
 from textual.app import App, ComposeResult
+from textual.widgets._data_table import ColumnKey
 
 from boo_tui.table import ResultsTable
 
@@ -69,5 +71,42 @@ def test_update_row_of_a_missing_row_or_column_is_an_error():
                 t.update_row("nope", {"median": "1"})
             with pytest.raises(CellDoesNotExist):
                 t.update_row("r1", {"no-such-column": "1"})
+
+    asyncio.run(body())
+
+
+def test_rows_drawn_before_the_columns_are_measured_are_drawn_again_at_the_measured_widths():
+    """On a busy host the screen can draw new rows before the table's idle handler measures the columns: those
+    renders are at the headers' widths ("co" for "conv"). DataTable's render caches are keyed by a counter that
+    measuring does not bump, so the narrow renders stayed on screen (CI caught a snapshot drawn so for 60 s)."""
+    class Narrow(App):
+        CSS = "ResultsTable { height: 1fr; }"     # as in the dashboard: new rows do not resize the table
+
+        def compose(self) -> ComposeResult:
+            yield ResultsTable(id="t")
+
+        def on_mount(self) -> None:
+            t = self.query_one(ResultsTable)
+            t.add_column("#", key="n")
+            t.add_column("op", key="op")
+
+    async def body() -> None:
+        app = Narrow()
+        async with app.run_test(size=(60, 10)) as pilot:
+            await pilot.pause()
+            t = app.query_one(ResultsTable)
+            t.add_row("1", Text("conv"), key="r1")
+            early = t.render_line(1).text          # drawn before the idle handler measured "op"
+            assert " co " in early and "conv" not in early
+            await pilot.pause()
+            await pilot.pause()
+            assert t.columns[ColumnKey("op")].content_width == len("conv")
+            assert " conv " in t.render_line(1).text
+            # a column added to rows already there is measured by another idle-time path: the same holds
+            t.add_column("shape", key="shape", default=Text("n2 c64"))
+            assert "n2 c64" not in t.render_line(1).text
+            await pilot.pause()
+            await pilot.pause()
+            assert " n2 c64 " in t.render_line(1).text
 
     asyncio.run(body())
