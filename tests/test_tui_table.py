@@ -12,10 +12,12 @@ from textual.widgets._data_table import ColumnKey
 from boo_tui.table import ResultsTable
 
 
-class TableApp(App):
+class OneTable(App):
     def compose(self) -> ComposeResult:
         yield ResultsTable(id="t")
 
+
+class TableApp(OneTable):
     def on_mount(self) -> None:
         t = self.query_one(ResultsTable)
         t.add_column("name", key="name")
@@ -79,11 +81,8 @@ def test_rows_drawn_before_the_columns_are_measured_are_drawn_again_at_the_measu
     """On a busy host the screen can draw new rows before the table's idle handler measures the columns: those
     renders are at the headers' widths ("co" for "conv"). DataTable's render caches are keyed by a counter that
     measuring does not bump, so the narrow renders stayed on screen (CI caught a snapshot drawn so for 60 s)."""
-    class Narrow(App):
+    class Narrow(OneTable):
         CSS = "ResultsTable { height: 1fr; }"     # as in the dashboard: new rows do not resize the table
-
-        def compose(self) -> ComposeResult:
-            yield ResultsTable(id="t")
 
         def on_mount(self) -> None:
             t = self.query_one(ResultsTable)
