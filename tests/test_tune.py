@@ -1,7 +1,7 @@
 """`boo-tui tune` end to end on this CPU: real compiles, real measurements, a real SQLite file.
 
-- a tune of a gemm finds a significantly faster configuration, and the emitted tuned.toml, measured again by an
-  ordinary session, is faster by about what the tune said;
+- a tune of a gemm finds a significantly faster configuration, and the emitted tuned.toml builds the same kernel
+  (flags and spec) and, measured again by an ordinary session, is faster, at least about as much as the tune said;
 - a candidate whose numerics differ from the baseline's (a flag that computes the matmul in bf16) is measured,
   recorded as such, and never emitted;
 - a tune killed with SIGKILL resumes: the kernel it had finished is kept as it was, the rest is tuned;
@@ -9,16 +9,20 @@
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import signal
 import sqlite3
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from boo_engine.compare import Verdict, compare_results
+from boo_engine.compile.flags import chosen_flags
 from boo_engine.config import SessionConfig
 from boo_engine.results import IREE
 from boo_engine.session import Session
@@ -96,11 +100,31 @@ def test_the_emitted_variants_file_measures_as_the_tune_said(tuned):
         (cmp,) = compare_results(jobs, min_effect=0.03).values()
     tuned_job = next(j for j in jobs if j.variant == "tuned")
     assert tuned_job.compile is not None and tuned_job.compile.spec_applied is not False
+    # the emitted file builds the tune's winner: the same flags and the same spec (by content), exactly
+    assert k.best is not None
+    with sqlite3.connect(d / "t.db") as c:
+        (winner_command,) = c.execute("SELECT k.compile_command FROM results r JOIN kernels k ON k.id = r.kernel_id "
+                                      "WHERE r.job_id = ?", (k.best.job_id,)).fetchone()
+    assert _as_built(json.loads(winner_command)) == _as_built(tuned_job.compile.command)
     assert cmp.verdict == Verdict.FASTER, cmp
-    # the same effect, within the noise of two separate measurements: each worker process draws its inputs'
-    # physical placement once, and this gemm's time moves up to ~8% with it (docs/performance.md, "Timing
-    # honesty"), on both sides of the ratio: a CI run read 0.755 against the tune's [0.627, 0.632]
-    assert k.ci_low * 0.75 <= cmp.ratio <= k.ci_high * 1.25, (cmp.ratio, k.ci_low, k.ci_high)
+    # at least about as fast as the tune said, within the noise of two separate measurements. Only this side is
+    # bounded: the same binary has read both ways across worker processes (0.755 here against the tune's
+    # [0.627, 0.632] once; 0.589 against [0.864, 0.892] another time, the final's samples flagged noisy), and what
+    # a lower bound would catch (a better configuration emitted than the one the tune measured) the check above
+    # catches exactly
+    assert cmp.ratio <= k.ci_high * 1.25, (cmp.ratio, k.ci_low, k.ci_high)
+
+
+def _as_built(command: list[str]) -> list[str]:
+    """The flags an iree-compile command chose, a file named by a flag (a tuning spec) as its content's digest:
+    the tune's candidate and the emitted variant keep their specs in different places."""
+    out = []
+    for flag in chosen_flags(command):
+        name, _, value = flag.partition("=")
+        path = Path(value)
+        out.append(f"{name}=sha256:{hashlib.sha256(path.read_bytes()).hexdigest()}" if value and path.is_file()
+                   else flag)
+    return out
 
 
 def _cli(*args, **kw):
