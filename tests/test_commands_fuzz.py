@@ -89,6 +89,12 @@ def test_mutated_valid_commands(cmd: str, data) -> None:
     _check(tokens)
 
 
+def test_an_op_word_of_whitespace_keeps_the_timing_flags_errors_on_one_line() -> None:
+    # found by test_mutated_valid_commands on CI: the op's word starts the message of MIOpenDriver's own flags
+    for tokens in (["\n", "-t", "2"], ["\n", "-t"], ["\n", "--iter", "-t"], ["", "-t"]):
+        _check(tokens)
+
+
 @FUZZ
 @given(st.text(max_size=80))
 def test_raw_strings(text: str) -> None:

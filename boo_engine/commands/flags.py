@@ -168,7 +168,9 @@ def split_driver_args(tokens: Sequence[str]) -> DriverArgs:
     conv's `-s/--search`, `-S/--solution`, `-G/--gpualloc` (validated, then ignored: `DriverArgs.ignored`)."""
     iters, time, verify = 100, 1, None
     family = _family(tokens[0]) if tokens and not tokens[0].startswith("-") else "command"
-    op = family
+    # the op's word starts every message: quoted when it is not plain text (a token of whitespace or control
+    # characters would break the one-line error)
+    op = family if family.isprintable() and family.strip() == family and family else show(family)
     own = {"--iter": "iter", "-i": "iter", "--time": "time", "-t": "time"}
     table: dict[str, DriverFlag] = {}
     for entry in DRIVER_FLAGS.get(family, ()):
