@@ -22,7 +22,7 @@ from typing import Any
 from ..compile.artifact import Artifact, artifact_from_meta
 from ..compile.build import DEFAULT_TIMEOUT_S
 from ..compile.cache import COMMAND, KernelCache
-from ..compile.flags import as_target, compile_flags
+from ..compile.flags import as_target, key_flags
 from ..compile.messages import Failed
 from ..compile.storage import storing
 from ..errors import ClusterLost, CompileError, one_line
@@ -162,7 +162,7 @@ class RayCompilePool:
             found = cache.load(func, key)
             if found is None:
                 raise CompileError(f"{func}: the kernel shipped by node {shipped.node} does not validate here")
-        flags = compile_flags(sig, target, variant, extra)
+        flags = key_flags(sig, target, variant, extra)
         with contextlib.suppress(OSError):
             cache.index_record(cache.index_key(sig, flags, target.identity(), variant.key_material()), func, key)
         return artifact_from_meta(cache, found, target, variant, cache_hit=shipped.cache_hit,

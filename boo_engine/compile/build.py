@@ -1,6 +1,11 @@
 """Compiling one signature into the kernel cache, synchronously: `lookup_cached` (no export, a few file reads) and
 `compile_signature` (export, then iree-compile through compile.runner, into a staged cache entry).
 
+Where no iree-compile is installed (a GPU machine lent a cache that was filled elsewhere: the compiler wheel is
+too big to carry), nothing is exported or compiled and iree.compiler is never imported: a kernel is resolved
+through the cache's prebuilt index alone (cache.py), and one that is not there fails in one line saying where
+to build it.
+
 iree-compile always runs as a child process: a compiler crash (it happens, e.g. with some substitution flags)
 is then a CompileError, never the death of the caller, every compile gets its own flags, and a timeout kills it.
 """
@@ -23,11 +28,38 @@ from ..variants import BASELINE, Variant
 from . import cache as cache_mod
 from .artifact import Artifact, artifact_from_meta
 from .cache import COMMAND, CONFIGS, VMFB, KernelCache
-from .flags import as_target, compile_flags, run_flags
+from .flags import as_target, compile_flags, key_flags, run_flags
 from .runner import run_compiler
 from .storage import storing
 
 DEFAULT_TIMEOUT_S = 600.0
+
+
+def compiler_here() -> bool:
+    """Is an iree-compile installed here (the wheel's, else one on PATH)?"""
+    return iree_tools.find_tool("iree-compile") is not None
+
+
+def _prebuilt(cache: KernelCache, sig: OpSignature, flags: list[str], identity: str, vkey: str, target: Target,
+              variant: Variant) -> Artifact | None:
+    """The kernel the prebuilt index names for this signature, or None."""
+    found = cache.prebuilt_lookup(cache.prebuilt_key(sig, flags, identity, vkey))
+    meta = cache.load(*found) if found is not None else None
+    return None if meta is None else artifact_from_meta(cache, meta, target, variant, cache_hit=True, seconds=0.0)
+
+
+def _remember_prebuilt(cache: KernelCache, sig: OpSignature, flags: list[str], identity: str, vkey: str,
+                       meta: dict[str, Any]) -> None:
+    with contextlib.suppress(OSError):  # only a machine without a compiler reads it: the entry itself is stored
+        cache.prebuilt_record(cache.prebuilt_key(sig, flags, identity, vkey), meta["func_name"], meta["key"])
+
+
+def not_prebuilt(sig: OpSignature, target: Target, cache: KernelCache) -> CompileError:
+    """The one-line error for a kernel a machine without a compiler cannot resolve."""
+    return CompileError(
+        f"{sig.func_name}: not in the kernel cache {cache.root}, and no iree-compile is installed here to build "
+        f"it: fill the cache where iree-base-compiler is (boo-driver --preload --commands-file FILE --target "
+        f"{target.name} --cache-dir DIR, with the same variants) and pass --cache-dir DIR here")
 
 
 def lookup_cached(sig: OpSignature, target: Target | str, variant: Variant = BASELINE, *,
@@ -35,13 +67,18 @@ def lookup_cached(sig: OpSignature, target: Target | str, variant: Variant = BAS
     """The cached artifact for this kernel, found without exporting (a few file reads), or None."""
     target = as_target(target)
     cache = cache or cache_mod.default_cache()
-    flags = compile_flags(sig, target, variant, extra_flags)
-    ikey = cache.index_key(sig, flags, target.identity(), variant.key_material())
-    found = cache.index_lookup(ikey)
+    flags = key_flags(sig, target, variant, extra_flags)
+    identity, vkey = target.identity(), variant.key_material()
+    if not compiler_here():
+        return _prebuilt(cache, sig, flags, identity, vkey, target, variant)
+    found = cache.index_lookup(cache.index_key(sig, flags, identity, vkey))
     if found is None:
         return None
     meta = cache.load(*found)
-    return None if meta is None else artifact_from_meta(cache, meta, target, variant, cache_hit=True, seconds=0.0)
+    if meta is None:
+        return None
+    _remember_prebuilt(cache, sig, flags, identity, vkey, meta)
+    return artifact_from_meta(cache, meta, target, variant, cache_hit=True, seconds=0.0)
 
 
 def compile_signature(sig: OpSignature, target: Target | str = "cpu", variant: Variant = BASELINE, *,
@@ -54,12 +91,19 @@ def compile_signature(sig: OpSignature, target: Target | str = "cpu", variant: V
     variant = variant or BASELINE
     cache = cache or cache_mod.default_cache()
     flags = compile_flags(sig, target, variant, extra_flags)
+    kflags = key_flags(sig, target, variant, extra_flags)   # the variant's files by content, not path
     identity, vkey = target.identity(), variant.key_material()
-    ikey = cache.index_key(sig, flags, identity, vkey)
+    if not compiler_here():
+        art = _prebuilt(cache, sig, kflags, identity, vkey, target, variant)
+        if art is None:
+            raise not_prebuilt(sig, target, cache)
+        return art
+    ikey = cache.index_key(sig, kflags, identity, vkey)
     found = cache.index_lookup(ikey)
     if found is not None:
         meta = cache.load(*found)
         if meta is not None:
+            _remember_prebuilt(cache, sig, kflags, identity, vkey, meta)
             return artifact_from_meta(cache, meta, target, variant, cache_hit=True, seconds=0.0)
 
     from .export import export_mlir  # imports iree.compiler (~70 ms): only when a compile may be needed
@@ -69,7 +113,7 @@ def compile_signature(sig: OpSignature, target: Target | str = "cpu", variant: V
     mlir = export_mlir(sig, formulation)
     export_s = time.perf_counter() - t0
     func = sig.func_name
-    key = cache.key_for(mlir, flags, identity, vkey)
+    key = cache.key_for(mlir, kflags, identity, vkey)
     hit = True
     meta = cache.load(func, key)
     if meta is None:
@@ -83,6 +127,7 @@ def compile_signature(sig: OpSignature, target: Target | str = "cpu", variant: V
                               export_s=export_s, identity=identity, variant_key=vkey)
     with contextlib.suppress(OSError):  # the index only saves the next export: the entry itself is stored
         cache.index_record(ikey, func, key)
+    _remember_prebuilt(cache, sig, kflags, identity, vkey, meta)
     seconds = 0.0 if hit else time.perf_counter() - t0
     return artifact_from_meta(cache, meta, target, variant, cache_hit=hit, seconds=seconds)
 

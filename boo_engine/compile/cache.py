@@ -9,6 +9,7 @@ Layout (under the root)::
                          /meta.json          key fields, flags, compiler version, timings, vmfb size + sha256
                          /configs/           --iree-hal-dump-executable-configurations-to output (always dumped)
     .index/<xx>/<digest>                    (signature, target, flags, variant, compiler) -> key
+    .prebuilt/<xx>/<digest>                 (signature, target, flags, variant) -> key, for a machine with no compiler
     .compiler-version.json                  `iree-compile --version`, remembered per compiler build
 
 The key is sha256 over the MLIR text, the full flag list, the target identity (resolved host CPU or GPU arch),
@@ -24,6 +25,13 @@ Writes are atomic: an entry is built in a temporary folder next to its final pla
 reader never sees half an entry. An entry is validated as a whole when loaded (`entry_problem`: meta.json an
 object with the documented fields and types, kernel.vmfb of the recorded size and checksum, compile_command.sh,
 configs/ holding every file meta lists); anything missing or damaged is treated as absent and rebuilt.
+
+A machine with no iree-compile (a GPU box that is lent a cache filled elsewhere with `boo-driver --preload
+--target cuda:sm_80 --cache-dir DIR`) cannot export or compile, and its torch may not be the one that exported the
+kernel, so the index (which names the torch and compiler versions) misses there. The `.prebuilt` index names
+everything else that selects a kernel (the signature and its class's source, the flags, the target identity, the
+variant's content) and is written beside the index: there, `compile.build` resolves kernels through it alone, and
+says which compiler and torch built what it runs.
 
 A root that exists but cannot be written (a team's warm cache on a read-only or shared mount) is used as-is for
 hits, and misses are compiled into a writable overlay: `overlay` when given, else a private temporary cache
@@ -277,6 +285,31 @@ class KernelCache:
 
     def index_record(self, ikey: str, func_name: str, key: str) -> None:
         _atomic_write(self._index_path(ikey), json.dumps({"func_name": func_name, "key": key}))
+
+    def prebuilt_key(self, sig: object, flags: list[str], target_identity: str, variant_key: str) -> str:
+        """The index key without the torch and compiler versions: what a machine with no compiler can compute."""
+        material = [f"prebuilt{SCHEMA}", type(sig).__module__, type(sig).__qualname__, repr(sig),
+                    _class_source_digest(type(sig)), list(flags), target_identity, variant_key]
+        return hashlib.sha256(json.dumps(material).encode()).hexdigest()
+
+    def _prebuilt_path(self, pkey: str, root: Path | None = None) -> Path:
+        return (root or self.root) / ".prebuilt" / pkey[:2] / pkey
+
+    def prebuilt_lookup(self, pkey: str) -> tuple[str, str] | None:
+        """(func_name, key) of the kernel last built for a prebuilt key, or None."""
+        for root in self.roots():
+            try:
+                rec = json.loads(self._prebuilt_path(pkey, root).read_text())
+                return str(rec["func_name"]), str(rec["key"])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+        return None
+
+    def prebuilt_record(self, pkey: str, func_name: str, key: str) -> None:
+        """Remember which entry a prebuilt key resolves to (the latest build wins); skipped when already so."""
+        if self.prebuilt_lookup(pkey) == (func_name, key):
+            return
+        _atomic_write(self._prebuilt_path(pkey), json.dumps({"func_name": func_name, "key": key}))
 
     # ---- entries --------------------------------------------------------------------------------------
     def func_dir(self, func_name: str) -> Path:

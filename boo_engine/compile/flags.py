@@ -22,6 +22,29 @@ def compile_flags(sig: OpSignature, target: Target, variant: Variant = BASELINE,
             + variant.compile_flags() + variant.flags_for(sig.func_name) + list(extra_flags))
 
 
+def key_flags(sig: OpSignature, target: Target, variant: Variant = BASELINE,
+              extra_flags: Sequence[str] = ()) -> list[str]:
+    """`compile_flags` as the cache key sees them: the variant's own files (its tuning spec, its substituted
+    dispatches) named by a placeholder instead of their path, since the key already holds their CONTENT
+    (`Variant.key_material`). A tune's candidates written under another --out, or a variants file on another
+    machine, then find the kernel built from the same text (a cache prepared here and measured on a GPU box).
+    Flags from elsewhere (--flags) keep their paths: their files' content is not in the key."""
+    return (["--iree-input-type=torch"] + sig.required_compile_flags() + target.compile_flags()
+            + per_op_default_flags(sig, target)
+            + [_pathless(f) for f in variant.compile_flags()] + variant.flags_for(sig.func_name)
+            + list(extra_flags))
+
+
+def _pathless(flag: str) -> str:
+    """`--iree-codegen-tuning-spec-path=P` -> `...=<spec>`; `--iree-hal-substitute-executable-K=NAME=P` ->
+    `...=NAME=<file>`; any other flag as it is."""
+    if flag.startswith("--iree-codegen-tuning-spec-path="):
+        return "--iree-codegen-tuning-spec-path=<spec>"
+    if flag.startswith("--iree-hal-substitute-executable-") and flag.count("=") >= 2:
+        return flag.rsplit("=", 1)[0] + "=<file>"
+    return flag
+
+
 #: How iree-compile runs, not what it builds (measured byte-identical vmfbs for cpu, gfx942 and sm_80): MLIR's
 #: thread pool costs more than it gives on these one-op modules. 15 sample kernels one at a time: 5.9 s instead of
 #: 6.8 s wall (and 5.9 s of CPU instead of 7.5 s); two at a time: 3.2 s instead of 3.5 s. Kept out of the cache key.

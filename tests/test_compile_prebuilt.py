@@ -1,0 +1,109 @@
+"""A cache filled on one machine serves another that has no compiler (a lent GPU box: the compiler wheel is too big
+to carry there, and its torch is another version): kernels resolve through the prebuilt index, iree.compiler is
+never imported, a missing kernel fails in one line, and a variant's files count by content, not by path."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from boo_engine.commands import parse_command
+from boo_engine.compile.cache import KernelCache
+from boo_engine.compile.pool import compile_signature, lookup_cached
+from boo_engine.variants import Variant
+
+REPO = Path(__file__).resolve().parent.parent
+SPEC = REPO / "tuning_specs" / "gfx942_gemm_f16_128x256x256.mlir"
+GEMM = "gemmfp16 --a_w 256 --a_h 128 --b_w 256"
+TARGET = "hip:gfx942"   # cross-compiled here; its identity does not depend on this host
+
+#: what the child process runs first: iree.compiler cannot be imported (as on a machine without the wheel)
+HIDE_COMPILER = textwrap.dedent("""
+    import sys
+
+    class _NoCompiler:
+        def find_spec(self, name, path=None, target=None):
+            if name == "iree.compiler" or name.startswith("iree.compiler."):
+                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+            return None
+
+    sys.meta_path.insert(0, _NoCompiler())
+""")
+
+
+def _without_compiler(tmp_path: Path, script: str) -> dict:
+    """Run `script` in a Python that has no iree.compiler and no iree-compile on PATH; it prints one JSON line."""
+    shim = tmp_path / "shim"
+    shim.mkdir(exist_ok=True)
+    (shim / "sitecustomize.py").write_text(HIDE_COMPILER)
+    path = os.pathsep.join(d for d in os.environ.get("PATH", "").split(os.pathsep)
+                           if d and not (Path(d) / "iree-compile").exists())
+    env = {**os.environ, "PATH": path, "PYTHONPATH": os.pathsep.join([str(shim), str(REPO)])}
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def test_a_variant_file_counts_by_content_not_by_path(tmp_path):
+    """A tune's candidate written under another --out (or a variants file on another machine) is the same kernel."""
+    cache = KernelCache(tmp_path / "cache")
+    sig = parse_command(GEMM)
+    here, there = tmp_path / "a" / "spec.mlir", tmp_path / "b" / "elsewhere.mlir"
+    for p in (here, there):
+        p.parent.mkdir()
+        shutil.copy(SPEC, p)
+    built = compile_signature(sig, TARGET, Variant(name="s", tuning_specs=(str(here),)), cache=cache)
+    assert not built.cache_hit and f"--iree-codegen-tuning-spec-path={here}" in built.command
+    found = lookup_cached(sig, TARGET, Variant(name="s", tuning_specs=(str(there),)), cache=KernelCache(cache.root))
+    assert found is not None and found.key == built.key
+    there.write_text(SPEC.read_text().replace("[128]", "[64]"))   # other content: another kernel
+    assert lookup_cached(sig, TARGET, Variant(name="s", tuning_specs=(str(there),)),
+                         cache=KernelCache(cache.root)) is None
+
+
+def test_without_a_compiler_the_cache_alone_serves(tmp_path):
+    cache_dir = tmp_path / "cache"
+    sig = parse_command(GEMM)
+    base = compile_signature(sig, TARGET, cache=KernelCache(cache_dir))
+    spec = compile_signature(sig, TARGET, Variant(name="s", tuning_specs=(str(SPEC),)), cache=KernelCache(cache_dir))
+    moved = tmp_path / "carried" / "spec.mlir"
+    moved.parent.mkdir()
+    shutil.copy(SPEC, moved)
+    out = _without_compiler(tmp_path, textwrap.dedent(f"""
+        import json, sys
+        import boo_engine.compile.cache as cache_mod
+        cache_mod.torch_version = lambda: "2.11.0+cu130"   # the other machine's torch: the index misses there
+        from boo_engine.commands import parse_command
+        from boo_engine.compile.build import compiler_here
+        from boo_engine.compile.cache import KernelCache
+        from boo_engine.compile.pool import compile_signature, lookup_cached
+        from boo_engine.errors import CompileError
+        from boo_engine.variants import Variant, preflight_variant
+
+        cache = KernelCache({str(cache_dir)!r})
+        sig = parse_command({GEMM!r})
+        v = Variant(name="s", tuning_specs=({str(moved)!r},))
+        preflight_variant(v, {TARGET!r})   # nothing to check with: skipped, not failed
+        base = compile_signature(sig, {TARGET!r}, cache=cache)
+        spec = compile_signature(sig, {TARGET!r}, v, cache=cache)
+        looked = lookup_cached(sig, {TARGET!r}, v, cache=cache)
+        try:
+            compile_signature(parse_command("gemmfp16 --a_w 256 --a_h 128 --b_w 128"), {TARGET!r}, cache=cache)
+            missing = None
+        except CompileError as e:
+            missing = str(e)
+        print(json.dumps({{"here": compiler_here(), "base": [base.key, base.cache_hit], "spec": spec.key,
+                          "looked": looked.key if looked else None, "missing": missing,
+                          "imported": "iree.compiler" in sys.modules}}))
+    """))
+    assert out["here"] is False and out["imported"] is False
+    assert out["base"] == [base.key, True]
+    assert out["spec"] == out["looked"] == spec.key != base.key
+    missing = out["missing"]
+    assert missing and "\n" not in missing
+    assert "gemm_float16_forward_256x128x128" in missing and "no iree-compile is installed here" in missing
+    assert f"--target {TARGET}" in missing
