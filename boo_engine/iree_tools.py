@@ -1,12 +1,14 @@
-"""IREE's command-line tools (iree-compile, iree-opt): where they are, running one, reading its errors.
+"""IREE's command-line tools (iree-compile, iree-opt; the runtime's iree-benchmark-module, iree-profile): where
+they are, running one, reading its errors.
 
 One place for what variants (spec pre-flight, linking), compile (the compiler runner, the cache key) and environment
 (the recorded compiler version) all need, so they agree on WHICH binary they mean: the one shipped in the installed
 iree-base-compiler wheel, the same build `iree.compiler` compiles with, and only without the wheel one from PATH
-(a PATH iree-compile may be another build altogether).
+(a PATH iree-compile may be another build altogether). The runtime's tools likewise come from the installed
+iree-base-runtime wheel, the build the worker measures with (bench/ireeprof.py profiles with them).
 
-A low layer: imports nothing of the engine but errors, and never imports iree.compiler (~70 ms): the wheel's
-folder is found with importlib.util.find_spec.
+A low layer: imports nothing of the engine but errors, and never imports iree.compiler (~70 ms) nor the runtime:
+the wheels' folders are found with importlib.util.find_spec.
 """
 from __future__ import annotations
 
@@ -37,6 +39,29 @@ def _wheel_tools_dir() -> Path | None:
         if d.is_dir():
             return d
     return None
+
+
+@functools.lru_cache(maxsize=1)
+def _runtime_tools_dir() -> Path | None:
+    """The iree-base-runtime wheel's folder of binaries (iree/_runtime_libs: iree-benchmark-module, iree-profile,
+    iree-run-module), or None without the wheel. Found without importing it (that would load the runtime)."""
+    try:
+        spec = importlib.util.find_spec("iree._runtime_libs")
+    except (ImportError, ValueError):
+        return None
+    for loc in (spec.submodule_search_locations or []) if spec else []:
+        if Path(loc).is_dir():
+            return Path(loc)
+    return None
+
+
+def find_runtime_tool(name: str) -> str | None:
+    """Absolute path of an IREE runtime tool from the installed iree-base-runtime wheel (the runtime the worker
+    measures with), else from PATH, else None."""
+    d = _runtime_tools_dir()
+    if d is not None and (d / name).is_file():
+        return str(d / name)
+    return shutil.which(name)
 
 
 def find_tool(name: str) -> str | None:

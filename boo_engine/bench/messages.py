@@ -43,7 +43,8 @@ class BenchSpec:
     function: str = "main"              # exported function of the vmfb
     warmup_s: float = 0.1
     cache_mode: str = "warm"            # "cold": caches flushed before every call, untimed (bench/flush.py)
-    device_timing: bool = False         # GPU: also profile the dispatches' device time (bench/gpu_timing.py)
+    device_timing: bool = False         # also profile the dispatches' time: IREE's profiler (bench/ireeprof.py),
+                                        # else CUPTI (bench/gpu_timing.py, GPU only)
 
 
 @dataclass
@@ -62,7 +63,7 @@ class BenchOutcome:
     truncated: bool = False             # max_time_s stopped sampling early
     overhead_fraction: float | None = None  # estimated harness cost per call / call time
     cache_mode: str = "warm"
-    device_us: float | None = None      # GPU: median device time of the dispatches per call (profiler)
+    device_us: float | None = None      # median time of the dispatches per call (profiler; device_detail says which)
     device_detail: dict[str, Any] | None = None   # GPU: dispatch timing detail, GPU state while measured, flush
     throttled: bool = False             # GPU: a clock-throttle reason was active while measuring
 

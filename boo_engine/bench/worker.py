@@ -33,6 +33,7 @@ from ..results import Backend
 from ..targets import runtime_driver
 from .child import IreeCall, RuntimeCache, _child_main
 from .devices import CPU, device_child_main, device_env
+from .ireeprof import CAPTURE_TIMEOUT_S, READ_TIMEOUT_S
 from .messages import (
     BenchOutcome,
     BenchSpec,
@@ -72,9 +73,11 @@ def default_timeout_s(spec: BenchSpec) -> float:
     Without max_time_s the measurement has no bound of its own; allow the minimum time plus one second per
     requested sample (kernels slower than that are unusual enough to need an explicit timeout).
     """
+    # device timing may run the kernel once more under IREE's profiler (a process of its own, bounded)
+    extra = CAPTURE_TIMEOUT_S + READ_TIMEOUT_S if spec.device_timing else 0.0
     if spec.max_time_s is not None:
-        return 60.0 + 2.0 * spec.max_time_s
-    return 60.0 + 2.0 * (spec.min_time_s or 0.0) + 1.0 * spec.iters
+        return 60.0 + 2.0 * spec.max_time_s + extra
+    return 60.0 + 2.0 * (spec.min_time_s or 0.0) + 1.0 * spec.iters + extra
 
 
 def resolve_driver(spec: BenchSpec) -> str:
