@@ -107,3 +107,41 @@ def test_without_a_compiler_the_cache_alone_serves(tmp_path):
     assert missing and "\n" not in missing
     assert "gemm_float16_forward_256x128x128" in missing and "no iree-compile is installed here" in missing
     assert f"--target {TARGET}" in missing
+
+
+def test_a_cuda_tune_winner_is_what_tuned_toml_builds(tmp_path):
+    """IREE 3.13's cuda pipeline ignores tuning specs, so a cuda candidate is a substituted dispatch. The tuned.toml
+    a tune writes for it names that dispatch for its kernel, and builds the very kernel the candidate built (the
+    same cache entry: measured on a GPU box from a cache filled here, it must not need a compiler)."""
+    from boo_engine.tune.dispatch import _dispatch_name, read_root
+    from boo_engine.tune.records import IMPROVED, Tried, TunedKernel
+    from boo_engine.tune.space import Candidate, GlobalChoice
+    from boo_engine.tune.report import write_outputs
+    from boo_engine.variants import load_variants_file
+
+    target, cache = "cuda:sm_80", KernelCache(tmp_path / "cache")
+    sig = parse_command(GEMM)
+    base = compile_signature(sig, target, cache=cache)
+    config = sorted(Path(base.configs_dir).glob("*.mlir"))[0]
+    exe, text = _dispatch_name(config.name), config.read_text()
+    cand_file = tmp_path / "tune" / "candidates" / "k1.mlir"
+    cand_file.parent.mkdir(parents=True)
+    cand_file.write_text(text)
+    cand = Variant(name="t-k1", substitutions=(("source", exe, str(cand_file)),), kernels=(sig.func_name,))
+    built = compile_signature(sig, target, cand, cache=cache)
+    root = read_root(base.configs_dir)
+    assert root is not None and root.dispatch == exe
+    params = Candidate(sig.func_name, GlobalChoice("default"), root, tiles={"workgroup": [64, 64, 0]}).params
+    best = Tried(sig.func_name, "k1", params=params, variant=cand.name, spec=text, ratio=0.9, ci_low=0.88, ci_high=0.92)
+    kernel = TunedKernel(func_name=sig.func_name, command=GEMM, status=IMPROVED, baseline_us=100.0, best_key="k1",
+                         best_us=90.0, ratio=0.9, ci_low=0.88, ci_high=0.92, tried=[best])
+    out = tmp_path / "out"
+    write_outputs(out, {sig.func_name: kernel}, {}, target=target, settings={})
+    (tuned,) = load_variants_file(out / "tuned.toml")
+    assert tuned.kernel_substitutions == ((sig.func_name, "source", exe, str(out / f"tuned.{sig.func_name}.mlir")),)
+    assert (out / f"tuned.{sig.func_name}.mlir").read_text() == text
+    found = lookup_cached(sig, target, tuned, cache=KernelCache(cache.root))
+    assert found is not None and found.key == built.key
+    # the kernel's own substitution is for that kernel only
+    other = parse_command("gemmfp16 --a_w 128 --a_h 128 --b_w 128")
+    assert tuned.flags_for(other.func_name) == [] and tuned.substitutions_for(other.func_name) == []

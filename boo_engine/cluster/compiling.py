@@ -164,7 +164,7 @@ class RayCompilePool:
                 raise CompileError(f"{func}: the kernel shipped by node {shipped.node} does not validate here")
         flags = key_flags(sig, target, variant, extra)
         with contextlib.suppress(OSError):
-            cache.index_record(cache.index_key(sig, flags, target.identity(), variant.key_material()), func, key)
+            cache.index_record(cache.index_key(sig, flags, target.identity(), variant.key_material(func)), func, key)
         return artifact_from_meta(cache, found, target, variant, cache_hit=shipped.cache_hit,
                                   seconds=shipped.seconds)
 

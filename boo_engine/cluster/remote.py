@@ -44,7 +44,8 @@ class CompileOrder:
 def variant_files(variant: Any) -> dict[str, bytes]:
     """The files a variant's kernel is built from (tuning specs, substituted dispatches), for nodes that lack
     them: the cache key hashes their content, never their path."""
-    paths = list(variant.tuning_specs) + [path for _, _, path in variant.substitutions]
+    paths = (list(variant.tuning_specs) + [path for _, _, path in variant.substitutions]
+             + [path for *_, path in variant.kernel_substitutions])
     return {p: Path(p).read_bytes() for p in paths}
 
 
@@ -66,7 +67,9 @@ def _materialize(variant: Any, files: dict[str, bytes]) -> Any:
     if not moved:
         return variant
     return replace(variant, tuning_specs=tuple(moved.get(p, p) for p in variant.tuning_specs),
-                   substitutions=tuple((k, n, moved.get(p, p)) for k, n, p in variant.substitutions))
+                   substitutions=tuple((k, n, moved.get(p, p)) for k, n, p in variant.substitutions),
+                   kernel_substitutions=tuple((f, k, n, moved.get(p, p))
+                                              for f, k, n, p in variant.kernel_substitutions))
 
 
 @dataclass

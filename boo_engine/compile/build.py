@@ -68,7 +68,7 @@ def lookup_cached(sig: OpSignature, target: Target | str, variant: Variant = BAS
     target = as_target(target)
     cache = cache or cache_mod.default_cache()
     flags = key_flags(sig, target, variant, extra_flags)
-    identity, vkey = target.identity(), variant.key_material()
+    identity, vkey = target.identity(), variant.key_material(sig.func_name)
     if not compiler_here():
         return _prebuilt(cache, sig, flags, identity, vkey, target, variant)
     found = cache.index_lookup(cache.index_key(sig, flags, identity, vkey))
@@ -92,7 +92,7 @@ def compile_signature(sig: OpSignature, target: Target | str = "cpu", variant: V
     cache = cache or cache_mod.default_cache()
     flags = compile_flags(sig, target, variant, extra_flags)
     kflags = key_flags(sig, target, variant, extra_flags)   # the variant's files by content, not path
-    identity, vkey = target.identity(), variant.key_material()
+    identity, vkey = target.identity(), variant.key_material(sig.func_name)
     if not compiler_here():
         art = _prebuilt(cache, sig, kflags, identity, vkey, target, variant)
         if art is None:

@@ -25,14 +25,23 @@ def compile_flags(sig: OpSignature, target: Target, variant: Variant = BASELINE,
 def key_flags(sig: OpSignature, target: Target, variant: Variant = BASELINE,
               extra_flags: Sequence[str] = ()) -> list[str]:
     """`compile_flags` as the cache key sees them: the variant's own files (its tuning spec, its substituted
-    dispatches) named by a placeholder instead of their path, since the key already holds their CONTENT
-    (`Variant.key_material`). A tune's candidates written under another --out, or a variants file on another
-    machine, then find the kernel built from the same text (a cache prepared here and measured on a GPU box).
-    Flags from elsewhere (--flags) keep their paths: their files' content is not in the key."""
+    dispatches, the kernel's own substituted ones) named by a placeholder instead of their path, since the key
+    already holds their CONTENT (`Variant.key_material`). A tune's candidates written under another --out, or a
+    variants file on another machine, then find the kernel built from the same text (a cache prepared here and
+    measured on a GPU box). Flags from elsewhere (--flags, a kernel's flags) keep their paths: their files'
+    content is not in the key."""
     return (["--iree-input-type=torch"] + sig.required_compile_flags() + target.compile_flags()
             + per_op_default_flags(sig, target)
-            + [_pathless(f) for f in variant.compile_flags()] + variant.flags_for(sig.func_name)
+            + [_pathless(f) for f in variant.compile_flags()] + _kernel_key_flags(variant, sig.func_name)
             + list(extra_flags))
+
+
+def _kernel_key_flags(variant: Variant, func_name: str) -> list[str]:
+    """`variant.flags_for(func_name)` with its substituted dispatches (first, one flag each) by placeholder; the
+    kernel's own flags verbatim."""
+    flags = variant.flags_for(func_name)
+    n = sum(1 for name, *_ in variant.kernel_substitutions if name == func_name)
+    return [_pathless(f) for f in flags[:n]] + flags[n:]
 
 
 def _pathless(flag: str) -> str:

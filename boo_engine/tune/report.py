@@ -4,6 +4,8 @@
   the kernel, its command, the op's shape, the measured ratio with its CI, the machine and the IREE version;
 - `tuned.toml`: a variants file defining the variant `tuned`: that spec plus the flags (and formulation) each
   improved kernel won, as per-kernel tables, so `--variants-file DIR/tuned.toml` measures exactly what won;
+- `tuned.<kernel>.mlir`: on cuda, whose pipeline ignores tuning specs in IREE 3.13, a winner's tile sizes are
+  its configured dispatch, substituted for that kernel only (`substitute_sources` in its table of tuned.toml);
 - `report.md`: per kernel the baseline, the best, the ratio and CI, the candidates tried and what won.
 Files are written atomically; a kernel that found nothing better keeps the default (no entry).
 """
@@ -31,6 +33,8 @@ from .records import (
 from .spec import SpecEntry, spec_module, symbol
 
 SPEC_FILE, VARIANTS_FILE, REPORT_FILE = "tuned.mlir", "tuned.toml", "report.md"
+#: a cuda winner's configured dispatch: tuned.<func_name>.mlir
+DISPATCH_PREFIX = "tuned."
 
 
 def machine_line(env: Mapping[str, Any]) -> str:
@@ -66,7 +70,18 @@ def write_outputs(out_dir: str | Path, kernels: Mapping[str, TunedKernel], env: 
         written.append(out / SPEC_FILE)
     elif (out / SPEC_FILE).exists():
         (out / SPEC_FILE).unlink()   # a stale spec from an earlier tune must not be picked up by tuned.toml
-    atomic_write(out / VARIANTS_FILE, variants_toml(improved, has_spec=bool(spec_entries), env=env, target=target))
+    for old in out.glob(f"{DISPATCH_PREFIX}*.mlir"):   # likewise a stale substituted dispatch
+        old.unlink()
+    dispatches: dict[str, tuple[str, str]] = {}
+    for k in improved:
+        sub = _substituted(k)
+        if sub is not None:
+            name = f"{DISPATCH_PREFIX}{k.func_name}.mlir"
+            atomic_write(out / name, sub[1])
+            written.append(out / name)
+            dispatches[k.func_name] = (sub[0], name)
+    atomic_write(out / VARIANTS_FILE, variants_toml(improved, has_spec=bool(spec_entries), env=env, target=target,
+                                                    dispatches=dispatches))
     written.append(out / VARIANTS_FILE)
     atomic_write(out / REPORT_FILE, report_md(kernels, env, target=target, settings=settings))
     written.append(out / REPORT_FILE)
@@ -90,6 +105,15 @@ def _entry(k: TunedKernel, env: Mapping[str, Any]) -> SpecEntry | None:
     return SpecEntry(symbol(f"match_{k.func_name}"), root, best.spec[start:end], comment)
 
 
+def _substituted(k: TunedKernel) -> tuple[str, str] | None:
+    """(executable, configured source) of a winner that is a substituted dispatch (cuda), else None."""
+    best = k.best
+    if best is None or not best.spec or "hal.executable" not in best.spec:
+        return None
+    exe = (best.params.get("root") or {}).get("dispatch")
+    return (str(exe), best.spec) if exe else None
+
+
 def _root_from(k: TunedKernel, best: Tried) -> RootOp | None:
     """The winner's root op, rebuilt from its own spec's matcher inputs (stored with the candidate)."""
     r = best.params.get("root") or {}
@@ -100,7 +124,10 @@ def _root_from(k: TunedKernel, best: Tried) -> RootOp | None:
                   elem_types=(r["types"][0], r["types"][1], r["types"][2]))
 
 
-def variants_toml(improved: list[TunedKernel], *, has_spec: bool, env: Mapping[str, Any], target: str) -> str:
+def variants_toml(improved: list[TunedKernel], *, has_spec: bool, env: Mapping[str, Any], target: str,
+                  dispatches: Mapping[str, tuple[str, str]] | None = None) -> str:
+    """`dispatches`: kernel -> (executable, file in the output folder) substituted for that kernel only."""
+    dispatches = dispatches or {}
     lines = [f"# boo-tui tune: the variant `tuned` = what won on {machine_line(env)},",
              f"# {compiler_line(env)}, target {target}. Measure it: boo-tui FILE --variants-file tuned.toml",
              "[tuned]"]
@@ -113,7 +140,7 @@ def variants_toml(improved: list[TunedKernel], *, has_spec: bool, env: Mapping[s
             continue
         flags = list(best.params.get("flags") or [])
         form = best.params.get("formulation")
-        if flags or form:
+        if flags or form or k.func_name in dispatches:
             per_kernel.append((k.func_name, flags, form))
     if not has_spec and not per_kernel:
         lines.append("# nothing was significantly faster: this variant is the compiler's default")
@@ -125,6 +152,9 @@ def variants_toml(improved: list[TunedKernel], *, has_spec: bool, env: Mapping[s
             lines.append("flags = [" + ", ".join(json.dumps(f) for f in flags) + "]")
         if form:
             lines.append(f"formulation = {json.dumps(form)}")
+        if func in dispatches:
+            exe, file = dispatches[func]
+            lines.append(f"substitute_sources = {{{json.dumps(exe)} = {json.dumps(file)}}}")
     return "\n".join(lines) + "\n"
 
 

@@ -32,6 +32,10 @@ class Variant:
     kernel_flags: tuple[tuple[str, tuple[str, ...]], ...] = ()
     #: (func_name, formulation) pairs: how that kernel is written out (ops' formulations), per kernel
     kernel_formulations: tuple[tuple[str, str], ...] = ()
+    #: (func_name, "source" | "configuration", executable_name, path): a dispatch substituted in that kernel only
+    #: (every kernel names its dispatches `main$async_dispatch_N`), e.g. the configured dispatch `boo-tui tune`
+    #: found for a cuda kernel (IREE 3.13's cuda pipeline ignores tuning specs)
+    kernel_substitutions: tuple[tuple[str, str, str, str], ...] = ()
     #: how every kernel is written for export (OpSignature.formulations(), e.g. "fwdconv": a backward conv as
     #: forward convolutions) unless `kernel_formulations` names another; None (or "default") is the signature's
     #: reference. A kernel without it fails to compile, with one line naming the formulations it has.
@@ -45,11 +49,20 @@ class Variant:
         """No spec, flag, substitution, preprocess step, formulation (even "default", named on purpose) or cache
         mode."""
         return not (self.tuning_specs or self.flags or self.substitutions or self.preprocess or self.kernel_flags
-                    or self.kernel_formulations or self.formulation is not None or self.cache_mode is not None)
+                    or self.kernel_formulations or self.kernel_substitutions or self.formulation is not None
+                    or self.cache_mode is not None)
 
     def flags_for(self, func_name: str) -> list[str]:
-        """The kernel-specific flags of this variant for `func_name` (after compile_flags())."""
-        return [f for name, flags in self.kernel_flags if name == func_name for f in flags]
+        """The kernel-specific flags of this variant for `func_name` (after compile_flags()): its substituted
+        dispatches, then its flags."""
+        return ([f"--iree-hal-substitute-executable-{kind}={exe}={path}"
+                 for name, kind, exe, path in self.kernel_substitutions if name == func_name]
+                + [f for name, flags in self.kernel_flags if name == func_name for f in flags])
+
+    def substitutions_for(self, func_name: str) -> list[tuple[str, str, str]]:
+        """Every (kind, executable, path) substituted when compiling `func_name`: the variant's, then its own."""
+        return list(self.substitutions) + [(kind, exe, path) for name, kind, exe, path in self.kernel_substitutions
+                                           if name == func_name]
 
     def formulation_for(self, func_name: str) -> str | None:
         """How kernel `func_name` is to be written out: its `kernel_formulations` entry, else `formulation` (None:
@@ -78,10 +91,18 @@ class Variant:
         flags.extend(self.flags)
         return flags
 
-    def key_material(self) -> str:
+    def key_material(self, func_name: str | None = None) -> str:
         """Digest of everything about this variant that changes the compiled artifact: the CONTENT of spec and
         substituted files (not just their paths), the flags, the preprocess step and the formulation (the cache's
-        export-free index would otherwise find the default formulation's kernel)."""
+        export-free index would otherwise find the default formulation's kernel).
+
+        With `func_name`, what the cache keys that kernel by: only what builds IT (the content of the specs and of
+        the dispatches substituted in it, the preprocess step, its formulation), its flags being in the key
+        already, in order (compile.flags.key_flags). Two variants that build a kernel the same way, such as a
+        tune's candidate and the tuned.toml that names it, then share its entry; a kernel's entry does not
+        change when the variant also tunes other kernels."""
+        if func_name is not None:
+            return self._kernel_key_material(func_name)
         h = hashlib.sha256()
         if (self.formulation or DEFAULT_FORMULATION) != DEFAULT_FORMULATION:  # "default": the baseline's kernel
             h.update(f"formulation\0{self.formulation}\0".encode())
@@ -96,6 +117,20 @@ class Variant:
             h.update(f"kernel\0{name}\0".encode() + "\0".join(flags).encode() + b"\0")
         for name, form in self.kernel_formulations:
             h.update(f"formulation\0{name}\0{form}".encode() + b"\0")
+        for name, kind, exe, path in self.kernel_substitutions:
+            h.update(f"ksub\0{name}\0{kind}\0{exe}\0".encode() + file_bytes(path) + b"\0")
+        return h.hexdigest()
+
+    def _kernel_key_material(self, func_name: str) -> str:
+        h = hashlib.sha256()
+        form = self.export_formulation(func_name)
+        if form != DEFAULT_FORMULATION:
+            h.update(f"formulation\0{form}\0".encode())
+        for spec in self.tuning_specs:
+            h.update(b"spec\0" + file_bytes(spec) + b"\0")
+        for kind, name, path in self.substitutions_for(func_name):
+            h.update(f"sub\0{kind}\0{name}\0".encode() + file_bytes(path) + b"\0")
+        h.update(("preprocess\0" + (self.preprocess or "")).encode() + b"\0")
         return h.hexdigest()
 
     def describe(self) -> dict[str, Any]:
@@ -112,6 +147,8 @@ class Variant:
             d["kernel_flags"] = {name: list(flags) for name, flags in self.kernel_flags}
         if self.kernel_formulations:
             d["kernel_formulations"] = dict(self.kernel_formulations)
+        if self.kernel_substitutions:
+            d["kernel_substitutions"] = [list(s) for s in self.kernel_substitutions]
         if self.formulation is not None:
             d["formulation"] = self.formulation
         if self.cache_mode is not None:
@@ -128,6 +165,8 @@ class Variant:
                    kernel_flags=tuple((str(k), tuple(v)) for k, v in (d.get("kernel_flags") or {}).items()),
                    kernel_formulations=tuple((str(k), str(v))
                                              for k, v in (d.get("kernel_formulations") or {}).items()),
+                   kernel_substitutions=tuple((str(f), str(k), str(n), str(p))
+                                              for f, k, n, p in d.get("kernel_substitutions") or ()),
                    formulation=d.get("formulation") or None, cache_mode=d.get("cache_mode") or None)
 
 

@@ -107,6 +107,7 @@ def load_variants_file(path: str | os.PathLike[str]) -> list[Variant]:
         formulation = "fwdconv"                      (how the kernel is written for export)
         cache = "cold"                               (measured with the caches flushed before every call)
         [NAME.kernels.FUNC_NAME] flags = [...]  formulation = "..."   (that kernel only, as `boo-tui tune` writes)
+                                 substitute_sources = {EXE = "f.mlir"}  substitute_configurations = {...}
     Paths are relative to the TOML file."""
     import tomllib
 
@@ -176,9 +177,9 @@ def _variant_from_table(name: str, t: dict[str, Any], base: Path, where: str) ->
         raise VariantError(f"{where}: formulation must be a string (one of {', '.join(FORMULATIONS)})")
     v = _make(name, specs, flags, subs, pre.strip() if pre else None, kernels, where=where,
               formulation=None if form is None else _formulation(form, where))
-    per_kernel, forms = _kernel_tables(t.get("kernels"), where)
-    if per_kernel or forms:
-        v = dataclasses.replace(v, kernel_flags=per_kernel, kernel_formulations=forms)
+    per_kernel, forms, ksubs = _kernel_tables(t.get("kernels"), where, base)
+    if per_kernel or forms or ksubs:
+        v = dataclasses.replace(v, kernel_flags=per_kernel, kernel_formulations=forms, kernel_substitutions=ksubs)
     if t.get(CACHE_KEY) is not None:
         mode = t[CACHE_KEY]
         if not isinstance(mode, str):
@@ -190,19 +191,28 @@ def _variant_from_table(name: str, t: dict[str, Any], base: Path, where: str) ->
     return v
 
 
-KernelTables = tuple[tuple[tuple[str, tuple[str, ...]], ...], tuple[tuple[str, str], ...]]
+KernelTables = tuple[tuple[tuple[str, tuple[str, ...]], ...], tuple[tuple[str, str], ...],
+                     tuple[tuple[str, str, str, str], ...]]
+_KERNEL_KEYS = {"flags", "formulation", "substitute_sources", "substitute_configurations"}
 
 
-def _kernel_tables(value: Any, where: str) -> KernelTables:
-    """`[NAME.kernels.FUNC] flags = [...]  formulation = "..."` tables -> ((func, flags), ...), ((func, form), ...)."""
+def _kernel_tables(value: Any, where: str, base: Path) -> KernelTables:
+    """`[NAME.kernels.FUNC] flags = [...]  formulation = "..."  substitute_sources = {EXE = "f.mlir"}` tables ->
+    ((func, flags), ...), ((func, form), ...), ((func, kind, exe, path), ...)."""
     if value is None:
-        return (), ()
+        return (), (), ()
     if not isinstance(value, dict):
         raise VariantError(f"{where}: kernels must be tables [NAME.kernels.FUNC_NAME] with flags = [...]")
-    flags_out, forms = [], []
+    flags_out, forms, subs = [], [], []
     for func, table in value.items():
-        if not isinstance(table, dict) or set(table) - {"flags", "formulation"}:
-            raise VariantError(f"{where}: kernels.{func}: expected a table with flags = [...] and/or formulation")
+        if not isinstance(table, dict) or set(table) - _KERNEL_KEYS:
+            raise VariantError(f"{where}: kernels.{func}: expected a table with flags = [...], formulation and/or "
+                               "substitute_sources / substitute_configurations = {EXE = \"file.mlir\"}")
+        for key, kind in (("substitute_sources", "source"), ("substitute_configurations", "configuration")):
+            table_of = table.get(key, {})
+            if not isinstance(table_of, dict) or not all(isinstance(f, str) for f in table_of.values()):
+                raise VariantError(f"{where}: kernels.{func}.{key} must be a table {{EXE = \"file.mlir\"}}")
+            subs += [(str(func), kind, str(exe), str(_abs(f, base))) for exe, f in table_of.items()]
         flags = _str_list(table.get("flags", []), where, f"kernels.{func}.flags", split=True)
         bad = [f for f in flags if not f.startswith("-")]
         if bad:
@@ -214,7 +224,7 @@ def _kernel_tables(value: Any, where: str) -> KernelTables:
             if not isinstance(form, str) or not form.strip():
                 raise VariantError(f"{where}: kernels.{func}: formulation must be a non-empty string")
             forms.append((str(func), _formulation(form, f"{where}: kernels.{func}")))
-    return tuple(flags_out), tuple(forms)
+    return tuple(flags_out), tuple(forms), tuple(subs)
 
 
 def variant_from_env(environ: dict[str, str] | None = None) -> Variant | None:

@@ -50,7 +50,7 @@ def preflight_variant(v: Variant, target: Target | str | None = None) -> None:
                                    f"{made_for.upper()} targets, but the target is {target}")
         if len(v.tuning_specs) > 1:
             merged_spec_path(v.tuning_specs)
-        for sub_kind, exe, path in v.substitutions:
+        for sub_kind, exe, path in [*v.substitutions, *((k, e, p) for _, k, e, p in v.kernel_substitutions)]:
             _preflight_substitution(sub_kind, exe, path)
         _preflight_flags(v.flags)
         if v.preprocess:
