@@ -99,12 +99,14 @@ def main() -> int:
                    "torch_us": statistics.median(torch_out.samples_us), "torch_dispatch_us": torch_out.device_us,
                    "flops": sig.flops, "bytes": sig.bytes, "ours_rounds": ours, "theirs_rounds": theirs,
                    "dispatch": (out.device_detail or {}).get("dispatch"), "gpu_state": state,
+                   "dispatch_source": ((out.device_detail or {}).get("dispatch") or {}).get("source", "cupti"),
+                   "iree_profile_error": ((out.device_detail or {}).get("dispatch") or {}).get("iree_profile_error"),
                    "throttled": out.throttled or cold.throttled, "reproducer": cmd}
             rows.append(row)
             ok = abs(row["ratio"] - 1) <= opts.tolerance
             tf = (sig.flops / (o * 1e-6) / 1e12) if sig.flops else 0.0
             print(f"{'ok ' if ok else 'OFF'} wall {o:9.1f} / ibm {t:9.1f} = {o / t:5.3f} | dispatch "
-                  f"{row['dispatch_us']:9.1f} | cold {row['cold_us']:9.1f} (disp {cold.device_us or 0:8.1f}) | "
+                  f"{row['dispatch_us']:9.1f} ({row['dispatch_source']}) | cold {row['cold_us']:9.1f} (disp {cold.device_us or 0:8.1f}) | "
                   f"torch {row['torch_us']:8.1f} (disp {torch_out.device_us or 0:8.1f}) | {tf:6.1f} TFLOP/s | "
                   f"sm {state.get('sm_mhz_min')}-{state.get('sm_mhz_max')} MHz {state.get('temp_c_max')} C "
                   f"thr={row['throttled']} | {text}", flush=True)

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# On a lent GPU machine, from the repository root, with the folder `benchmarks/gpu_check.py prepare` filled
+# (.gpu: the kernel cache compiled here for cuda:sm_80, the wheels) carried: installs the wheels into a private
+# folder and runs the check with the cache alone (no compiler there). Writes to $OUT (or ./gpu-check-out).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+dir=${BOO_GPU_DIR:-.gpu}
+out=${OUT:-gpu-check-out}
+[ -d "$dir/cache" ] && [ -d "$dir/wheels" ] || { echo "gpu_check: $dir/cache and $dir/wheels missing: run 'python3 benchmarks/gpu_check.py prepare' here first" >&2; exit 2; }
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/boo-site "$dir"/wheels/*.whl || exit 2
+export PYTHONPATH="$PWD:/tmp/boo-site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+export BOO_CACHE_DIR="$PWD/$dir/cache"
+exec python3 benchmarks/gpu_check.py run --out "$out" "$@"
