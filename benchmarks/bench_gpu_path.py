@@ -26,6 +26,7 @@ from boo_engine import parse_command
 from boo_engine.bench.reproducer import write_reproducer
 from boo_engine.bench.worker import BenchSpec, BenchWorker
 from boo_engine.compile.pool import compile_signature
+from boo_engine.iree_tools import find_runtime_tool
 from boo_engine.targets import default_target
 
 KERNELS = [
@@ -43,7 +44,10 @@ KERNELS = [
 
 
 def ibm_real_us(cmd: str, min_time_s: float, reps: int) -> float:
-    args = shlex.split(cmd.split("  #")[0]) + [f"--benchmark_min_time={min_time_s:g}s",
+    args = shlex.split(cmd.split("  #")[0])
+    # the runtime wheel's own binary: installed with `pip --target` (the GPU check) its scripts are not on PATH
+    args[0] = find_runtime_tool(args[0]) or args[0]
+    args += [f"--benchmark_min_time={min_time_s:g}s",
                                                f"--benchmark_repetitions={reps}", "--benchmark_format=json"]
     out = subprocess.run(args, capture_output=True, text=True, check=True, timeout=600).stdout
     report = json.loads(out[out.index("{"):])

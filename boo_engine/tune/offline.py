@@ -36,21 +36,29 @@ def space_for(root: Any, target_kind: str) -> SearchSpace | None:
     return gpu_space(root)
 
 
-def propose(space: SearchSpace, func_name: str, choice: GlobalChoice, budget: int, seed: int) -> list[Candidate]:
-    """`budget` valid candidates from the sampler the search starts with (no measurement to learn from)."""
+def propose(space: SearchSpace, func_name: str, choice: GlobalChoice, budget: int, seed: int,
+            batch: int = 8) -> list[Candidate]:
+    """The candidates the live tile search (tune/kernel.py `tile_search`) proposes first, asked the same way: its
+    first batch of min(`batch`, `budget`) trials is asked before any is told (a configuration that breaks a
+    constraint is told PRUNED at once and asks again, up to the live search's 3 x batch), so the seeded
+    sampler draws the same start-up proposals. A live tune on the GPU box with the same seed, budget and batch
+    (budget <= batch) then proposes exactly these and finds every one compiled; a later batch depends on what
+    was measured and cannot be compiled ahead. Duplicates are proposed once."""
     import optuna
 
     study = new_study(seed, budget)
     out: dict[str, Candidate] = {}
-    for _ in range(20 * budget):
-        if len(out) >= budget:
-            break
+    proposed = stale = 0
+    while proposed < min(batch, budget) and stale < 3 * batch:
         trial = study.ask()
         params = {n: trial.suggest_categorical(n, list(v)) for n, v in space.choices.items()}
         cand = space.candidate(func_name, choice, params)
-        study.tell(trial, state=optuna.trial.TrialState.PRUNED)
-        if not isinstance(cand, str):
-            out.setdefault(cand.key, cand)
+        if isinstance(cand, str):
+            stale += 1
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            continue
+        out.setdefault(cand.key, cand)
+        proposed += 1
     return list(out.values())
 
 
@@ -82,7 +90,8 @@ def compile_only(tuner: Tuner, commands: Sequence[tuple[str, str, Command]]) -> 
             root = read_root(base.configs_dir)
             space = space_for(root, target.kind) if root is not None else None
             if space is not None:
-                cands += propose(space, func, GlobalChoice("default"), max(0, s.budget - len(cands)), s.seed)
+                cands += propose(space, func, GlobalChoice("default"), max(0, s.budget - len(cands)), s.seed,
+                                 s.batch)
             futures = []
             for c in cands:
                 variant, text = tuner.variant_for(c)
