@@ -145,3 +145,31 @@ def test_a_cuda_tune_winner_is_what_tuned_toml_builds(tmp_path):
     # the kernel's own substitution is for that kernel only
     other = parse_command("gemmfp16 --a_w 128 --a_h 128 --b_w 128")
     assert tuned.flags_for(other.func_name) == [] and tuned.substitutions_for(other.func_name) == []
+
+
+def test_an_offline_tune_compiles_what_the_live_one_proposes(tmp_path):
+    """The GPU box measures candidates compiled here: the offline tune must propose exactly the live search's
+    first batch (budget <= batch). The live search used to ask half its batch (7, 4, 2, 1 for 14), so only the
+    first proposals matched and the GPU found 8 of 16 candidates missing from the cache."""
+    import sqlite3
+
+    from boo_engine.tune.dispatch import read_root
+    from boo_engine.tune.offline import propose, space_for
+    from boo_engine.tune.space import GlobalChoice
+
+    command = "gemm --a_w 64 --a_h 128 --b_w 128"
+    cache, db = tmp_path / "cache", tmp_path / "t.db"
+    p = subprocess.run([sys.executable, "-c", "import sys; from boo_tui.cli import main; sys.exit(main())", "tune",
+                        command, "--budget", "8", "--batch", "8", "--out", str(tmp_path / "out"), "--db", str(db),
+                        "--cache-dir", str(cache), "--final-time", "0.2"],
+                       capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert p.returncode == 0, p.stderr[-2000:]
+    rows = [json.loads(r[0]) | {"key": r[1]} for r in
+            sqlite3.connect(db).execute("SELECT params, key FROM tune_candidates ORDER BY rowid")]
+    live = [r["key"] for r in rows if r.get("tiles")]
+    sig = parse_command(command)
+    root = read_root(compile_signature(sig, "cpu", cache=KernelCache(cache)).configs_dir)
+    assert root is not None
+    offline = propose(space_for(root, "cpu"), sig.func_name, GlobalChoice("default"), 8 - (len(rows) - len(live)),
+                      0, 8)
+    assert len(live) >= 4 and live == [c.key for c in offline]

@@ -145,7 +145,8 @@ class KernelSearch:
         stale = 0
         while proposed < budget and not self.tuner.out_of_time() and stale < 3 * s.batch:
             trials: list[tuple[Any, Candidate]] = []
-            while len(trials) < min(s.batch, budget - proposed) and stale < 3 * s.batch:
+            want = min(s.batch, budget - proposed)   # (counted before the batch: `proposed` grows inside it)
+            while len(trials) < want and stale < 3 * s.batch:
                 trial = study.ask()
                 params = {n: trial.suggest_categorical(n, list(space.choices[n])) for n in names}
                 cand = space.candidate(self.k.func_name, choice, params)
