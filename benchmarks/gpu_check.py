@@ -67,6 +67,7 @@ def prepare(opts: argparse.Namespace) -> int:
     from boo_engine.commands import parse_command
     from boo_engine.compile.cache import KernelCache
     from boo_engine.compile.preload import format_summary, preload
+    from boo_engine.tune.report import DEFAULT_OPT_LEVEL
     from boo_engine.variants import Variant
 
     out = Path(opts.dir).resolve()
@@ -78,7 +79,7 @@ def prepare(opts: argparse.Namespace) -> int:
     summary = preload(sigs, target, cache=KernelCache(cache_dir))
     print(format_summary(summary), flush=True)
     # what tuned.toml says when no candidate won (the compiler's default, named): its re-measure needs it too
-    default = Variant(name="tuned", flags=("--iree-opt-level=O2",))
+    default = Variant(name="tuned", flags=(DEFAULT_OPT_LEVEL,))
     again = preload([TUNE_COMMAND], target, (default,), cache=KernelCache(cache_dir))
     summary.items += again.items
     if summary.failed:
