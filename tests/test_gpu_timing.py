@@ -42,3 +42,22 @@ def test_monitor_without_a_gpu_records_nothing_and_never_raises():
     with GpuMonitor(interval_s=0.01) as m:
         pass
     assert m.summary() is None or m.summary()["polls"] >= 0
+
+
+def test_a_jobs_gpu_state_covers_every_round():
+    """A job measured in rounds is flagged throttled when ANY round was; its recorded state must say so. On an
+    H200 the last round's state alone read 'GPU throttled during 0% of the measurement' for a flagged result."""
+    from boo_engine.bench.gpu_timing import merge_gpu_state
+
+    def state(sm, watts, share, reasons, polls):
+        s = {"sm_mhz": sm, "mem_mhz": 3201.0, "temp_c": 50.0, "power_w": watts, "reasons": 0.0, "t": 1.0}
+        return {"before": s, "after": s, "polls": polls, "sm_mhz_min": sm, "sm_mhz_max": 1980.0,
+                "temp_c_max": 50.0, "power_w_max": watts, "throttled_share": share,
+                "throttle_reasons": reasons, "source": "nvml"}
+
+    first, last = state(1095.0, 700.8, 0.5, ["sw power cap"], 8), state(1980.0, 270.6, 0.0, [], 8)
+    merged = merge_gpu_state(first, last)
+    assert merged["throttle_reasons"] == ["sw power cap"] and merged["throttled_share"] == 0.25
+    assert merged["sm_mhz_min"] == 1095.0 and merged["power_w_max"] == 700.8 and merged["polls"] == 16
+    assert merged["before"] is first["before"] and merged["after"] is last["after"]
+    assert merge_gpu_state(None, last) is last and merge_gpu_state(first, None) is first

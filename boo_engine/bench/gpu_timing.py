@@ -213,6 +213,34 @@ class GpuMonitor:
         }
 
 
+def merge_gpu_state(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Two `GpuMonitor.summary()`s of one job (its rounds) as one: the first round's `before`, the last's `after`,
+    the extremes of clocks, temperature and power, every throttle reason seen, and the throttled share over all
+    the states read. A job is flagged when ANY round was throttled, so its state must say so too (the last
+    round's alone once read "GPU throttled during 0% of the measurement" on an H200)."""
+    if not a or not b:
+        return b or a
+
+    def states(s: dict[str, Any]) -> int:
+        return int(s.get("polls") or 0) + (s.get("before") is not None) + (s.get("after") is not None)
+
+    def pick(key: str, f: Callable[..., Any]) -> Any:
+        vals = [s[key] for s in (a, b) if s.get(key) is not None]
+        return f(vals) if vals else None
+
+    na, nb = states(a), states(b)
+    share = ((a.get("throttled_share") or 0.0) * na + (b.get("throttled_share") or 0.0) * nb) / max(1, na + nb)
+    return {
+        "before": a.get("before"), "after": b.get("after"),
+        "polls": int(a.get("polls") or 0) + int(b.get("polls") or 0),
+        "sm_mhz_min": pick("sm_mhz_min", min), "sm_mhz_max": pick("sm_mhz_max", max),
+        "temp_c_max": pick("temp_c_max", max), "power_w_max": pick("power_w_max", max),
+        "throttled_share": share,
+        "throttle_reasons": sorted(set(a.get("throttle_reasons") or []) | set(b.get("throttle_reasons") or [])),
+        "source": b.get("source") or a.get("source"),
+    }
+
+
 def _physical_index() -> int:
     """NVML counts every GPU; CUDA_VISIBLE_DEVICES renumbers them for CUDA. The first visible one's index."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()

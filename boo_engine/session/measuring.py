@@ -282,7 +282,12 @@ class MeasureStage:
         result.cache_mode = outcome.cache_mode
         result.throttled = result.throttled or outcome.throttled
         if outcome.device_detail is not None:
+            before = (result.device_detail or {}).get("gpu_state")
             result.device_detail = {**(result.device_detail or {}), **outcome.device_detail}
+            if before is not None:   # the state over every round, not the last round's
+                from ..bench.gpu_timing import merge_gpu_state
+
+                result.device_detail["gpu_state"] = merge_gpu_state(before, outcome.device_detail.get("gpu_state"))
         if last and outcome.device_us is not None:
             result.device_us = outcome.device_us
         if last and outcome.numerics is not None:
