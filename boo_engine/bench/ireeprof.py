@@ -131,12 +131,7 @@ def capture(reproducer: str | Sequence[str], folder: str, *, calls: int = PROFIL
     argv = profile_argv(reproducer, output, calls, mode, tool)
     used = next(a.split("=", 1)[1] for a in argv if a.startswith("--device_profiling_mode="))
     t0 = time.monotonic()
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
-    except subprocess.TimeoutExpired:
-        raise IreeProfileError(f"{BENCH_TOOL} timed out after {timeout_s:g} s profiling {calls} calls") from None
-    except OSError as e:
-        raise IreeProfileError(f"{BENCH_TOOL} could not start: {e.strerror or e}") from None
+    proc = _run(argv, timeout_s, BENCH_TOOL, f"profiling {calls} calls")
     seconds = time.monotonic() - t0
     if proc.returncode != 0:
         how = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit {proc.returncode}"
@@ -145,6 +140,16 @@ def capture(reproducer: str | Sequence[str], folder: str, *, calls: int = PROFIL
     if not os.path.isfile(output):
         raise IreeProfileError(f"{BENCH_TOOL} wrote no profile (--device_profiling_mode={used})")
     return Capture(path=output, mode=used, calls=calls, wall_us=benchmark_wall_us(proc.stdout), seconds=seconds)
+
+
+def _run(argv: list[str], timeout_s: float, name: str, doing: str) -> subprocess.CompletedProcess[str]:
+    """Run one of the runtime's tools; a timeout or a failed start is IreeProfileError in one line."""
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        raise IreeProfileError(f"{name} timed out after {timeout_s:g} s {doing}") from None
+    except OSError as e:
+        raise IreeProfileError(f"{name} could not start: {e.strerror or e}") from None
 
 
 def tool_error(stderr: str, stdout: str = "") -> str:
@@ -179,13 +184,8 @@ def read_events(path: str, *, timeout_s: float = READ_TIMEOUT_S) -> list[dict[st
     tool = find_runtime_tool(PROFILE_TOOL)
     if not tool:
         raise IreeProfileError(f"{PROFILE_TOOL} not found: install iree-base-runtime")
-    argv = [tool, "dispatch", "--format=jsonl", "--dispatch_events", path]
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
-    except subprocess.TimeoutExpired:
-        raise IreeProfileError(f"{PROFILE_TOOL} timed out after {timeout_s:g} s on {path}") from None
-    except OSError as e:
-        raise IreeProfileError(f"{PROFILE_TOOL} could not start: {e.strerror or e}") from None
+    proc = _run([tool, "dispatch", "--format=jsonl", "--dispatch_events", path], timeout_s, PROFILE_TOOL,
+                f"on {path}")
     if proc.returncode != 0:
         raise IreeProfileError(f"{PROFILE_TOOL} failed (exit {proc.returncode}) on {os.path.basename(path)}: "
                                f"{tool_error(proc.stderr, proc.stdout)}")

@@ -53,7 +53,7 @@ import shutil
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -275,9 +275,13 @@ class KernelCache:
 
     def index_lookup(self, ikey: str) -> tuple[str, str] | None:
         """(func_name, key) recorded for an index key, or None."""
+        return self._read_record(self._index_path, ikey)
+
+    def _read_record(self, path_of: Callable[[str, Path], Path], k: str) -> tuple[str, str] | None:
+        """The first readable {"func_name", "key"} record for `k` over the cache's roots, or None."""
         for root in self.roots():
             try:
-                rec = json.loads(self._index_path(ikey, root).read_text())
+                rec = json.loads(path_of(k, root).read_text())
                 return str(rec["func_name"]), str(rec["key"])
             except (OSError, ValueError, KeyError, TypeError):
                 continue
@@ -297,13 +301,7 @@ class KernelCache:
 
     def prebuilt_lookup(self, pkey: str) -> tuple[str, str] | None:
         """(func_name, key) of the kernel last built for a prebuilt key, or None."""
-        for root in self.roots():
-            try:
-                rec = json.loads(self._prebuilt_path(pkey, root).read_text())
-                return str(rec["func_name"]), str(rec["key"])
-            except (OSError, ValueError, KeyError, TypeError):
-                continue
-        return None
+        return self._read_record(self._prebuilt_path, pkey)
 
     def prebuilt_record(self, pkey: str, func_name: str, key: str) -> None:
         """Remember which entry a prebuilt key resolves to (the latest build wins); skipped when already so."""
