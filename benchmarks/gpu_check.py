@@ -33,6 +33,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 from pathlib import Path
 
@@ -237,10 +238,9 @@ def monitor(opts: argparse.Namespace) -> int:
 def run(opts: argparse.Namespace) -> int:
     out = Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
-    work = Path(opts.work)
-    if work.exists():
-        shutil.rmtree(work)
-    work.mkdir(parents=True)
+    # a fresh private folder unless one is named, which must not exist yet (never cleared: it may be a link)
+    work = Path(opts.work) if opts.work else Path(tempfile.mkdtemp(prefix="boo-gpu-check-"))
+    work.mkdir(parents=True, exist_ok=opts.work is None)
     steps = Steps(work, out, opts.deadline)
     db = work / "gpu.db"
     target = f"cuda:{opts.arch}"
@@ -291,7 +291,7 @@ def main() -> int:
     p.add_argument("--no-wheels", action="store_true")
     r = sub.add_parser("run", help="on the GPU: measure with the carried cache")
     r.add_argument("--out", required=True)
-    r.add_argument("--work", default="/tmp/boo-gpu-check")
+    r.add_argument("--work", default=None, help="working folder (default: a fresh temporary one)")
     r.add_argument("--arch", default=ARCH)
     r.add_argument("--budget", type=int, default=TUNE_BUDGET)
     r.add_argument("--step-timeout", type=float, default=200.0)

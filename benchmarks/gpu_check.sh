@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 dir=${BOO_GPU_DIR:-.gpu}
 out=${OUT:-gpu-check-out}
 [ -d "$dir/cache" ] && [ -d "$dir/wheels" ] || { echo "gpu_check: $dir/cache and $dir/wheels missing: run 'python3 benchmarks/gpu_check.py prepare' here first" >&2; exit 2; }
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/boo-site "$dir"/wheels/*.whl || exit 2
-export PYTHONPATH="$PWD:/tmp/boo-site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+site=$(mktemp -d "${TMPDIR:-/tmp}/boo-site.XXXXXX") || exit 2    # private: nothing planted there is imported
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" "$dir"/wheels/*.whl || exit 2
+export PYTHONPATH="$PWD:$site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 export BOO_CACHE_DIR="$PWD/$dir/cache"
 exec python3 benchmarks/gpu_check.py run --out "$out" "$@"
