@@ -179,7 +179,7 @@ def _env_report() -> str:
     except ImportError:
         importable = False
     out.append(f"iree.compiler importable: {importable}")
-    from boo_engine.compile.build import compiler_here
+    from boo_engine.iree_tools import compiler_here
 
     out.append(f"iree-compile here: {compiler_here()}")
     import iree.runtime as rt

@@ -72,6 +72,12 @@ def find_tool(name: str) -> str | None:
     return shutil.which(name)
 
 
+def compiler_here() -> bool:
+    """Is an iree-compile installed here? Without one (a GPU box measuring a cache filled elsewhere) nothing is
+    exported, compiled or pre-flighted (compile.build, variants.preflight)."""
+    return find_tool("iree-compile") is not None
+
+
 def tool_path(name: str, error: type[BooError] = BooError) -> str:
     """`find_tool(name)`, or raise `error` "NAME not found: install iree-base-compiler"."""
     exe = find_tool(name)

@@ -78,7 +78,7 @@ def test_without_a_compiler_the_cache_alone_serves(tmp_path):
         import boo_engine.compile.cache as cache_mod
         cache_mod.torch_version = lambda: "2.11.0+cu130"   # the other machine's torch: the index misses there
         from boo_engine.commands import parse_command
-        from boo_engine.compile.build import compiler_here
+        from boo_engine.iree_tools import compiler_here
         from boo_engine.compile.cache import KernelCache
         from boo_engine.compile.pool import compile_signature, lookup_cached
         from boo_engine.errors import CompileError
@@ -115,8 +115,8 @@ def test_a_cuda_tune_winner_is_what_tuned_toml_builds(tmp_path):
     same cache entry: measured on a GPU box from a cache filled here, it must not need a compiler)."""
     from boo_engine.tune.dispatch import _dispatch_name, read_root
     from boo_engine.tune.records import IMPROVED, Tried, TunedKernel
-    from boo_engine.tune.space import Candidate, GlobalChoice
     from boo_engine.tune.report import write_outputs
+    from boo_engine.tune.space import Candidate, GlobalChoice
     from boo_engine.variants import load_variants_file
 
     target, cache = "cuda:sm_80", KernelCache(tmp_path / "cache")

@@ -35,11 +35,6 @@ from .storage import storing
 DEFAULT_TIMEOUT_S = 600.0
 
 
-def compiler_here() -> bool:
-    """Is an iree-compile installed here (the wheel's, else one on PATH)?"""
-    return iree_tools.find_tool("iree-compile") is not None
-
-
 def _prebuilt(cache: KernelCache, sig: OpSignature, flags: list[str], identity: str, vkey: str, target: Target,
               variant: Variant) -> Artifact | None:
     """The kernel the prebuilt index names for this signature, or None."""
@@ -69,7 +64,7 @@ def lookup_cached(sig: OpSignature, target: Target | str, variant: Variant = BAS
     cache = cache or cache_mod.default_cache()
     flags = key_flags(sig, target, variant, extra_flags)
     identity, vkey = target.identity(), variant.key_material(sig.func_name)
-    if not compiler_here():
+    if not iree_tools.compiler_here():
         return _prebuilt(cache, sig, flags, identity, vkey, target, variant)
     found = cache.index_lookup(cache.index_key(sig, flags, identity, vkey))
     if found is None:
@@ -93,7 +88,7 @@ def compile_signature(sig: OpSignature, target: Target | str = "cpu", variant: V
     flags = compile_flags(sig, target, variant, extra_flags)
     kflags = key_flags(sig, target, variant, extra_flags)   # the variant's files by content, not path
     identity, vkey = target.identity(), variant.key_material(sig.func_name)
-    if not compiler_here():
+    if not iree_tools.compiler_here():
         art = _prebuilt(cache, sig, kflags, identity, vkey, target, variant)
         if art is None:
             raise not_prebuilt(sig, target, cache)

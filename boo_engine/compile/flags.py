@@ -2,7 +2,7 @@
 the compiler runs (`RUN_FLAGS`, kept out of the key)."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..ops.base import OpSignature
 from ..targets import Target, is_target_flag, parse_target, per_op_default_flags
@@ -17,9 +17,7 @@ def compile_flags(sig: OpSignature, target: Target, variant: Variant = BASELINE,
                   extra_flags: Sequence[str] = ()) -> list[str]:
     """Every iree-compile flag that shapes the artifact, in order: target, per-op-class defaults, variant,
     extra. Later flags win, so a variant can override a default (e.g. `--iree-opt-data-tiling=false`)."""
-    return (["--iree-input-type=torch"] + sig.required_compile_flags() + target.compile_flags()
-            + per_op_default_flags(sig, target)
-            + variant.compile_flags() + variant.flags_for(sig.func_name) + list(extra_flags))
+    return _flags(sig, target, variant, extra_flags, str)
 
 
 def key_flags(sig: OpSignature, target: Target, variant: Variant = BASELINE,
@@ -30,28 +28,18 @@ def key_flags(sig: OpSignature, target: Target, variant: Variant = BASELINE,
     variants file on another machine, then find the kernel built from the same text (a cache prepared here and
     measured on a GPU box). Flags from elsewhere (--flags, a kernel's flags) keep their paths: their files'
     content is not in the key."""
+    return _flags(sig, target, variant, extra_flags, _placeholder)
+
+
+def _placeholder(_path: str) -> str:
+    return "<file>"
+
+
+def _flags(sig: OpSignature, target: Target, variant: Variant, extra_flags: Sequence[str],
+           path_of: Callable[[str], str]) -> list[str]:
     return (["--iree-input-type=torch"] + sig.required_compile_flags() + target.compile_flags()
             + per_op_default_flags(sig, target)
-            + [_pathless(f) for f in variant.compile_flags()] + _kernel_key_flags(variant, sig.func_name)
-            + list(extra_flags))
-
-
-def _kernel_key_flags(variant: Variant, func_name: str) -> list[str]:
-    """`variant.flags_for(func_name)` with its substituted dispatches (first, one flag each) by placeholder; the
-    kernel's own flags verbatim."""
-    flags = variant.flags_for(func_name)
-    n = sum(1 for name, *_ in variant.kernel_substitutions if name == func_name)
-    return [_pathless(f) for f in flags[:n]] + flags[n:]
-
-
-def _pathless(flag: str) -> str:
-    """`--iree-codegen-tuning-spec-path=P` -> `...=<spec>`; `--iree-hal-substitute-executable-K=NAME=P` ->
-    `...=NAME=<file>`; any other flag as it is."""
-    if flag.startswith("--iree-codegen-tuning-spec-path="):
-        return "--iree-codegen-tuning-spec-path=<spec>"
-    if flag.startswith("--iree-hal-substitute-executable-") and flag.count("=") >= 2:
-        return flag.rsplit("=", 1)[0] + "=<file>"
-    return flag
+            + variant.compile_flags(path_of) + variant.flags_for(sig.func_name, path_of) + list(extra_flags))
 
 
 #: How iree-compile runs, not what it builds (measured byte-identical vmfbs for cpu, gfx942 and sm_80): MLIR's

@@ -3,6 +3,7 @@ sources or configurations, a preprocessing step, the kernel's formulation). The 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,10 +53,10 @@ class Variant:
                     or self.kernel_formulations or self.kernel_substitutions or self.formulation is not None
                     or self.cache_mode is not None)
 
-    def flags_for(self, func_name: str) -> list[str]:
+    def flags_for(self, func_name: str, path_of: Callable[[str], str] = str) -> list[str]:
         """The kernel-specific flags of this variant for `func_name` (after compile_flags()): its substituted
-        dispatches, then its flags."""
-        return ([f"--iree-hal-substitute-executable-{kind}={exe}={path}"
+        dispatches, then its flags. `path_of` as in `compile_flags`."""
+        return ([_substitute_flag(kind, exe, path_of(path))
                  for name, kind, exe, path in self.kernel_substitutions if name == func_name]
                 + [f for name, flags in self.kernel_flags if name == func_name for f in flags])
 
@@ -77,15 +78,17 @@ class Variant:
         """False when this variant is scoped to other kernels (a dispatch folder dumped from another kernel)."""
         return not self.kernels or func_name in self.kernels
 
-    def compile_flags(self) -> list[str]:
-        """The iree-compile flags this variant adds (several specs: linked into one file first)."""
+    def compile_flags(self, path_of: Callable[[str], str] = str) -> list[str]:
+        """The iree-compile flags this variant adds (several specs: linked into one file first). `path_of` names
+        the variant's own files (spec, substituted dispatches) in them: the path itself, or for the cache key a
+        placeholder (their content is in `key_material`)."""
         flags: list[str] = []
         if len(self.tuning_specs) == 1:
-            flags.append(f"--iree-codegen-tuning-spec-path={self.tuning_specs[0]}")
+            flags.append(f"--iree-codegen-tuning-spec-path={path_of(self.tuning_specs[0])}")
         elif self.tuning_specs:
-            flags.append(f"--iree-codegen-tuning-spec-path={merged_spec_path(self.tuning_specs)}")
+            flags.append(f"--iree-codegen-tuning-spec-path={path_of(merged_spec_path(self.tuning_specs))}")
         for kind, name, path in self.substitutions:
-            flags.append(f"--iree-hal-substitute-executable-{kind}={name}={path}")
+            flags.append(_substitute_flag(kind, name, path_of(path)))
         if self.preprocess:
             flags.append(f"--iree-hal-preprocess-executables-with={self.preprocess}")
         flags.extend(self.flags)
@@ -168,6 +171,10 @@ class Variant:
                    kernel_substitutions=tuple((str(f), str(k), str(n), str(p))
                                               for f, k, n, p in d.get("kernel_substitutions") or ()),
                    formulation=d.get("formulation") or None, cache_mode=d.get("cache_mode") or None)
+
+
+def _substitute_flag(kind: str, executable: str, path: str) -> str:
+    return f"--iree-hal-substitute-executable-{kind}={executable}={path}"
 
 
 BASELINE = Variant()

@@ -35,7 +35,7 @@ def preflight_variant(v: Variant, target: Target | str | None = None) -> None:
     the preprocess tool (on PATH). With a `target`, a spec that only sets GPU configurations is refused for the
     cpu target and vice versa (it would match and then fail to compile, once per kernel). Raises VariantError
     naming the variant and the file."""
-    if iree_tools.find_tool("iree-compile") is None:
+    if not iree_tools.compiler_here():
         return   # a cache-only machine: nothing is compiled here (module docstring)
     kind = None
     if target is not None:
