@@ -301,7 +301,11 @@ def main() -> int:
     m.add_argument("--arch", default=ARCH)
     m.add_argument("--seconds", type=float, default=6.0)
     opts = ap.parse_args()
-    return {"prepare": prepare, "run": run, "monitor": monitor}[opts.cmd](opts)
+    try:
+        return {"prepare": prepare, "run": run, "monitor": monitor}[opts.cmd](opts)
+    except KeyboardInterrupt:   # what is done stays: compiled kernels in the cache, each finished step's files
+        print(f"gpu_check {opts.cmd}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":
