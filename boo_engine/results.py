@@ -137,6 +137,14 @@ class JobResult:
     noisy: bool = False
     noise_reason: str | None = None
     host_load: float | None = None  # CPU time other processes took during the measurement, as a fraction of one core
+    #: per sample (parallel to samples_us), the measuring thread's CPU time per call where the kernel runs on that
+    #: thread alone (CPU, one thread); empty otherwise. The headline uses it: boo_engine/disturbance.py
+    cpu_us: list[float] = field(default_factory=list)
+    #: samples per measuring round, in order (each round a fresh placement of the inputs on the CPU); the
+    #: comparisons take their confidence from the rounds (compare.py)
+    rounds: list[int] = field(default_factory=list)
+    disturbed: int | None = None    # samples during which the thread lost its core (None: no thread clock)
+    steal: float | None = None      # CPU-s per wall second the hypervisor took from the VM while this was measured
     numerics: NumericsInfo | None = None
     compile: CompileInfo | None = None
     reproducer: str | None = None   # shell command that reproduces the measurement outside the tool
@@ -173,8 +181,17 @@ class JobResult:
             return ""
         return f"{self.device}@{self.node}" if self.node else self.device
 
+    @property
+    def timed_us(self) -> list[float]:
+        """The samples the headline, the intervals and the verdicts are taken over: per sample the time the kernel
+        ran (wall time, or thread CPU time where the thread lost its core: boo_engine/disturbance.py)."""
+        from .disturbance import effective_samples
+
+        return effective_samples(self.samples_us, self.cpu_us) if self.cpu_us else self.samples_us
+
     def to_dict(self, *, samples: bool = True) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         if not samples:
             d.pop("samples_us")
+            d.pop("cpu_us")
         return d

@@ -57,6 +57,10 @@ def full_result(job_id: str = "j1", n: int = 7, **kw) -> JobResult:
         noisy=True,
         noise_reason="IQR/median 14% > 10%",
         host_load=0.125,
+        cpu_us=[s - 0.125 for s in samples],
+        rounds=[n - n // 2, n // 2],
+        disturbed=1,
+        steal=0.0625,
         numerics=NumericsInfo(verdict="fail", stats={"max_abs": 0.5, "mean_error": -1e-7, "nested": {"a": [1, 2]}}),
         compile=CompileInfo(seconds=1.75, cache_hit=True, command=["iree-compile", "in.mlir", "-o", "out.vmfb"],
                             artifact="/cache/x/out.vmfb", key="abc123", compiler_version="IREE 3.13",
@@ -199,7 +203,7 @@ def test_migrations_idempotent(tmp_path):
         with sqlite3.connect(path) as conn:
             names = [r[0] for r in conn.execute("SELECT name FROM _sqlite_migrations")]
         assert names == ["m001_initial", "m002_run_owner", "m003_tunes", "m004_weights", "m005_limits", "m006_models",
-                         "m007_nodes"]
+                         "m007_nodes", "m008_timing_evidence"]
 
 
 def test_two_stores_on_one_file_at_once(tmp_path):

@@ -157,7 +157,7 @@ def run_spec(spec: BenchSpec, cache: RuntimeCache, send: Callable[[list[float]],
     device = _torch_device(spec.target_name)
     # before anything is allocated: a job too big for the device fails as one line naming its size
     check_fits(spec.sig, device, numerics=spec.verify_numerics or bool(spec.save_outputs_to))
-    args = spec.sig.get_sample_args(spec.seed, splat_value=spec.splat_value)
+    args = _placed_args(spec, device)
     driver = None
     call: Callable[[], object]
     sync: Callable[[], None] | None = None
@@ -192,7 +192,8 @@ def run_spec(spec: BenchSpec, cache: RuntimeCache, send: Callable[[list[float]],
     try:
         with monitor:
             m = measure(call, iters=spec.iters, min_time_s=spec.min_time_s, max_time_s=spec.max_time_s,
-                        warmup_s=spec.warmup_s, on_batch=send, cancel=cancel, sync=sync, flush=flush)
+                        warmup_s=spec.warmup_s, on_batch=send, cancel=cancel, sync=sync, flush=flush,
+                        thread_cpu=device == "cpu" and spec.threads == 1)
     except Exception as e:  # noqa: BLE001 - the kernel (or the torch op) failed while being timed
         raise _JobError(f"kernel raised {one_line(e)}") from None
     if m.cancelled:
@@ -221,7 +222,32 @@ def run_spec(spec: BenchSpec, cache: RuntimeCache, send: Callable[[list[float]],
         host_load=m.host_load, numerics=numerics, outputs_path=outputs_path, driver=driver,
         threads=spec.threads, truncated=m.truncated, overhead_fraction=m.overhead_fraction,
         cache_mode=spec.cache_mode, device_us=device_us, device_detail=detail, throttled=throttled,
+        cpu_us=m.cpu_us, steal=m.steal,
     )
+
+
+#: the inputs of the last job, placed (bench/placement.py): (what they are, their Placement, the args)
+_LAST_PLACED: list[tuple[Any, Any, tuple[Any, ...]]] = []
+
+
+def _placed_args(spec: BenchSpec, device: str) -> tuple[Any, ...]:
+    """The job's inputs. On the CPU each round gets a fresh placement of them (bench/placement.py), and the jobs
+    of one round that take the same inputs (a command's baseline, variants and torch column) share it: in one run
+    a comparison then sees the kernels on the very same memory, and the rounds sample the placements. The last
+    placement stays alive until a job needs another one."""
+    from .placement import Placement
+
+    if device != "cpu":
+        return spec.sig.get_sample_args(spec.seed, splat_value=spec.splat_value)
+    key = (spec.sig, spec.seed, spec.splat_value, spec.placement)
+    if _LAST_PLACED and _LAST_PLACED[0][0] == key:
+        return _LAST_PLACED[0][2]
+    if _LAST_PLACED:
+        _LAST_PLACED.pop()[1].close()
+    placement = Placement()
+    args = placement.place(spec.sig.get_sample_args(spec.seed, splat_value=spec.splat_value))
+    _LAST_PLACED.append((key, placement, args))
+    return args
 
 
 def _dispatch_time(spec: BenchSpec, device: str, samples_us: list[float],

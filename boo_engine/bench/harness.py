@@ -54,6 +54,7 @@ OVERHEAD_BUDGET = 0.01
 MAX_BLOCK_K = 10_000
 
 _now_ns = time.perf_counter_ns
+_cpu_ns = time.thread_time_ns
 
 
 class CancelFlag(Protocol):
@@ -75,6 +76,11 @@ class Measurement:
     sampling_s: float = 0.0          # wall time of the sampling loop alone (samples + bookkeeping between them)
     truncated: bool = False          # max_time_s stopped sampling before the stopping rule was met
     cancelled: bool = False          # cancel was set; samples taken so far are kept
+    #: per sample, the calling thread's CPU time (us per call) over the same block, read just outside the wall
+    #: pair; None unless asked for (`thread_cpu`): see boo_engine/disturbance.py
+    cpu_us: list[float] | None = None
+    #: CPU time the hypervisor stole from this VM's cores while we measured, CPU-s per wall second (None: unknown)
+    steal: float | None = None
 
     @property
     def overhead_fraction(self) -> float:
@@ -99,6 +105,7 @@ def measure(
     sync: Callable[[], object] | None = None,
     block_k: int | None = None,
     flush: Callable[[], object] | None = None,
+    thread_cpu: bool = False,
 ) -> Measurement:
     """Time `call` (no arguments; it must return only once its work is done, or pass `sync`).
 
@@ -107,6 +114,9 @@ def measure(
     `cancel.is_set()` is polled between warm-up calls and at each batch hand-off; when set, sampling stops and
     the samples so far are returned with `cancelled=True`. `block_k` forces the block size (overhead studies).
     `flush` (cold caches) runs before every call, untimed; samples are then single calls.
+    `thread_cpu`: also read this thread's CPU time around every block (`Measurement.cpu_us`), for a call that
+    runs entirely on the calling thread (IREE local-sync, torch with one thread): a block during which the
+    thread lost its core then shows as wall time the thread did not run (boo_engine/disturbance.py).
     """
     if iters < 1:
         raise ValueError(f"iters must be >= 1, got {iters}")
@@ -124,23 +134,29 @@ def measure(
         # which inflated k and the reported overhead.
         timer_ns = _timer_overhead_ns()
         loop_ns = _loop_overhead_ns()
+        # ... and those ~3 ms of Python push the kernel's data and code out of the caches: seen as a first sample
+        # 3-4x the rest on a 17 us gemm, once per round. A few calls bring them back.
+        if not cancelled:
+            warm_calls += _rewarm(call, sync, flush)
         k = 1 if flush is not None else block_k if block_k is not None else choose_block_k(est_ns, timer_ns, loop_ns)
         samples: list[float] = []
+        cpu: list[float] | None = None
         truncated = False
         sampling_s = 0.0
         if not cancelled:
             t_sampling = _now_ns()
-            samples, truncated, cancelled = _sample(
-                call, sync, k, iters, min_time_s, deadline, on_batch, batch_interval_s, cancel, flush)
+            samples, cpu, truncated, cancelled = _sample(
+                call, sync, k, iters, min_time_s, deadline, on_batch, batch_interval_s, cancel, flush, thread_cpu)
             sampling_s = (_now_ns() - t_sampling) / 1e9
     finally:
         if gc_was_enabled:
             gc.enable()
     wall_s = (_now_ns() - t_start) / 1e9
+    host_load, steal = load.finish()
     return Measurement(
-        samples_us=samples, block_k=k, warmup_calls=warm_calls, wall_s=wall_s, host_load=load.finish(),
+        samples_us=samples, block_k=k, warmup_calls=warm_calls, wall_s=wall_s, host_load=host_load,
         timer_overhead_ns=timer_ns, loop_overhead_ns=loop_ns, est_call_ns=est_ns, sampling_s=sampling_s,
-        truncated=truncated, cancelled=cancelled,
+        truncated=truncated, cancelled=cancelled, cpu_us=cpu if thread_cpu else None, steal=steal,
     )
 
 
@@ -189,6 +205,22 @@ def _warm_up(call, sync, warmup_s, min_calls, deadline, cancel, flush=None) -> t
     return len(times), _estimate(times), False
 
 
+def _rewarm(call, sync, flush, calls: int = 3, budget_ns: int = 5_000_000) -> int:
+    """A few discarded calls (at least one, at most `calls` or ~`budget_ns`) right before sampling; returns how many."""
+    end = _now_ns() + budget_ns
+    done = 0
+    while done < calls:
+        if flush is not None:
+            flush()
+        call()
+        if sync is not None:
+            sync()
+        done += 1
+        if _now_ns() >= end:
+            break
+    return done
+
+
 def _estimate(times: list[int]) -> float:
     if not times:
         return 0.0
@@ -196,11 +228,15 @@ def _estimate(times: list[int]) -> float:
     return float(statistics.median(tail))
 
 
-def _sample(call, sync, k, iters, min_time_s, deadline, on_batch, interval_s, cancel, flush=None):
-    """The hot loop. Between the two timer reads there is only the block of calls (and `sync`)."""
+def _sample(call, sync, k, iters, min_time_s, deadline, on_batch, interval_s, cancel, flush=None, thread_cpu=False):
+    """The hot loop. Between the two timer reads there is only the block of calls (and `sync`); the thread's CPU
+    clock (`thread_cpu`) is read just outside them, so its cost (a system call) never lands in a sample."""
     samples: list[float] = []
+    cpu: list[float] = []
     append = samples.append
+    cpu_append = cpu.append
     now = _now_ns
+    cpu_now = _cpu_ns if thread_cpu else _zero
     interval_ns = int(interval_s * 1e9)
     start = now()
     min_end = start + int(min_time_s * 1e9) if min_time_s is not None else start
@@ -211,24 +247,31 @@ def _sample(call, sync, k, iters, min_time_s, deadline, on_batch, interval_s, ca
     while True:
         if flush is not None:      # cold caches: k == 1, the flush before the timer starts
             flush()
+            c0 = cpu_now()
             t0 = now()
             call()
             if sync is not None:
                 sync()
             t1 = now()
+            c1 = cpu_now()
         elif k == 1 and sync is None:
+            c0 = cpu_now()
             t0 = now()
             call()
             t1 = now()
+            c1 = cpu_now()
         else:
             block = itertools.repeat(None, k)
+            c0 = cpu_now()
             t0 = now()
             for _ in block:
                 call()
             if sync is not None:
                 sync()
             t1 = now()
+            c1 = cpu_now()
         append((t1 - t0) * scale)
+        cpu_append((c1 - c0) * scale)
         if len(samples) >= iters and t1 >= min_end:
             break
         if t1 >= next_flush:
@@ -244,7 +287,11 @@ def _sample(call, sync, k, iters, min_time_s, deadline, on_batch, interval_s, ca
             break
     if on_batch is not None and flushed < len(samples):
         on_batch(samples[flushed:])
-    return samples, truncated, cancelled
+    return samples, cpu, truncated, cancelled
+
+
+def _zero() -> int:
+    return 0
 
 
 # ---- overhead estimates ---------------------------------------------------------------------------------
@@ -295,22 +342,25 @@ class _HostLoad:
         self._own0 = time.process_time()
         self._wall0 = time.monotonic()
 
-    def finish(self) -> float | None:
+    def finish(self) -> tuple[float | None, float | None]:
+        """(other processes' load, the hypervisor's steal), each in CPU-s per wall second; None where unknown."""
         busy1 = _busy_jiffies()
         if self._busy0 is None or busy1 is None:
-            return None
+            return None, None
         wall = time.monotonic() - self._wall0
         if wall <= 0:
-            return None
-        busy_s = (busy1 - self._busy0) / _CLK_TCK
+            return None, None
+        busy_s = (busy1[0] - self._busy0[0]) / _CLK_TCK
+        steal_s = (busy1[1] - self._busy0[1]) / _CLK_TCK
         own_s = time.process_time() - self._own0
-        return max(0.0, busy_s - own_s) / wall
+        # steal is time the VM's cores did not run at all: it is nobody's load inside the VM
+        return max(0.0, busy_s - steal_s - own_s) / wall, steal_s / wall
 
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def _busy_jiffies() -> int | None:
+def _busy_jiffies() -> tuple[int, int] | None:
     try:
         with open("/proc/stat", "rb") as f:
             fields = f.readline().split()
@@ -319,5 +369,5 @@ def _busy_jiffies() -> int | None:
     if not fields or fields[0] != b"cpu":
         return None
     v = [int(x) for x in fields[1:9]]
-    # user nice system idle iowait irq softirq steal (guest time is already inside user)
-    return v[0] + v[1] + v[2] + v[5] + v[6] + v[7]
+    # user nice system idle iowait irq softirq steal (guest time is already inside user): (busy, steal)
+    return v[0] + v[1] + v[2] + v[5] + v[6] + v[7], v[7]

@@ -45,6 +45,8 @@ class BenchSpec:
     cache_mode: str = "warm"            # "cold": caches flushed before every call, untimed (bench/flush.py)
     device_timing: bool = False         # also profile the dispatches' time: IREE's profiler (bench/ireeprof.py),
                                         # else CUPTI (bench/gpu_timing.py, GPU only)
+    #: the measuring round this spec is: a CPU job's inputs get a fresh placement each round (bench/placement.py)
+    placement: int = 0
 
 
 @dataclass
@@ -66,6 +68,10 @@ class BenchOutcome:
     device_us: float | None = None      # median time of the dispatches per call (profiler; device_detail says which)
     device_detail: dict[str, Any] | None = None   # GPU: dispatch timing detail, GPU state while measured, flush
     throttled: bool = False             # GPU: a clock-throttle reason was active while measuring
+    #: per sample, the measuring thread's CPU time (us per call) where the kernel runs on that thread alone
+    #: (CPU, one thread); None otherwise (boo_engine/disturbance.py)
+    cpu_us: list[float] | None = None
+    steal: float | None = None          # CPU-s per wall second the hypervisor took from this VM while measuring
 
 
 # ---- parent -> child ------------------------------------------------------------------------------------

@@ -10,12 +10,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..disturbance import LOAD_LIMIT
 from ..results import Stats
 
 #: torch.utils.benchmark warns when IQR/median exceeds 10%: the same limit here.
 IQR_RATIO_LIMIT = 0.10
-#: other processes taking more than 10% of one core during a CPU measurement make it suspect.
-LOAD_LIMIT = 0.10
 
 
 def compute_stats(samples_us: Sequence[float], *, flops: int | None = None, bytes_: int | None = None) -> Stats:

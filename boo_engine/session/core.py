@@ -227,6 +227,15 @@ class Session:
                 self._state.emit(ev.JobStatus(job_id=job_id, status=QUEUED))
         self.start(ids, iters=iters, min_time_s=min_time_s)
 
+    def fresh_workers(self) -> bool:
+        """Measure what comes next in new benchmark worker processes, as a new session would (a tune verifies its
+        winner so). Call it when nothing is measuring (after `wait()`); False where a worker could not be
+        replaced (a Ray node's): the next measurement then reuses it."""
+        with self._state.lock:
+            if self._state.in_flight:
+                raise BooError("fresh_workers: a measurement is in flight")
+            return self._measuring.fresh_workers()
+
     def cancel(self, job_ids: Iterable[str] | None = None) -> None:
         """Cancel jobs (all when None): queued ones end CANCELLED at once; the one being measured is stopped
         within moments (the runner then marks it)."""

@@ -111,6 +111,11 @@ class DeviceStages:
         for stage in self.stages:
             stage.close()
 
+    def fresh_workers(self) -> bool:
+        """Every device's next measurement in a new worker process (MeasureStage.fresh_worker); False when one
+        could not be replaced (a Ray node's)."""
+        return all([stage.fresh_worker() for stage in self.stages])
+
     def kill_now(self) -> None:
         """SIGKILL every worker process, taking no lock (see Session.kill_children)."""
         for stage in self.stages:

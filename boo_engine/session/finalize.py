@@ -67,6 +67,7 @@ class Finalizer:
     def complete(self, job_id: str) -> None:
         """Turn a job's samples into its final result (DONE, or FAILED when nothing was measured)."""
         from ..bench.stats import compute_stats, noise_check
+        from ..disturbance import disturbed_count
 
         job, result = self._state.job(job_id), self._state.jobs[job_id]
         assert job.command is not None, job_id   # bad input lines are never measured
@@ -74,9 +75,16 @@ class Finalizer:
         if not result.samples_us:
             self._recorder.finish(result, FAILED, error="no samples were measured")
             return
-        result.stats = compute_stats(result.samples_us, flops=sig.flops or None, bytes_=sig.bytes)  # 0: no formula
+        # The headline is the time the kernel ran: a sample whose thread lost its core counts its CPU time
+        # (boo_engine/disturbance.py); the raw wall samples stay in samples_us.
+        result.disturbed = disturbed_count(result.samples_us, result.cpu_us)
+        result.stats = compute_stats(result.timed_us, flops=sig.flops or None, bytes_=sig.bytes)  # 0: no formula
         load = result.host_load if job.load_cpu_s >= HOST_LOAD_RESOLUTION_S else None
         result.noisy, result.noise_reason = noise_check(result.stats, load)
+        if result.disturbed:
+            note = (f"{result.disturbed} of {len(result.samples_us)} samples lost their core (counted at the "
+                    f"thread's CPU time)")
+            result.noise_reason = "; ".join(filter(None, [result.noise_reason, note]))
         if result.throttled:   # the GPU slowed itself while measuring (bench/gpu_timing.py): flag, keep samples
             state = (result.device_detail or {}).get("gpu_state") or {}
             why = ", ".join(state.get("throttle_reasons") or []) or "throttled"

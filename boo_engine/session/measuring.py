@@ -4,7 +4,8 @@ Owns the benchmark worker process (started on first need unless the caller hande
 measured:
 - interleaved: with several jobs, each job's iterations are split over `rounds` rounds and every round measures
   each job in turn (A B A B ...), so a drift of the machine (clock, heat, other load) hits all columns alike;
-- baseline first in every round, so that its saved outputs exist when the variants' numerics are checked;
+- baseline first in the first round (it saves its outputs there, for the variants' numerics checks in the last),
+  then the order rotates round by round; every round of a CPU job is a fresh placement of its inputs;
 - one measurement at a time on its device, cancellable: the measurement in flight watches its event in
   `state.in_flight`, which cancel() and close() set.
 
@@ -84,6 +85,17 @@ class MeasureStage:
             self._worker = BenchWorker(threads=self._config.threads, device=self.device)
         return self._worker
 
+    def fresh_worker(self) -> bool:
+        """The next measurement in a new benchmark process (a new heap: another placement of everything, the way
+        a later session would measure). Only between measurements; False for a Ray node's worker, kept."""
+        if self._worker is None:
+            return True
+        if hasattr(self._worker, "kill_now"):   # a Ray actor: the node's, not ours to replace
+            return False
+        self.close()
+        self._worker = None
+        return True
+
     @property
     def node(self) -> str | None:
         """The cluster node this stage measures on (a Ray worker's), None when local."""
@@ -122,13 +134,19 @@ class MeasureStage:
         if not live:
             return []
         worker = self.ensure_worker()
-        rounds = 1 if len(live) == 1 else max(1, self._config.rounds)
+        # Several rounds even for a lone job: each round is a fresh placement of the inputs on the CPU
+        # (bench/placement.py) and a later moment of the machine, and the comparisons take their confidence from
+        # the rounds (compare.py); never more rounds than iterations.
+        rounds = max(1, min(self._config.rounds, min(state.job(j).iters for j in live)))
         baseline_id = next((j for j in live if state.job(j).is_iree_baseline), None)
-        # The baseline goes first so the variants' numerics can be checked against its outputs.
+        # The baseline goes first in the first round: it saves its outputs there, and the variants' numerics are
+        # checked against them in the last round. The order then rotates round by round, so no column is always
+        # the one measured right after another (an A/A variant measured always second read 4-7% "slower").
         order = ([baseline_id] if baseline_id else []) + [j for j in live if j != baseline_id]
         for r in range(rounds):
             last = r == rounds - 1
-            for job_id in order:
+            shift = r % len(order)
+            for job_id in order[shift:] + order[:shift]:
                 if not self.measurable(job_id) or self._stopping():
                     continue
                 job, result = state.job(job_id), state.jobs[job_id]
@@ -139,7 +157,7 @@ class MeasureStage:
                     result.started_at = result.started_at or time.time()
                     result.device = self.device
                     state.set_status(result, MEASURING)
-                spec = self._bench_spec(job_id, max(chunk, 1), rounds, last, baseline_id, first=r == 0)
+                spec = self._bench_spec(job_id, max(chunk, 1), rounds, last, baseline_id, first=r == 0, placement=r)
                 chunk_start = len(result.samples_us)
                 with state.lock:  # cancel() and close() set the event of the measurement in flight
                     cancel = state.in_flight[job_id] = threading.Event()
@@ -184,11 +202,14 @@ class MeasureStage:
             if result.status in FINAL_STATUSES:
                 continue
             result.samples_us.clear()
+            result.cpu_us.clear()
+            result.rounds.clear()
+            result.disturbed = result.steal = None
             result.block_k = result.warmup_calls = result.host_load = None
             result.started_at = result.device = result.node = None
             result.numerics = result.device_us = result.device_detail = None
             result.throttled = False
-            job.load_cpu_s = job.load_wall_s = 0.0
+            job.load_cpu_s = job.load_wall_s = job.steal_cpu_s = 0.0
             job.outputs_path = None    # a baseline's saved outputs lived on the lost node
             state.set_status(result, CACHED if job.backend == IREE else QUEUED, "moved to another node")
 
@@ -209,7 +230,7 @@ class MeasureStage:
                                   error="interrupted" if stopping else "cancelled")
 
     def _bench_spec(self, job_id: str, iters: int, rounds: int, last: bool, baseline_id: str | None, *,
-                    first: bool = True) -> BenchSpec:
+                    first: bool = True, placement: int = 0) -> BenchSpec:
         from ..bench.worker import BenchSpec
 
         job = self._state.job(job_id)
@@ -218,7 +239,9 @@ class MeasureStage:
         is_baseline = job_id == baseline_id
         # MIOpenDriver's -V 1 asks for this command's numerics even where they are off (--no-numerics) or opt-in
         # (boo-driver without --verify-numerics); -V 0 is its default, not a request, and changes nothing
-        verify = (cfg.verify_numerics or job.command.verify == 1) and last and job.backend == IREE
+        # (the baseline checks its numerics, and saves its outputs, in the first round; the others in the last)
+        verify = (cfg.verify_numerics or job.command.verify == 1) and (first if is_baseline else last) \
+            and job.backend == IREE
         outputs = None
         compare_with = None
         if verify and is_baseline:
@@ -248,6 +271,7 @@ class MeasureStage:
             warmup_s=FIRST_WARMUP_S if first else LATER_WARMUP_S,
             cache_mode=job.variant.cache_mode or cfg.cache_mode,   # a `cache=cold` variant: its own
             device_timing=last and self._target.kind != "cpu",
+            placement=placement,
         )
 
     def _sample_sink(self, job_id: str) -> Callable[[list[float]], None]:
@@ -268,6 +292,13 @@ class MeasureStage:
         # Samples streamed through the sink as they came; the harness' own list is authoritative for the chunk.
         streamed = len(result.samples_us) - chunk_start
         result.samples_us[chunk_start:] = list(outcome.samples_us)
+        if outcome.samples_us:
+            result.rounds.append(len(outcome.samples_us))
+        # the thread's CPU time per sample, only while every round so far had it (parallel to samples_us)
+        if outcome.cpu_us is not None and len(result.cpu_us) == chunk_start:
+            result.cpu_us.extend(outcome.cpu_us)
+        else:
+            result.cpu_us.clear()
         if len(outcome.samples_us) > streamed:
             self._state.emit(ev.SamplesAdded(job_id=result.job_id, samples_us=list(outcome.samples_us[streamed:]),
                                              total=len(result.samples_us), target_count=job.iters))
@@ -279,6 +310,9 @@ class MeasureStage:
             job.load_cpu_s += float(outcome.host_load) * float(outcome.wall_s)
             job.load_wall_s += float(outcome.wall_s)
             result.host_load = job.load_cpu_s / job.load_wall_s
+            if outcome.steal is not None:
+                job.steal_cpu_s += float(outcome.steal) * float(outcome.wall_s)
+                result.steal = job.steal_cpu_s / job.load_wall_s
         result.cache_mode = outcome.cache_mode
         result.throttled = result.throttled or outcome.throttled
         if outcome.device_detail is not None:
@@ -290,9 +324,9 @@ class MeasureStage:
                 result.device_detail["gpu_state"] = merge_gpu_state(before, outcome.device_detail.get("gpu_state"))
         if last and outcome.device_us is not None:
             result.device_us = outcome.device_us
-        if last and outcome.numerics is not None:
+        if outcome.numerics is not None:
             result.numerics = outcome.numerics
-        if last and outcome.outputs_path:
+        if outcome.outputs_path:
             job.outputs_path = outcome.outputs_path
         if outcome.truncated:
             self._state.emit(ev.Log(

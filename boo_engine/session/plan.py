@@ -72,6 +72,7 @@ class PlannedJob:
     # other processes' CPU over this job's measuring rounds: sum of host_load * wall_s, and sum of wall_s
     load_cpu_s: float = 0.0
     load_wall_s: float = 0.0
+    steal_cpu_s: float = 0.0          # the hypervisor's steal over the same rounds: sum of steal * wall_s
 
     @property
     def is_iree_baseline(self) -> bool:
@@ -89,7 +90,7 @@ class PlannedJob:
     def reset(self) -> None:
         """Forget what a previous measurement left (a rerun); the artifact stays, it is still valid."""
         self.cancelled = False
-        self.load_cpu_s = self.load_wall_s = 0.0
+        self.load_cpu_s = self.load_wall_s = self.steal_cpu_s = 0.0
 
 
 def job_id(text: str, variant: str, backend: str, target: str, taken: Container[str] = ()) -> str:
@@ -160,6 +161,9 @@ class Plan:
                      "reproducer", "started_at", "finished_at", "device"):
             setattr(result, name, None)
         result.samples_us = []
+        result.cpu_us = []
+        result.rounds = []
+        result.disturbed = result.steal = None
         result.noisy = False
         result.status = QUEUED
         self.planned[job_id].reset()

@@ -235,7 +235,8 @@ def _merge_results(conn: sqlite3.Connection, src_run: int, new_run: int, summary
         d["kernel_id"] = kernels.get(d["kernel_id"]) if d["kernel_id"] is not None else None
         mapping.append((d["id"], _insert(conn, "results", d, rcols)))
     conn.executemany("INSERT INTO temp.merge_results (old, new) VALUES (?, ?)", mapping)
-    cur = conn.execute("INSERT INTO main.samples (result_id, idx, latency_us) SELECT m.new, s.idx, s.latency_us"
+    cur = conn.execute("INSERT INTO main.samples (result_id, idx, latency_us, cpu_us)"
+                       " SELECT m.new, s.idx, s.latency_us, s.cpu_us"
                        " FROM temp.merge_results m JOIN src.samples s ON s.result_id = m.old")
     summary.results_added += len(mapping)
     summary.samples_added += max(cur.rowcount, 0)

@@ -61,14 +61,17 @@ def run_info(conn: sqlite3.Connection, run_id: int) -> dict[str, Any] | None:
 def load_results(conn: sqlite3.Connection, run_id: int) -> list[JobResult]:
     rows = conn.execute(RESULT_SELECT, (run_id,)).fetchall()
     samples: dict[int, list[float]] = {}
+    cpu: dict[int, list[float]] = {}
     cur = conn.execute(
-        "SELECT s.result_id, s.latency_us FROM samples s JOIN results r ON r.id = s.result_id "
+        "SELECT s.result_id, s.latency_us, s.cpu_us FROM samples s JOIN results r ON r.id = s.result_id "
         "WHERE r.run_id = ? ORDER BY s.result_id, s.idx",
         (run_id,),
     )
-    for result_id, latency in cur:
+    for result_id, latency, cpu_us in cur:
         samples.setdefault(result_id, []).append(latency)
-    return [job_result_from_row(dict(r), samples.get(r["id"], [])) for r in rows]
+        if cpu_us is not None:
+            cpu.setdefault(result_id, []).append(cpu_us)
+    return [job_result_from_row(dict(r), samples.get(r["id"], []), cpu.get(r["id"])) for r in rows]
 
 
 def finished_job_ids(conn: sqlite3.Connection, run_id: int) -> set[str]:

@@ -47,6 +47,9 @@ def result_row(result: JobResult) -> dict[str, Any]:
         "noisy": int(bool(result.noisy)),
         "noise_reason": result.noise_reason,
         "host_load": result.host_load,
+        "disturbed": result.disturbed,
+        "steal": result.steal,
+        "rounds": dumps(result.rounds) if result.rounds else None,
         "numerics": result.numerics.verdict if result.numerics else None,
         "numerics_stats": dumps(result.numerics.stats) if result.numerics else None,
         "reproducer": result.reproducer,
@@ -122,7 +125,7 @@ def environment_row(env: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def job_result_from_row(row: dict[str, Any], samples: list[float]) -> JobResult:
+def job_result_from_row(row: dict[str, Any], samples: list[float], cpu: list[float] | None = None) -> JobResult:
     """Rebuild a JobResult from a joined results/commands/variants/kernels row (see queries.RESULT_SELECT)."""
     stats = None
     if row["n"] is not None:
@@ -163,6 +166,10 @@ def job_result_from_row(row: dict[str, Any], samples: list[float]) -> JobResult:
         noisy=bool(row["noisy"]),
         noise_reason=row["noise_reason"],
         host_load=row["host_load"],
+        cpu_us=cpu if cpu is not None and len(cpu) == len(samples) else [],
+        rounds=[int(x) for x in loads(row.get("rounds")) or []],
+        disturbed=row.get("disturbed"),
+        steal=row.get("steal"),
         numerics=numerics,
         compile=compile_info,
         reproducer=row["reproducer"],

@@ -295,6 +295,16 @@ def m007_nodes(db: Database) -> None:
     db.execute("ALTER TABLE results ADD COLUMN node TEXT")
 
 
+@migrations()
+def m008_timing_evidence(db: Database) -> None:
+    """What a verdict needs to know about a result's samples: the measuring thread's CPU time beside each sample
+    (a sample whose thread lost its core is counted at it), how many samples lost their core, the hypervisor's
+    steal while measuring, and the measuring rounds (samples per round, JSON; each a fresh placement on the CPU)."""
+    db.execute("ALTER TABLE samples ADD COLUMN cpu_us REAL")
+    for col, typ in (("disturbed", "INTEGER"), ("steal", "REAL"), ("rounds", "TEXT")):
+        db.execute(f"ALTER TABLE results ADD COLUMN {col} {typ}")
+
+
 def apply(db: Database) -> None:
     """Bring `db` to the current schema. Safe to call on every open and from several processes at once: the
     whole check-and-apply runs under one write lock (BEGIN IMMEDIATE), so two processes opening a new file

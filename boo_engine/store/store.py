@@ -290,6 +290,8 @@ def _snapshot(r: JobResult) -> JobResult:
     return dataclasses.replace(
         r,
         samples_us=list(r.samples_us),
+        cpu_us=list(r.cpu_us),
+        rounds=list(r.rounds),
         stats=copy.copy(r.stats),
         compile=copy.deepcopy(r.compile),
         numerics=copy.deepcopy(r.numerics),

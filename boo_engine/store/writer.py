@@ -435,7 +435,11 @@ class WriteConnection:
                 [row[k] for k in cols],
             ).fetchone()[0]
             c.execute("DELETE FROM samples WHERE result_id = ?", (result_id,))
-            if r.samples_us:
+            if r.samples_us and len(r.cpu_us) == len(r.samples_us):
+                c.executemany("INSERT INTO samples (result_id, idx, latency_us, cpu_us) VALUES (?, ?, ?, ?)",
+                              ((result_id, i, float(s), float(t))
+                               for i, (s, t) in enumerate(zip(r.samples_us, r.cpu_us))))
+            elif r.samples_us:
                 c.executemany("INSERT INTO samples (result_id, idx, latency_us) VALUES (?, ?, ?)",
                               ((result_id, i, float(s)) for i, s in enumerate(r.samples_us)))
         return r.status in FINAL_STATUSES
