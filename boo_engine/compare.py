@@ -1,16 +1,29 @@
-"""Is a variant really faster than the baseline? Median ratio, bootstrap CI, Mann-Whitney U, a verdict.
+"""Is a variant really faster than the baseline? A ratio with a confidence interval taken over ROUNDS, and a verdict.
 
-The ratio is median(variant) / median(baseline): below 1 the variant is faster. The verdict (`Verdict`):
-- faster / slower: statistically significant (two-sided Mann-Whitney U, p < alpha) AND an effect big enough to
-  matter (|ratio - 1| >= min_effect) AND a confidence interval that excludes 1.0. With thousands of samples a
-  0.5% difference is "significant" yet nobody should act on it; with a handful of noisy samples a 30% difference
-  may be luck (asv and google-benchmark's compare.py decide the same way). The CI condition keeps a verdict from
-  contradicting the interval printed beside it (seen before it existed: `1.091x [0.983, 1.169] slower`).
-- same: the point estimate lies within min_effect of 1 (and the CI reaches that band): no change that matters
-  was found. A run compared with itself is "same", however noisy.
-- unclear: a change of at least min_effect that the data cannot confirm (not significant, or a CI that includes
-  1.0): NVBench's AMBIGUOUS. Measure longer or on a quieter machine.
-- insufficient: fewer than MIN_SAMPLES samples on a side.
+Why rounds, not samples: one round of a job is one placement of its inputs in memory and one moment of the
+machine, and both move a kernel's time more than its samples scatter within the round (a 3x3 backward conv ran
+10.5-14 ms in most placements and 22 ms in one; the same kernel moved 1.3x between runs seconds apart on a shared
+VM: docs/performance.md, "Verdicts that hold"). Samples of one round are not independent draws of what the next
+round, or the next run, would measure, so a test on samples called A/A comparisons "significant" half the time.
+Each job is measured in several rounds (a fresh placement of the inputs each on the CPU: bench/placement.py); a
+round's figure is the median of its samples, counted at the time the kernel ran (boo_engine/disturbance.py).
+
+- In one run (`compare_results`: variants and the torch column against the baseline), baseline and variant were
+  measured in the same interleaved rounds (A B A B ...): the rounds are PAIRED, and the per-round log ratio
+  cancels what the machine did during that round. Ratio = exp(mean of the per-round log ratios), its CI a t
+  interval over the rounds, the p-value the paired t-test's.
+- Across runs (`compare_runs`), nothing pairs the rounds, and a whole run may sit higher or lower than the next
+  by as much as its rounds scatter (one run is one draw): Welch's t over the two runs' round medians, with the
+  larger of the two runs' round variances added once more for the run itself.
+- faster / slower: significant (p < alpha) AND an effect big enough to matter (|ratio - 1| >= min_effect) AND a
+  confidence interval that excludes 1.0, so a verdict never contradicts the interval printed beside it.
+- same: the point estimate lies within min_effect of 1 (and the CI reaches that band).
+- unclear: a change of at least min_effect that the data cannot confirm, or sides whose timing cannot be trusted
+  (`Comparison.reason` says which: a GPU that throttled, a multi-threaded kernel beside other processes' load).
+- insufficient: fewer than MIN_SAMPLES samples, or fewer than two rounds, on a side.
+
+`compare_samples` is the plain two-sample version (bootstrap CI of the median ratio, Mann-Whitney U), for sets
+of samples with no rounds.
 
 Comparisons of a whole run are keyed by `comparison_key(result)` = (target, command, column label), where the
 column label is the variant name for the IREE backend and "torch" for eager PyTorch, so the torch reference is
@@ -20,7 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from enum import StrEnum
 from typing import Any, TypeVar
 
@@ -54,7 +67,7 @@ K = TypeVar("K")
 class Comparison:
     """One variant against the baseline on one command."""
 
-    ratio: float            # median(variant) / median(baseline); < 1 means the variant is faster
+    ratio: float            # variant / baseline (over rounds: see the module docstring); < 1: the variant is faster
     ci_low: float           # bootstrap confidence interval of the ratio (95% by default)
     ci_high: float
     p_value: float          # two-sided Mann-Whitney U; NaN when not computed
@@ -63,6 +76,8 @@ class Comparison:
     n_variant: int
     baseline_median_us: float
     variant_median_us: float
+    rounds: tuple[int, int] = (0, 0)   # rounds each side's confidence was taken over (0: samples, not rounds)
+    reason: str | None = None          # why the verdict is unclear although the numbers alone might not say so
 
     @property
     def speedup(self) -> float:
@@ -76,6 +91,7 @@ class Comparison:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["speedup"] = self.speedup
+        d["rounds"] = list(self.rounds)
         return {k: _json_float(v) for k, v in d.items()}
 
 
@@ -118,6 +134,167 @@ def compare_samples(
     ci_low, ci_high = _bootstrap_ratio_ci(b, v, n_boot=n_boot, seed=seed, confidence=confidence)
     verdict = decide(ratio, ci_low, ci_high, p_value, min_effect=min_effect, alpha=alpha)
     return Comparison(ratio, ci_low, ci_high, p_value, verdict, nb, nv, mb, mv)
+
+
+def compare_rounds(
+    baseline: Sequence[float],
+    variant: Sequence[float],
+    *,
+    n_baseline: int,
+    n_variant: int,
+    baseline_median_us: float,
+    variant_median_us: float,
+    paired: bool,
+    min_effect: float = DEFAULT_MIN_EFFECT,
+    alpha: float = 0.05,
+    confidence: float = 0.95,
+    run_spread: float = 0.0,
+) -> Comparison:
+    """Compare two sides by their round medians (`baseline`, `variant`, microseconds; see the module docstring).
+    `paired`: round i of one side was measured beside round i of the other (one run, interleaved); else the
+    sides are two runs, and a run's own spread counts once more for the run itself: the larger of the two runs'
+    round variances, or `run_spread` (a log-ratio standard deviation: `run_to_run_spread`) when that is larger.
+    `n_*` are the sides' sample counts and `*_median_us` their medians over all samples (shown beside the ratio)."""
+    from scipy.stats import t as student_t  # scipy is slow to import; only pay for it when comparing
+
+    lb = np.log(np.asarray(baseline, dtype=np.float64))
+    lv = np.log(np.asarray(variant, dtype=np.float64))
+    rounds = (int(lb.size), int(lv.size))
+    if n_baseline < MIN_SAMPLES or n_variant < MIN_SAMPLES or lb.size < 2 or lv.size < 2 \
+            or not (np.all(np.isfinite(lb)) and np.all(np.isfinite(lv))):
+        return Comparison(_ratio(variant_median_us, baseline_median_us), math.nan, math.nan, math.nan,
+                          INSUFFICIENT, n_baseline, n_variant, baseline_median_us, variant_median_us, rounds)
+    if paired and lb.size == lv.size:
+        d = lv - lb
+        mean = float(d.mean())
+        se = float(d.std(ddof=1)) / math.sqrt(d.size)
+        df = float(d.size - 1)
+    else:
+        vb, vv = float(lb.var(ddof=1)), float(lv.var(ddof=1))
+        mean = float(lv.mean() - lb.mean())
+        within = vb / lb.size + vv / lv.size
+        se = math.sqrt(within + max(vb, vv, run_spread * run_spread))
+        df = _welch_df(vb, lb.size, vv, lv.size)
+    ratio = math.exp(mean)
+    if se <= 0.0:   # every round agrees exactly: the interval is the point
+        p_value = 1.0 if mean == 0.0 else 0.0
+        ci_low = ci_high = ratio
+    else:
+        tq = float(student_t.ppf(1.0 - (1.0 - confidence) / 2.0, df))
+        ci_low, ci_high = math.exp(mean - tq * se), math.exp(mean + tq * se)
+        p_value = float(2.0 * student_t.sf(abs(mean) / se, df))
+    verdict = decide(ratio, ci_low, ci_high, p_value, min_effect=min_effect, alpha=alpha)
+    return Comparison(ratio, ci_low, ci_high, p_value, verdict, n_baseline, n_variant, baseline_median_us,
+                      variant_median_us, rounds)
+
+
+def _welch_df(vb: float, nb: int, vv: float, nv: int) -> float:
+    """Welch-Satterthwaite degrees of freedom (the smaller side's n - 1 when both variances are zero)."""
+    a, b = vb / nb, vv / nv
+    den = (a * a / (nb - 1) if nb > 1 else 0.0) + (b * b / (nv - 1) if nv > 1 else 0.0)
+    if den <= 0.0:
+        return float(max(1, min(nb, nv) - 1))
+    return max(1.0, (a + b) ** 2 / den)
+
+
+def compare_measured(base: JobResult, other: JobResult, *, paired: bool, min_effect: float = DEFAULT_MIN_EFFECT,
+                     alpha: float = 0.05, run_spread: float = 0.0) -> Comparison:
+    """Two measured results compared over their rounds (`compare_rounds`), each counted at the time its kernel
+    ran (`JobResult.timed_us`); unclear, with the reason, when a side's timing cannot be trusted."""
+    from .disturbance import round_medians
+
+    tb, to = base.timed_us, other.timed_us
+    c = compare_rounds(round_medians(tb, base.rounds), round_medians(to, other.rounds),
+                       n_baseline=len(tb), n_variant=len(to),
+                       baseline_median_us=float(np.median(tb)) if tb else math.nan,
+                       variant_median_us=float(np.median(to)) if to else math.nan,
+                       paired=paired, min_effect=min_effect, alpha=alpha, run_spread=run_spread)
+    why = untrusted(base, other)
+    if why and c.verdict in (FASTER, SLOWER):
+        return replace(c, verdict=UNCLEAR, reason=why)
+    return replace(c, reason=why) if why else c
+
+
+#: fewer common results than this: no run-to-run spread is estimated from them (the rounds' own spread counts)
+RUN_SPREAD_MIN_RESULTS = 5
+
+
+def run_to_run_spread(pairs: Iterable[tuple[JobResult, JobResult]]) -> float:
+    """How far two runs of the same kernels scatter apart on this machine, from the runs themselves: the robust
+    standard deviation (1.4826 x MAD, around their median) of the log ratios of the common results' round medians.
+
+    Measured on a shared 2-core VM, each kernel's time moves between runs seconds apart by up to 1.3x, on its own:
+    the kernels do not move together (their round-to-round correlation was ~0), so a run's other kernels tell
+    how far one kernel may move by chance. Around the MEDIAN: a change that moves most kernels alike (a compiler
+    regression) shifts the median, not the spread, and stays visible. 0 with fewer than RUN_SPREAD_MIN_RESULTS."""
+    from .disturbance import round_medians
+
+    logs = []
+    for a, b in pairs:
+        ma, mb = round_medians(a.timed_us, a.rounds), round_medians(b.timed_us, b.rounds)
+        if ma and mb and min(ma) > 0 and min(mb) > 0:
+            logs.append(float(np.mean(np.log(mb)) - np.mean(np.log(ma))))
+    if len(logs) < RUN_SPREAD_MIN_RESULTS:
+        return 0.0
+    x = np.asarray(logs)
+    return float(1.4826 * np.median(np.abs(x - np.median(x))))
+
+
+def untrusted(*results: JobResult) -> str | None:
+    """Why these results' timing cannot carry a faster/slower verdict, whatever the rounds say: a GPU that
+    throttled while measuring, or a kernel with no thread clock (multi-threaded, GPU) measured beside other
+    processes' load (a single-threaded CPU kernel's lost time is taken out: boo_engine/disturbance.py)."""
+    from .disturbance import LOAD_LIMIT
+
+    reasons = []
+    for r in results:
+        side = f"{r.variant}/{r.backend}"
+        if r.throttled:
+            reasons.append(f"{side}: the GPU throttled while measuring")
+        elif r.target == "cpu" and not r.cpu_us and r.host_load is not None and r.host_load > LOAD_LIMIT:
+            reasons.append(f"{side}: other processes took {r.host_load * 100:.0f}% of a core and this kernel has "
+                           "no per-thread clock to take them out")
+    return "; ".join(dict.fromkeys(reasons)) or None
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What one side of a comparison carries beside its numbers: shown next to the verdict (compare, exports,
+    the dashboard) so a reader can judge it."""
+
+    samples: int
+    rounds: int                  # measuring rounds the confidence was taken over
+    disturbed: int | None        # samples whose thread lost its core (None: no thread clock)
+    host_load: float | None      # other processes' CPU, in cores
+    steal: float | None          # the hypervisor's steal, in cores
+    noisy: bool
+    noise_reason: str | None
+    throttled: bool
+
+    @classmethod
+    def of(cls, r: JobResult) -> Evidence:
+        from .disturbance import round_sizes
+
+        return cls(len(r.samples_us), len(round_sizes(len(r.samples_us), r.rounds)), r.disturbed, r.host_load,
+                   r.steal, bool(r.noisy), r.noise_reason, bool(r.throttled))
+
+    def short(self) -> str:
+        """`5 rounds, 3% lost their core, load 0.12, steal 0.04, noisy`: the parts that say something."""
+        parts = [f"{self.rounds} rounds"]
+        if self.disturbed:
+            parts.append(f"{self.disturbed * 100 / max(self.samples, 1):.0f}% lost their core")
+        if self.host_load is not None and self.host_load >= 0.05:
+            parts.append(f"load {self.host_load:.2f}")
+        if self.steal is not None and self.steal >= 0.01:
+            parts.append(f"steal {self.steal:.2f}")
+        if self.throttled:
+            parts.append("GPU throttled")
+        if self.noisy:
+            parts.append("noisy")
+        return ", ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: _json_float(v) for k, v in asdict(self).items()}
 
 
 def decide(ratio: float, ci_low: float, ci_high: float, p_value: float, *, min_effect: float = DEFAULT_MIN_EFFECT,
@@ -289,9 +466,7 @@ def compare_results(
         b = base.get(key[:2])
         if key[2] == baseline or b is None:
             continue
-        out[key] = compare_samples(
-            b.samples_us, r.samples_us, min_effect=min_effect, alpha=alpha, n_boot=n_boot, seed=seed
-        )
+        out[key] = compare_measured(b, r, paired=True, min_effect=min_effect, alpha=alpha)
     return out
 
 
@@ -303,21 +478,31 @@ def compare_runs(
     alpha: float = 0.05,
     n_boot: int = 2000,
     seed: int = 0,
+    run_spread: float | None = None,
 ) -> dict[tuple[str, str, str], Comparison]:
     """Compare two saved runs cell by cell: each finished (target, command, column) of `after` against the same
-    cell of `before` (ratio < 1: `after` is faster). Cells present in only one run are skipped. This is the
+    cell of `before` (ratio < 1: `after` is faster). Cells present in only one run are skipped. `run_spread`: how
+    far two runs scatter apart by chance (None: estimated from these results, `run_to_run_spread`). This is the
     "did my change regress anything?" check: no re-run, and `regressions()` on the result gives the CI verdict.
     """
+    pairs = matched(before, after)
+    spread = run_to_run_spread(pairs.values()) if run_spread is None else run_spread
+    return {key: compare_measured(b, r, paired=False, min_effect=min_effect, alpha=alpha, run_spread=spread)
+            for key, (b, r) in pairs.items()}
+
+
+def matched(before: Iterable[JobResult], after: Iterable[JobResult]
+            ) -> dict[tuple[str, str, str], tuple[JobResult, JobResult]]:
+    """The finished results of `after` with the same cell (`comparison_key`) finished in `before`, in `after`'s
+    order: {key: (before's, after's)}."""
     old = {comparison_key(r): r for r in before if r.status == DONE and r.samples_us}
-    out: dict[tuple[str, str, str], Comparison] = {}
+    pairs = {}
     for r in after:
         key = comparison_key(r)
         b = old.get(key)
-        if b is None or r.status != DONE or not r.samples_us:
-            continue
-        out[key] = compare_samples(b.samples_us, r.samples_us, min_effect=min_effect, alpha=alpha,
-                                   n_boot=n_boot, seed=seed)
-    return out
+        if b is not None and r.status == DONE and r.samples_us:
+            pairs[key] = (b, r)
+    return pairs
 
 
 def by_variant(comparisons: Mapping[tuple[str, str, str], Comparison]) -> dict[str, list[Comparison]]:

@@ -61,9 +61,9 @@ CSV_COLUMNS = [
     "command", "func_name", "op", "variant", "target", "device", "node", "backend", "status",
     "n", "min_us", "median_us", "mean_us", "max_us", "stddev_us", "p10_us", "p90_us", "iqr_us", "gflops", "gbps",
     "roofline_us", "pct_roofline",
-    "numerics", "noisy", "noise_reason", "host_load", "block_k", "warmup_calls",
+    "numerics", "noisy", "noise_reason", "host_load", "steal", "disturbed", "rounds", "block_k", "warmup_calls",
     "compile_seconds", "cache_hit", "num_dispatches", "spec_applied", "compile_flags",
-    "ratio_vs_baseline", "ci_low", "ci_high", "p_value", "verdict",
+    "ratio_vs_baseline", "ci_low", "ci_high", "p_value", "verdict", "verdict_reason",
     "calls", "share", "weighted_us",
     "error", "source", "reproducer", "job_id",
 ]
@@ -225,7 +225,8 @@ def _result_record(r: JobResult, comparisons: Comparisons) -> dict[str, Any]:
         "device": r.device,
         "node": r.node,
         "backend": r.backend, "status": r.status, "numerics": r.numerics.verdict if r.numerics else None,
-        "noisy": r.noisy, "noise_reason": r.noise_reason, "host_load": r.host_load, "block_k": r.block_k,
+        "noisy": r.noisy, "noise_reason": r.noise_reason, "host_load": r.host_load, "steal": r.steal,
+        "disturbed": r.disturbed, "rounds": len(r.rounds) or None, "block_k": r.block_k,
         "warmup_calls": r.warmup_calls, "error": r.error, "source": r.source, "reproducer": r.reproducer,
         "job_id": r.job_id,
     }
@@ -238,7 +239,7 @@ def _result_record(r: JobResult, comparisons: Comparisons) -> dict[str, Any]:
     cmp = comparisons.get(comparison_key(r))
     d.update(ratio_vs_baseline=cmp.ratio if cmp else None, ci_low=cmp.ci_low if cmp else None,
              ci_high=cmp.ci_high if cmp else None, p_value=cmp.p_value if cmp else None,
-             verdict=cmp.verdict if cmp else None)
+             verdict=cmp.verdict if cmp else None, verdict_reason=cmp.reason if cmp else None)
     d.update(calls=r.calls, share=r.share, weighted_us=weighted_us(r))
     d.update(roofline_us=r.roofline_us, pct_roofline=r.pct_roofline)
     return d

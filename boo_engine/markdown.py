@@ -38,9 +38,12 @@ _MARK = {v: f"{VERDICT_MARK[v]} {'too few samples' if v == INSUFFICIENT else v}"
 def verdict_legend(min_effect: float) -> str:
     """What a verdict means, with the run's --min-effect (the Markdown export's legend; the dashboard shows it too)."""
     pct = f"{min_effect * 100:g}%"
-    return ("Ratios: median(variant) / median(baseline) (< 1 is faster) with a 95% bootstrap CI. faster / slower: "
-            f"Mann-Whitney p < 0.05, a change of at least {pct} and a CI excluding 1; same: a change within ±{pct}; "
-            "unclear: a bigger change the data cannot confirm (measure longer or on a quieter machine).")
+    return ("Ratios: variant / baseline (< 1 is faster): the geometric mean over the measuring rounds of the ratio "
+            "of the rounds' medians, with a 95% t interval over the rounds (in one run a round of each column is "
+            "measured side by side; across runs each run's own spread counts once more: one run is one draw). "
+            f"faster / slower: p < 0.05, a change of at least {pct} and a CI excluding 1; same: a change within "
+            f"±{pct}; unclear: a bigger change the data cannot confirm (measure longer or on a quieter machine), or "
+            "a side whose timing cannot be trusted (its reason is given).")
 
 
 def _md_escape(text: str) -> str:
@@ -197,6 +200,13 @@ def render_markdown(results: Sequence[JobResult], *, environment: dict[str, Any]
         notes.append(verdict_legend(min_effect))
     if n_noisy:
         notes.append(f"⚠ = noisy measurement ({n_noisy}).")
+    reasons = sorted({c.reason for c in (comparisons or {}).values() if c.reason})
+    if reasons:
+        notes.append("Unclear whatever the numbers say: " + "; ".join(_md_escape(r) for r in reasons) + ".")
+    disturbed = [r for r in results if r.disturbed]
+    if disturbed:
+        notes.append(f"{len(disturbed)} result(s) had samples whose thread lost its core to another process "
+                     "(counted at the thread's CPU time, the time the kernel ran).")
     if n_failed:
         notes.append(f"{n_failed} failed.")
     lines += ["", " ".join(notes), ""]

@@ -15,10 +15,12 @@ import pytest
 
 from boo_engine.history import kernel_trend, run_kernels
 
-GEMM = "gemm -m 64 -n 64 -k 64"
-#: IREE's vector peeling off: the 64^3 float32 gemm runs 2.3x slower on a Zen 3 (22 us instead of 9.6 us), every
-#: time: a real compile-flag regression, big enough for a verdict on 30 samples
-SLOW = "--iree-llvmcpu-disable-vector-peeling"
+GEMM = "gemm -m 256 -n 256 -k 256"
+#: 16-byte vectors (SSE) instead of the CPU's 32 or 64: the 512^3 float32 gemm runs 1.4-1.6x slower on a Zen 3
+#: (AVX2), more with AVX-512. A regression big enough to be called across two runs, whose confidence comes from
+#: each run's rounds and counts each run's own spread once more (compare.py); the 256^3 gemm (~0.7 ms) is big
+#: enough that its rounds do not scatter like a 10 us kernel's.
+SLOW = "--iree-llvmcpu-target-vector-width-in-bytes=16"
 RUN = [GEMM, "--iter", "30", "--backend", "iree", "--no-numerics", "--headless"]
 
 
@@ -95,7 +97,7 @@ def test_compare_finds_the_flags_regression(dbs, tmp_path):
     assert "slower" in csv_out.read_text().splitlines()[1]
     # without --fail-on-regression a regression is reported, not an exit code; Markdown on stdout
     p = boo_tui(["compare", f"{d / 'one.db'}:1", d / "two.db"], env, d)
-    assert p.returncode == 0 and "| `gemm -m 64 -n 64 -k 64` | baseline |" in p.stdout
+    assert p.returncode == 0 and "| `gemm -m 256 -n 256 -k 256` | baseline |" in p.stdout
 
 
 def test_compare_never_imports_the_compiler(dbs):

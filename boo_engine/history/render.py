@@ -15,7 +15,8 @@ from .runs import RunComparison, describe_runs
 
 FORMATS = (".md", ".csv", ".json")
 CSV_COLUMNS = ("target", "command", "column", "a_median_us", "b_median_us", "ratio", "ci_low", "ci_high", "p_value",
-               "verdict", "n_a", "n_b")
+               "verdict", "n_a", "n_b", "reason", "a_rounds", "b_rounds", "a_disturbed", "b_disturbed",
+               "a_host_load", "b_host_load", "a_steal", "b_steal", "a_noisy", "b_noisy")
 
 
 def _cell(text: str) -> str:
@@ -33,11 +34,16 @@ def render_markdown(cmp: RunComparison) -> str:
         lines += [f"| {d.what} | {_cell(d.a)} | {_cell(d.b)} |" for d in cmp.differences]
     else:
         lines.append("Same machine, compiler, flags and settings in both runs.")
-    lines += ["", f"| command | column | target | {_cell(a)} (us) | {_cell(b)} (us) | {_cell(b)} / {_cell(a)} |",
-              "|---|---|---|---:|---:|---|"]
-    for (target, command, label), c in cmp.comparisons.items():
+    lines += ["", f"| command | column | target | {_cell(a)} (us) | {_cell(b)} (us) | {_cell(b)} / {_cell(a)} | "
+              f"evidence: {_cell(a)} · {_cell(b)} |", "|---|---|---|---:|---:|---|---|"]
+    for key, c in cmp.comparisons.items():
+        target, command, label = key
+        ev = cmp.evidence.get(key)
+        seen = f"{ev[0].short()} · {ev[1].short()}" if ev else "-"
+        if c.reason:
+            seen += f" ({c.reason})"
         lines.append(f"| `{_cell(command)}` | {_cell(label)} | {target} | {format_us(c.baseline_median_us)} | "
-                     f"{format_us(c.variant_median_us)} | {format_ratio(c)} |")
+                     f"{format_us(c.variant_median_us)} | {format_ratio(c)} | {_cell(seen)} |")
     lines.append("")
     geo = []
     for label, s in cmp.summaries.items():
@@ -49,8 +55,7 @@ def render_markdown(cmp: RunComparison) -> str:
     if cmp.only_a or cmp.only_b:
         extra.append(f"{cmp.only_a} result(s) only in {a}, {cmp.only_b} only in {b} (not compared).")
     extra += [n[0].upper() + n[1:] + "." for n in cmp.notes]
-    lines.append(" ".join([verdict_legend(cmp.min_effect).replace("median(variant) / median(baseline)",
-                                                                   f"median({b}) / median({a})")] + extra))
+    lines.append(" ".join([verdict_legend(cmp.min_effect).replace("variant / baseline", f"{b} / {a}")] + extra))
     return "\n".join(lines) + "\n"
 
 
@@ -58,11 +63,24 @@ def render_csv(cmp: RunComparison) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(CSV_COLUMNS)
-    for (target, command, label), c in cmp.comparisons.items():
+    for key, c in cmp.comparisons.items():
+        target, command, label = key
+        ev = cmp.evidence.get(key)
+        sides: list[Any] = []
+        for field in ("rounds", "disturbed", "host_load", "steal", "noisy"):
+            sides += [_csv_value(getattr(e, field)) for e in ev] if ev else ["", ""]
         w.writerow([target, command, label, c.baseline_median_us, c.variant_median_us,
                     *("" if not math.isfinite(x) else f"{x:.6g}" for x in (c.ratio, c.ci_low, c.ci_high, c.p_value)),
-                    c.verdict, c.n_baseline, c.n_variant])
+                    c.verdict, c.n_baseline, c.n_variant, c.reason or "", *sides])
     return buf.getvalue()
+
+
+def _csv_value(v: Any) -> Any:
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return int(v)
+    return f"{v:.4g}" if isinstance(v, float) else v
 
 
 def to_dict(cmp: RunComparison) -> dict[str, Any]:
@@ -75,8 +93,10 @@ def to_dict(cmp: RunComparison) -> dict[str, Any]:
         "differences": [{"what": d.what, "a": d.a, "b": d.b} for d in cmp.differences],
         "min_effect": cmp.min_effect, "seed": cmp.seed, "only_a": cmp.only_a, "only_b": cmp.only_b,
         "notes": cmp.notes,
-        "comparisons": [{"target": t, "command": cmd, "column": label, **c.to_dict()}
-                        for (t, cmd, label), c in cmp.comparisons.items()],
+        "comparisons": [{"target": k[0], "command": k[1], "column": k[2], **c.to_dict(),
+                         "evidence": {"a": ev[0].to_dict(), "b": ev[1].to_dict()} if (ev := cmp.evidence.get(k))
+                         else None}
+                        for k, c in cmp.comparisons.items()],
         "geomean": {label: s.to_dict() for label, s in cmp.summaries.items()},
     }
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..compare import DEFAULT_MIN_EFFECT, Comparison, VariantSummary, by_variant, compare_runs, summarize
+from ..compare import DEFAULT_MIN_EFFECT, Comparison, Evidence, VariantSummary, by_variant, compare_runs, summarize
 from ..errors import BooError
 from ..results import JobResult
 from ..store import queries
@@ -162,6 +162,8 @@ class RunComparison:
     only_a: int = 0            # finished results of A with no match in B
     only_b: int = 0
     notes: list[str] = field(default_factory=list)
+    #: per comparison, what each side (A, B) carries beside its numbers: rounds, disturbed samples, load, flags
+    evidence: dict[tuple[str, str, str], tuple[Evidence, Evidence]] = field(default_factory=dict)
 
 
 def run_settings(info: Mapping[str, Any]) -> tuple[float, int]:
@@ -175,13 +177,13 @@ def run_settings(info: Mapping[str, Any]) -> tuple[float, int]:
 
 #: below this many results a comparison is not worth a process pool (a comparison costs ~10 ms on 2 cores)
 PARALLEL_MIN = 200
-_FORKED: tuple[list[JobResult], float, int] | None = None   # what forked workers read (never pickled)
+_FORKED: tuple[list[JobResult], float, int, float] | None = None   # what forked workers read (never pickled)
 
 
 def _compare_chunk(after: list[JobResult]) -> dict[tuple[str, str, str], Comparison]:
     assert _FORKED is not None
-    before, effect, seed = _FORKED
-    return compare_runs(before, after, min_effect=effect, seed=seed)
+    before, effect, seed, spread = _FORKED
+    return compare_runs(before, after, min_effect=effect, seed=seed, run_spread=spread)
 
 
 def _compare(a: list[JobResult], b: list[JobResult], effect: float, seed: int,
@@ -191,12 +193,15 @@ def _compare(a: list[JobResult], b: list[JobResult], effect: float, seed: int,
     2-core Zen 3 (bootstrap medians dominate), about half on both."""
     import multiprocessing
 
+    from ..compare import matched, run_to_run_spread
+
     global _FORKED
+    spread = run_to_run_spread(matched(a, b).values())   # once, over every common result, for every chunk
     if workers < 2 or len(b) < PARALLEL_MIN or "fork" not in multiprocessing.get_all_start_methods():
-        return compare_runs(a, b, min_effect=effect, seed=seed)
+        return compare_runs(a, b, min_effect=effect, seed=seed, run_spread=spread)
     from concurrent.futures import ProcessPoolExecutor
 
-    _FORKED = (a, effect, seed)
+    _FORKED = (a, effect, seed, spread)
     try:
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
             parts = list(pool.map(_compare_chunk, [b[i::workers] for i in range(workers)]))
@@ -229,9 +234,13 @@ def compare_stored(a: StoredRun, b: StoredRun, *, min_effect: float | None = Non
     if min_effect is None and (a_effect, a_seed) != (b_effect, seed):
         notes.append(f"verdicts use run {b.ref.label}'s min effect {effect * 100:g}% and seed {seed} "
                      f"(run {a.ref.label} was measured with {a_effect * 100:g}% and seed {a_seed})")
+    done_a = {comparison_key(r): r for r in a.results if r.status == "done" and r.samples_us}
+    done_b = {comparison_key(r): r for r in b.results if r.status == "done" and r.samples_us}
+    evidence = {k: (Evidence.of(done_a[k]), Evidence.of(done_b[k])) for k in comparisons
+                if k in done_a and k in done_b}
     return RunComparison(a=a, b=b, comparisons=comparisons, summaries=summarize(by_variant(comparisons)),
                          differences=environment_diff(a, b), min_effect=effect, seed=seed,
-                         only_a=len(keys_a - keys_b), only_b=len(keys_b - keys_a), notes=notes)
+                         only_a=len(keys_a - keys_b), only_b=len(keys_b - keys_a), notes=notes, evidence=evidence)
 
 
 def compare_refs(a: RunRef, b: RunRef, *, min_effect: float | None = None, workers: int = 1) -> RunComparison:

@@ -15,13 +15,14 @@ from typing import Any
 import numpy as np
 
 from ..compare import bootstrap_medians
+from ..disturbance import effective_samples, round_medians
 from ..store.readonly import open_readonly
 
 #: bootstrap resamples for a run's median CI (1000: the CI's ends move < 1% between seeds on 20+ samples)
 N_BOOT = 1000
 
 _SELECT = """
-SELECT r.id AS result_id, r.run_id, r.median_us, r.n, r.noisy, ru.started_at, ru.config, e.host, e.cpu, e.gpu,
+SELECT r.id AS result_id, r.run_id, r.median_us, r.n, r.noisy, r.rounds, ru.started_at, ru.config, e.host, e.cpu, e.gpu,
        e.iree_compile_version AS env_compiler, k.compiler_version, v.flags AS variant_flags, v.content_hash
 FROM results r
 JOIN runs ru ON ru.id = r.run_id
@@ -45,7 +46,7 @@ class TrendPoint:
     compiler: str | None          # iree-compile's version line
     flags: tuple[str, ...]        # the run's --flags, then the variant's own flags
     median_us: float
-    ci_low_us: float              # 95% bootstrap CI of the median (NaN with fewer than 2 samples)
+    ci_low_us: float              # 95% interval of where a run lands (_ci; NaN with fewer than 2 samples)
     ci_high_us: float
     n: int
     noisy: bool
@@ -53,9 +54,21 @@ class TrendPoint:
     flags_changed: bool
 
 
-def _ci(samples: list[float], seed: int = 0) -> tuple[float, float]:
+def _ci(samples: list[float], rounds: list[int] | None = None, seed: int = 0) -> tuple[float, float]:
+    """Where this run's median could as well have landed: over the run's rounds (each a placement and a moment of
+    the machine) a 95% t interval for ANOTHER run's round mean, exp(mean log +- t sd sqrt(1 + 1/n)); a run is one
+    draw (compare.py). A result without several rounds (or of fewer than 5 samples): the bootstrap CI of its
+    samples' median, which only says how well this one draw was measured."""
     if len(samples) < 2:
         return math.nan, math.nan
+    if len(samples) >= 5:
+        from scipy.stats import t as student_t
+
+        logs = np.log(np.asarray(round_medians(samples, rounds), dtype=np.float64))
+        if logs.size >= 2 and np.all(np.isfinite(logs)):
+            half = float(student_t.ppf(0.975, logs.size - 1)) * float(logs.std(ddof=1)) * math.sqrt(1 + 1 / logs.size)
+            m = float(logs.mean())
+            return math.exp(m - half), math.exp(m + half)
     meds = bootstrap_medians(np.asarray(samples, dtype=np.float64), N_BOOT, np.random.default_rng(seed))
     lo, hi = np.percentile(meds, [2.5, 97.5])
     return float(lo), float(hi)
@@ -68,9 +81,11 @@ def kernel_trend(db: Any, command: str, variant: str, backend: str, target: str)
     with open_readonly(path) as conn:
         rows = [dict(r) for r in conn.execute(_SELECT, (command, variant, backend, target))]
         samples: dict[int, list[float]] = {r["result_id"]: [] for r in rows}
-        for rid in samples:
-            samples[rid] = [s for (s,) in conn.execute(
-                "SELECT latency_us FROM samples WHERE result_id = ? ORDER BY idx", (rid,))]
+        for rid in samples:   # counted at the time the kernel ran (boo_engine/disturbance.py)
+            got = conn.execute("SELECT latency_us, cpu_us FROM samples WHERE result_id = ? ORDER BY idx",
+                               (rid,)).fetchall()
+            cpu = [c for _, c in got if c is not None]
+            samples[rid] = effective_samples([w for w, _ in got], cpu if len(cpu) == len(got) else [])
     points: list[TrendPoint] = []
     for row in rows:
         config = json.loads(row["config"]) if row["config"] else {}
@@ -79,7 +94,7 @@ def kernel_trend(db: Any, command: str, variant: str, backend: str, target: str)
         compiler = row["compiler_version"] or row["env_compiler"]
         s = samples[row["result_id"]]
         median = float(np.median(s)) if s else float(row["median_us"] if row["median_us"] is not None else math.nan)
-        lo, hi = _ci(s)
+        lo, hi = _ci(s, json.loads(row["rounds"]) if row["rounds"] else None)
         prev = points[-1] if points else None
         points.append(TrendPoint(
             run_id=int(row["run_id"]), started_at=str(row["started_at"]), host=row["host"],

@@ -1,10 +1,11 @@
 """Two saved runs of the same commands side by side: the engine's comparison of stored runs
-(`boo_engine.history.compare_stored`, what `boo-tui compare` prints: ratio B / A, bootstrap CI, verdict, with the
---min-effect and seed the newer run was measured with), and what differs between the two runs' environments."""
+(`boo_engine.history.compare_stored`, what `boo-tui compare` prints: ratio B / A over the rounds, its CI, the verdict,
+with the --min-effect and seed the newer run was measured with, and each side's evidence: rounds, samples that lost
+their core, load, flags), and what differs between the two runs' environments."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rich.text import Text
@@ -29,6 +30,8 @@ class RunsCompared:
     seed: int
     settings_differ: bool       # the two runs were measured with different --min-effect or seed
     differences: tuple[str, ...] = ()   # what differs between the runs' environments and settings
+    #: per comparison, what each side carries beside its numbers (rounds, lost samples, load, flags): `A · B`
+    evidence: dict[tuple[str, str, str], str] = field(default_factory=dict)
 
 
 def run_settings(info: Any) -> tuple[float, int]:
@@ -63,7 +66,7 @@ class RunCompareScreen(WorkerScreen):
         table = self.query_one(DataTable)
         for key, label in [("command", "command"), ("column", "variant"), ("a", f"run {self.run_a} us"),
                            ("b", f"run {self.run_b} us"), ("ratio", "ratio"), ("ci", "95% CI"),
-                           ("verdict", "verdict")]:
+                           ("verdict", "verdict"), ("evidence", f"evidence: run {self.run_a} · run {self.run_b}")]:
             table.add_column(label, key=key)
         self._call_in_thread(self._compute, then=self._show)
 
@@ -72,16 +75,23 @@ class RunCompareScreen(WorkerScreen):
         path = self.store.path
         a, b = load_run(RunRef(path, self.run_a)), load_run(RunRef(path, self.run_b))
         cmp = compare_stored(a, b, require_common=False)
+        evidence = {}
+        for key, c in cmp.comparisons.items():
+            ev = cmp.evidence.get(key)
+            evidence[key] = (f"{ev[0].short()} · {ev[1].short()}" if ev else "") + (f" ({c.reason})" if c.reason
+                                                                                   else "")
         return RunsCompared(cmp.comparisons, cmp.min_effect, cmp.seed, run_settings(a.info) != run_settings(b.info),
-                            tuple(f"{d.what}: {d.a} -> {d.b}" for d in cmp.differences))
+                            tuple(f"{d.what}: {d.a} -> {d.b}" for d in cmp.differences), evidence)
 
     def _show(self, compared: RunsCompared) -> None:
         table = self.query_one(DataTable)
         comparisons = compared.comparisons
-        for (_target, command, label), c in comparisons.items():
+        for key, c in comparisons.items():
+            _target, command, label = key
             ci = f"{c.ci_low:.3f}-{c.ci_high:.3f}" if math.isfinite(c.ci_low) and math.isfinite(c.ci_high) else "-"
             table.add_row(command, label, fmt_us(c.baseline_median_us), fmt_us(c.variant_median_us),
-                          ratio_text(c), ci, Text(c.verdict, style=VERDICT_STYLE.get(c.verdict, "")))
+                          ratio_text(c), ci, Text(c.verdict, style=VERDICT_STYLE.get(c.verdict, "")),
+                          Text(compared.evidence.get(key, ""), style="dim"))
         settings = (f"verdicts with run {self.run_b}'s min effect {compared.min_effect * 100:g}% and seed "
                     f"{compared.seed}" + (f" (run {self.run_a} used others)" if compared.settings_differ else ""))
         if comparisons:
