@@ -41,7 +41,7 @@ from typing import Any, TextIO
 
 from .. import events as ev
 from ..commands import Command, looks_like_commands_file, parse_invocation, read_commands_file, split_words
-from ..compare import FASTER, SAME, SLOWER, UNCLEAR, Comparison, compare_samples, decide, geomean
+from ..compare import FASTER, SAME, SLOWER, UNCLEAR, Comparison, compare_measured, compare_samples, decide, geomean
 from ..config import SessionConfig
 from ..defaults_table import machine_key, store_machine
 from ..errors import BooError, CommandError, CompileError, elide
@@ -316,7 +316,7 @@ def _decide(cls: OpClass, cmds: list[Command], built: dict[tuple[str, str], Buil
             o.error = b.error or _job_error(job)
             if o.error or job is None:
                 break
-            comps.append(compare_samples(base[f].samples_us, job.samples_us, min_effect=min_effect, seed=seed))
+            comps.append(compare_measured(base[f], job, paired=True, min_effect=min_effect))
             medians.append(_median(job))
             o.samples[f] = job.samples_us
         if o.error:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..compare import Verdict, compare_samples
+from ..compare import Comparison, Verdict, compare_measured
 from ..errors import BooError, first_line
 from ..results import CANCELLED, DONE, INTERRUPTED, JobResult
 from ..variants import Variant
@@ -33,6 +33,12 @@ if TYPE_CHECKING:
 
 #: samples per job per stage at least (with the stage's minimum time): one per interleaving round
 STAGE_ITERS = 5
+#: the baseline moving more than this between a search's start and its verification is reported (IREE's tuner: 3%)
+DRIFT_LIMIT = 0.03
+
+
+def _ci(c: Comparison) -> str:
+    return f"{c.ratio:.3f}x [{c.ci_low:.3f}, {c.ci_high:.3f}]"
 
 
 class KernelSearch:
@@ -47,6 +53,8 @@ class KernelSearch:
         self.total = total
         self.known = known   # from the tune being resumed
         self.tried_keys: set[str] = set()
+        #: the baseline's median when this kernel's search began: the verification measures it again (drift)
+        self.base_start_us = median_of(tuner.session.jobs[base_id]) if tuner.session is not None else None
 
     @property
     def session(self) -> Session:
@@ -179,7 +187,7 @@ class KernelSearch:
     def narrow(self) -> None:
         """Halve the best screened candidates over longer, interleaved measurements, then put the last one
         against the baseline; decide the kernel's outcome."""
-        tuner, session, k = self.tuner, self.session, self.k
+        tuner, session = self.tuner, self.session
         s = tuner.settings
         alive = [t for t in self.ranked() if (t.ratio or 2.0) < 1.0][: s.keep]
         if not alive:
@@ -205,18 +213,53 @@ class KernelSearch:
         if not leader.ok or base.stats is None or not job.samples_us:
             self.finish(None, f"no better configuration found: the leader {leader.status} in the final")
             return
-        cmp = compare_samples(base.samples_us, job.samples_us, min_effect=s.min_effect, seed=s.seed)
+        cmp = compare_measured(base, job, paired=True, min_effect=s.min_effect)   # measured interleaved
+        self._record_final(leader, cmp)
+        if cmp.verdict != Verdict.FASTER:
+            self.finish(None, f"no better configuration found: the best ({leader.description}) measured "
+                              f"{_ci(cmp)}, verdict {cmp.verdict}")
+            return
+        self._verify(leader, cmp)
+
+    def _record_final(self, leader: Tried, cmp: Comparison) -> None:
         leader.ratio, leader.ci_low, leader.ci_high, leader.verdict = cmp.ratio, cmp.ci_low, cmp.ci_high, cmp.verdict
         leader.median_us, leader.baseline_us = cmp.variant_median_us, cmp.baseline_median_us
-        assert tuner.records is not None
-        tuner.records.save_candidate(leader)
-        k.baseline_us = cmp.baseline_median_us
-        k.p_value = cmp.p_value
-        if cmp.verdict == Verdict.FASTER:
-            self.finish(leader, f"{leader.description}: {cmp.ratio:.3f}x [{cmp.ci_low:.3f}, {cmp.ci_high:.3f}]")
+        assert self.tuner.records is not None
+        self.tuner.records.save_candidate(leader)
+        self.k.baseline_us = cmp.baseline_median_us
+        self.k.p_value = cmp.p_value
+
+    def _verify(self, leader: Tried, final: Comparison) -> None:
+        """The winner of the final, measured again against the baseline in a NEW benchmark process (another
+        placement of everything, as the next session that uses tuned.toml will have): it is emitted only if it
+        is still faster there, with the ratio measured there. The baseline, measured at the search's start and
+        again here, tells how far the machine drifted meanwhile (the IREE tuner flags more than 3%)."""
+        s, session = self.tuner.settings, self.session
+        fresh = session.fresh_workers()
+        self.update("verify", f"{leader.description} against the baseline again, in a "
+                              f"{'new' if fresh else 'the same (a Ray node: kept)'} benchmark process")
+        if not self._measure([self.base_id, leader.job_id or ""], 4 * STAGE_ITERS, s.final_s) or self.tuner.stopped:
+            self.finish(None, "stopped before the winner was verified")
+            return
+        base, job = session.jobs[self.base_id], session.jobs[leader.job_id or ""]
+        if base.status != DONE or job.status != DONE or not job.samples_us:
+            self.finish(None, f"no better configuration found: the verification of {leader.description} "
+                              f"ended {job.status}")
+            return
+        v = compare_measured(base, job, paired=True, min_effect=s.min_effect)
+        self._record_final(leader, v)
+        drift = ""
+        now = median_of(base)
+        if self.base_start_us and now and abs(now / self.base_start_us - 1.0) > DRIFT_LIMIT:
+            drift = (f"; the baseline drifted {now / self.base_start_us:.3f}x since the search began "
+                     f"({self.base_start_us:.1f} -> {now:.1f} us)")
+            self.tuner.emit(TuneLog(level="warning", message=f"{self.k.func_name}: {drift[2:]}"))
+        if v.verdict == Verdict.FASTER:
+            self.finish(leader, f"{leader.description}: {_ci(v)}, verified in a "
+                                f"{'new' if fresh else 'reused'} process (the final said {_ci(final)}){drift}")
         else:
-            self.finish(None, f"no better configuration found: the best ({leader.description}) measured "
-                              f"{cmp.ratio:.3f}x [{cmp.ci_low:.3f}, {cmp.ci_high:.3f}], verdict {cmp.verdict}")
+            self.finish(None, f"no better configuration found: {leader.description} measured {_ci(final)} in the "
+                              f"final but {_ci(v)} ({v.verdict}) in a {'new' if fresh else 'reused'} process{drift}")
 
     def _remeasure(self, tried: list[Tried], secs: float, stage: str, iters: int = 2 * STAGE_ITERS) -> None:
         session = self.session

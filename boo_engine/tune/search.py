@@ -9,8 +9,11 @@ Per kernel, in order:
 3. successive halving: the best `keep` candidates by screening ratio are measured again with the baseline,
    longer (`halving_s`), and halved each time, down to one;
 4. the final: the last one against the baseline (measured again, so a drift of the machine since the start is
-   caught), for `final_s` each, interleaved. It wins only if its numerics matched the baseline's outputs AND
-   the verdict is FASTER (Mann-Whitney p < 0.05, change >= min_effect, CI excluding 1), as for any variant.
+   caught), for `final_s` each, interleaved. It goes on only if its numerics matched the baseline's outputs AND
+   the verdict is FASTER (p < 0.05 over the paired rounds, change >= min_effect, CI excluding 1: compare.py);
+5. the verification: winner and baseline once more, interleaved, in a NEW benchmark process (another placement
+   of everything, as the session that uses tuned.toml will have). It wins only if it is still FASTER there, and
+   the ratio reported and written is this one; the baseline's drift since the search began is reported.
 
 Every measurement is a session job (stored with its samples in the run); every candidate and kernel outcome
 is stored in the tune tables as soon as it is known (records.py), so `--resume` skips what a killed tune
