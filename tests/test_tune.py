@@ -26,6 +26,7 @@ from boo_engine.compile.flags import chosen_flags
 from boo_engine.config import SessionConfig
 from boo_engine.results import IREE
 from boo_engine.session import Session
+from boo_engine.tune.events import TuneUpdate
 from boo_engine.tune.records import IMPROVED, NUMERICS_FAILED, Tried, TunedKernel
 from boo_engine.tune.report import write_outputs
 from boo_engine.tune.search import Tuner, TuneSettings
@@ -41,9 +42,17 @@ def tuned(tmp_path_factory):
     d = tmp_path_factory.mktemp("tune")
     settings = TuneSettings(out_dir=str(d / "out"), db_path=str(d / "t.db"), cache_dir=str(d / "kernels"),
                             budget=8, final_s=1.0, try_flags=(WRONG,))
-    tuner = Tuner(settings)
+    stages: list[tuple[str, int | None]] = []
+
+    def listen(event):
+        if isinstance(event, TuneUpdate):   # the stage, and the benchmark worker process measuring then
+            worker = tuner.session._measuring.stages[0]._worker if tuner.session is not None else None
+            stages.append((event.stage, getattr(worker, "pid", None)))
+
+    tuner = Tuner(settings, listener=listen)
     kernels = tuner.run([GEMM])
     paths = write_outputs(settings.out_dir, kernels, tuner.environment, target="cpu", settings=settings.to_dict())
+    tuner.stages = stages
     return tuner, kernels, paths, d
 
 
@@ -61,6 +70,19 @@ def test_a_gemm_tune_finds_a_significantly_faster_configuration(tuned):
     assert {p.name for p in paths} >= {"tuned.toml", "report.md"}
     report = (d / "out" / "report.md").read_text()
     assert k.func_name in report and f"{k.ratio:.3f}" in report
+
+
+def test_the_winner_is_verified_in_a_new_worker_process_before_it_is_emitted(tuned):
+    tuner, kernels, _, _ = tuned
+    (k,) = kernels.values()
+    names = [stage for stage, _ in tuner.stages]
+    assert "final" in names and "verify" in names and names.index("verify") > names.index("final"), names
+    final_pid = next(pid for stage, pid in tuner.stages if stage == "final")
+    assert final_pid is not None
+    # announced once the old worker is gone; the verification's measurements start a new one
+    assert next(pid for stage, pid in tuner.stages if stage == "verify") is None
+    assert "verified in a new process" in k.message, k.message
+    assert k.best is not None and (k.ratio, k.ci_high) == (k.best.ratio, k.best.ci_high)   # the verified figures
 
 
 def test_a_numerically_wrong_candidate_is_recorded_and_never_emitted(tuned):
