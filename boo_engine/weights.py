@@ -31,10 +31,10 @@ from .compare import (
     MIN_SAMPLES,
     Comparison,
     Verdict,
-    bootstrap_medians,
     column_label,
     decide,
 )
+from .disturbance import round_medians
 from .results import DONE, Backend, JobResult
 
 
@@ -166,14 +166,19 @@ def _line(target: str, label: str, baseline: str, weights: Mapping[str, JobResul
 def _bootstrap(counted: list[tuple[int, JobResult, JobResult | None]], *, n_boot: int, seed: int,
                confidence: float) -> tuple[float, float, float]:
     """CI and two-sided p-value of sum(calls x median(variant)) / sum(calls x median(baseline)), resampling every
-    kernel's samples on both sides."""
+    kernel's measuring ROUNDS (their medians, of the time the kernel ran), the rounds of both sides together where
+    they were measured side by side: samples of one round are not independent draws of another (compare.py)."""
     rng = np.random.default_rng(seed)
     sum_v = np.zeros(n_boot)
     sum_b = np.zeros(n_boot)
     for calls, r, b in counted:
         assert b is not None
-        sum_b += calls * bootstrap_medians(np.asarray(b.samples_us, dtype=np.float64), n_boot, rng)
-        sum_v += calls * bootstrap_medians(np.asarray(r.samples_us, dtype=np.float64), n_boot, rng)
+        mb = np.asarray(round_medians(b.timed_us, b.rounds), dtype=np.float64)
+        mv = np.asarray(round_medians(r.timed_us, r.rounds), dtype=np.float64)
+        ib = rng.integers(0, mb.size, size=(n_boot, mb.size))
+        iv = ib if mv.size == mb.size else rng.integers(0, mv.size, size=(n_boot, mv.size))
+        sum_b += calls * np.median(mb[ib], axis=1)
+        sum_v += calls * np.median(mv[iv], axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratios = sum_v / sum_b
     ratios = ratios[np.isfinite(ratios)]
