@@ -209,6 +209,8 @@ def compare_measured(base: JobResult, other: JobResult, *, paired: bool, min_eff
                        baseline_median_us=float(np.median(tb)) if tb else math.nan,
                        variant_median_us=float(np.median(to)) if to else math.nan,
                        paired=paired, min_effect=min_effect, alpha=alpha, run_spread=run_spread)
+    from .evidence import untrusted
+
     why = untrusted(base, other)
     if why and c.verdict in (FASTER, SLOWER):
         return replace(c, verdict=UNCLEAR, reason=why)
@@ -238,63 +240,6 @@ def run_to_run_spread(pairs: Iterable[tuple[JobResult, JobResult]]) -> float:
         return 0.0
     x = np.asarray(logs)
     return float(1.4826 * np.median(np.abs(x - np.median(x))))
-
-
-def untrusted(*results: JobResult) -> str | None:
-    """Why these results' timing cannot carry a faster/slower verdict, whatever the rounds say: a GPU that
-    throttled while measuring, or a kernel with no thread clock (multi-threaded, GPU) measured beside other
-    processes' load (a single-threaded CPU kernel's lost time is taken out: boo_engine/disturbance.py)."""
-    from .disturbance import LOAD_LIMIT
-
-    reasons = []
-    for r in results:
-        side = f"{r.variant}/{r.backend}"
-        if r.throttled:
-            reasons.append(f"{side}: the GPU throttled while measuring")
-        elif r.target == "cpu" and not r.cpu_us and r.host_load is not None and r.host_load > LOAD_LIMIT:
-            reasons.append(f"{side}: other processes took {r.host_load * 100:.0f}% of a core and this kernel has "
-                           "no per-thread clock to take them out")
-    return "; ".join(dict.fromkeys(reasons)) or None
-
-
-@dataclass(frozen=True)
-class Evidence:
-    """What one side of a comparison carries beside its numbers: shown next to the verdict (compare, exports,
-    the dashboard) so a reader can judge it."""
-
-    samples: int
-    rounds: int                  # measuring rounds the confidence was taken over
-    disturbed: int | None        # samples whose thread lost its core (None: no thread clock)
-    host_load: float | None      # other processes' CPU, in cores
-    steal: float | None          # the hypervisor's steal, in cores
-    noisy: bool
-    noise_reason: str | None
-    throttled: bool
-
-    @classmethod
-    def of(cls, r: JobResult) -> Evidence:
-        from .disturbance import round_sizes
-
-        return cls(len(r.samples_us), len(round_sizes(len(r.samples_us), r.rounds)), r.disturbed, r.host_load,
-                   r.steal, bool(r.noisy), r.noise_reason, bool(r.throttled))
-
-    def short(self) -> str:
-        """`5 rounds, 3% lost their core, load 0.12, steal 0.04, noisy`: the parts that say something."""
-        parts = [f"{self.rounds} rounds"]
-        if self.disturbed:
-            parts.append(f"{self.disturbed * 100 / max(self.samples, 1):.0f}% lost their core")
-        if self.host_load is not None and self.host_load >= 0.05:
-            parts.append(f"load {self.host_load:.2f}")
-        if self.steal is not None and self.steal >= 0.01:
-            parts.append(f"steal {self.steal:.2f}")
-        if self.throttled:
-            parts.append("GPU throttled")
-        if self.noisy:
-            parts.append("noisy")
-        return ", ".join(parts)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: _json_float(v) for k, v in asdict(self).items()}
 
 
 def decide(ratio: float, ci_low: float, ci_high: float, p_value: float, *, min_effect: float = DEFAULT_MIN_EFFECT,

@@ -23,12 +23,12 @@ from boo_engine.compare import (
     SAME,
     SLOWER,
     UNCLEAR,
-    Evidence,
     compare_measured,
     compare_rounds,
     compare_samples,
 )
 from boo_engine.disturbance import disturbed_count, disturbed_mask, effective_samples, round_medians, round_sizes
+from boo_engine.evidence import Evidence
 from boo_engine.results import DONE, JobResult
 
 # ---- disturbed samples ----------------------------------------------------------------------------------------
@@ -222,3 +222,4 @@ def test_across_runs_the_other_kernels_tell_how_far_one_moves_by_chance():
     # a regression of every kernel alike (1.5x, each within a few %) is called on every one
     worse = run(1.5, lambda i: 1.0)
     assert {c.verdict for c in compare_runs(a, worse).values()} == {SLOWER}
+

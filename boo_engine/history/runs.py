@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..compare import DEFAULT_MIN_EFFECT, Comparison, Evidence, VariantSummary, by_variant, compare_runs, summarize
+from ..compare import DEFAULT_MIN_EFFECT, Comparison, VariantSummary, by_variant, compare_runs, summarize
 from ..errors import BooError
+from ..evidence import Evidence
 from ..results import JobResult
 from ..store import queries
 from ..store.readonly import open_readonly
