@@ -210,9 +210,12 @@ class Session:
                     self._recorder.record(result)  # bad input lines are stored as failed rows too
             self._runner.ensure_running()
 
-    def rerun(self, job_ids: Iterable[str], *, iters: int | None = None, min_time_s: float | None = None) -> None:
-        """Measure finished jobs again (compiled kernels reused) and queued ones in the same batch (interleaved)."""
+    def rerun(self, job_ids: Iterable[str], *, iters: int | None = None, min_time_s: float | None = None,
+              fresh: bool = False) -> bool:
+        """Measure finished jobs again (compiled kernels reused) and queued ones in the same batch (interleaved).
+        `fresh`: in new worker processes, as a new session would; returns whether (a Ray node's is kept)."""
         with self._state.lock:
+            renewed = fresh and not self._state.in_flight and self._measuring.fresh_workers()
             ids = []
             for job_id in job_ids:
                 result = self.jobs.get(job_id)
@@ -226,19 +229,10 @@ class Session:
                 ids.append(job_id)
                 self._state.emit(ev.JobStatus(job_id=job_id, status=QUEUED))
         self.start(ids, iters=iters, min_time_s=min_time_s)
-
-    def fresh_workers(self) -> bool:
-        """Measure what comes next in new benchmark worker processes, as a new session would (a tune verifies its
-        winner so). Call it when nothing is measuring (after `wait()`); False where a worker could not be
-        replaced (a Ray node's): the next measurement then reuses it."""
-        with self._state.lock:
-            if self._state.in_flight:
-                raise BooError("fresh_workers: a measurement is in flight")
-            return self._measuring.fresh_workers()
+        return renewed
 
     def cancel(self, job_ids: Iterable[str] | None = None) -> None:
-        """Cancel jobs (all when None): queued ones end CANCELLED at once; the one being measured is stopped
-        within moments (the runner then marks it)."""
+        """Cancel jobs (all when None): queued ones end CANCELLED at once, the one measuring within moments."""
         state = self._state
         with state.lock:
             ids = list(job_ids) if job_ids is not None else list(self.jobs)
@@ -259,10 +253,9 @@ class Session:
         return self._state.wait_idle(timeout, WAIT_POLL_S)
 
     def interrupt(self) -> None:
-        """Stop now because the user asked the whole run to stop (Ctrl-C, SIGTERM, SIGHUP): every unfinished job
-        (the one in flight too) ends INTERRUPTED (one the user cancelled before stays CANCELLED) and the run
-        INTERRUPTED, so `--resume` measures them all again. The jobs stay readable (export, comparisons);
-        close() then releases the rest. Call it from a normal thread, not from a signal handler."""
+        """Stop now: the user asked the whole run to stop (Ctrl-C, SIGTERM, SIGHUP). Unfinished jobs (the one in
+        flight too; not ones cancelled before) and the run end INTERRUPTED, so `--resume` measures them again; the
+        jobs stay readable, close() releases the rest. Call it from a normal thread, not a signal handler."""
         self._interrupted = True
         self._stop()
 

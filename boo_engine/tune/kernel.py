@@ -235,10 +235,9 @@ class KernelSearch:
         is still faster there, with the ratio measured there. The baseline, measured at the search's start and
         again here, tells how far the machine drifted meanwhile (the IREE tuner flags more than 3%)."""
         s, session = self.tuner.settings, self.session
-        fresh = session.fresh_workers()
-        self.update("verify", f"{leader.description} against the baseline again, in a "
-                              f"{'new' if fresh else 'the same (a Ray node: kept)'} benchmark process")
-        if not self._measure([self.base_id, leader.job_id or ""], 4 * STAGE_ITERS, s.final_s) or self.tuner.stopped:
+        self.update("verify", f"{leader.description} against the baseline again, in a new benchmark process")
+        fresh = self._measure([self.base_id, leader.job_id or ""], 4 * STAGE_ITERS, s.final_s, fresh=True)
+        if fresh is False or self.tuner.stopped:
             self.finish(None, "stopped before the winner was verified")
             return
         base, job = session.jobs[self.base_id], session.jobs[leader.job_id or ""]
@@ -278,19 +277,21 @@ class KernelSearch:
             classify(t, r, base_med)
             self.tuner.records.save_candidate(t)
 
-    def _measure(self, job_ids: list[str], iters: int, secs: float) -> bool:
-        """Measure the jobs (again) in one interleaved batch; False when the tune was stopped."""
+    def _measure(self, job_ids: list[str], iters: int, secs: float, *, fresh: bool = False) -> bool | None:
+        """Measure the jobs (again) in one interleaved batch (`fresh`: in a new worker process); False when the
+        tune was stopped; with `fresh`, None when the worker could not be replaced (a Ray node's)."""
         if self.tuner.stopped:
             return False
         try:
-            self.session.rerun(job_ids, iters=iters, min_time_s=secs)
+            renewed = self.session.rerun(job_ids, iters=iters, min_time_s=secs, fresh=fresh)
         except BooError:
             if self.tuner.stopped:   # stopped between the check and the call
                 return False
             raise
         self.session.wait()
-        return not self.tuner.stopped or any(
+        measured = not self.tuner.stopped or any(
             self.session.jobs[j].status not in (INTERRUPTED, CANCELLED) for j in job_ids)
+        return measured and (renewed or not fresh or None)
 
     def _ensure_job(self, t: Tried) -> None:
         """A candidate screened by the tune being resumed has no job in this session yet: add its variant
