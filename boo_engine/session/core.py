@@ -98,13 +98,11 @@ class Session:
 
     @property
     def failure(self) -> str | None:
-        """Why the run stopped by itself, as the one line to show (the results database cannot be written:
-        disk full, I/O error), or None. Jobs not finished then are INTERRUPTED; exports still work."""
+        """Why the run stopped by itself (the results database cannot be written), as one line, or None."""
         return self._state.halted
 
     def _store_failed(self, error: BooError) -> None:
-        """The store's writer thread: the file takes no more writes. Stop the run (no lock taken: the caller
-        may be waiting for this very thread) and tell the front ends once."""
+        """The store's writer thread: no more writes. Stop the run (no lock: the caller may be that thread)."""
         if self._state.halt(str(error), store_halt_reason(error)):
             self._state.emit(ev.Log(level="error", message=str(error)))
 
