@@ -217,18 +217,27 @@ def compare_measured(base: JobResult, other: JobResult, *, paired: bool, min_eff
     return replace(c, reason=why) if why else c
 
 
-#: fewer common results than this: no run-to-run spread is estimated from them (the rounds' own spread counts)
+#: fewer common results than this: no run-to-run spread is estimated from them (the floor stands alone)
 RUN_SPREAD_MIN_RESULTS = 5
+#: the least run-to-run spread (a log-ratio standard deviation) any two runs are given: whole runs shift together
+#: by chance, which the spread around the median cannot see. Measured on a quiet 2-core Intel Xeon (AVX-512) VM,
+#: five kernels in ten pairs of runs seconds apart: the median of a pair's five log ratios moved -0.028..+0.030
+#: (sd 0.015), and once a whole run sat 2.6% above the other with one conv 3.8% up, rounds tight, called "slower"
+#: without this floor (docs/performance.md, "Verdicts that hold"). With it a change of 5-6% or more that moves
+#: every kernel alike is still called across runs; smaller ones are for an interleaved run (variants).
+RUN_SPREAD_FLOOR = 0.02
 
 
 def run_to_run_spread(pairs: Iterable[tuple[JobResult, JobResult]]) -> float:
     """How far two runs of the same kernels scatter apart on this machine, from the runs themselves: the robust
-    standard deviation (1.4826 x MAD, around their median) of the log ratios of the common results' round medians.
+    standard deviation (1.4826 x MAD, around their median) of the log ratios of the common results' round medians,
+    and never less than RUN_SPREAD_FLOOR.
 
     Measured on a shared 2-core VM, each kernel's time moves between runs seconds apart by up to 1.3x, on its own:
     the kernels do not move together (their round-to-round correlation was ~0), so a run's other kernels tell
     how far one kernel may move by chance. Around the MEDIAN: a change that moves most kernels alike (a compiler
-    regression) shifts the median, not the spread, and stays visible. 0 with fewer than RUN_SPREAD_MIN_RESULTS."""
+    regression) shifts the median, not the spread, and stays visible above the floor. The floor alone with fewer
+    than RUN_SPREAD_MIN_RESULTS common results."""
     from .disturbance import round_medians
 
     logs = []
@@ -237,9 +246,9 @@ def run_to_run_spread(pairs: Iterable[tuple[JobResult, JobResult]]) -> float:
         if ma and mb and min(ma) > 0 and min(mb) > 0:
             logs.append(float(np.mean(np.log(mb)) - np.mean(np.log(ma))))
     if len(logs) < RUN_SPREAD_MIN_RESULTS:
-        return 0.0
+        return RUN_SPREAD_FLOOR
     x = np.asarray(logs)
-    return float(1.4826 * np.median(np.abs(x - np.median(x))))
+    return max(RUN_SPREAD_FLOOR, float(1.4826 * np.median(np.abs(x - np.median(x)))))
 
 
 def decide(ratio: float, ci_low: float, ci_high: float, p_value: float, *, min_effect: float = DEFAULT_MIN_EFFECT,

@@ -223,3 +223,27 @@ def test_across_runs_the_other_kernels_tell_how_far_one_moves_by_chance():
     worse = run(1.5, lambda i: 1.0)
     assert {c.verdict for c in compare_runs(a, worse).values()} == {SLOWER}
 
+
+def test_a_whole_run_that_shifted_a_few_percent_is_no_verdict_but_a_real_regression_is():
+    """Seen on a quiet Xeon VM: two runs seconds apart, five kernels, the second run 1.7-3.8% slower on four
+    kernels with tight rounds (and a 512^3 gemm 6.6% up, its rounds 10% apart: unclear on its own). The spread AROUND the median of the five is small (they moved
+    alike), and without a floor a 3x3 conv 3.8% up was called "slower" with p = 0.03. Whole runs shift together
+    by chance too: RUN_SPREAD_FLOOR. A regression of 10% on every kernel is still called on every one."""
+    from boo_engine.compare import RUN_SPREAD_FLOOR, compare_runs, run_to_run_spread
+
+    rng = np.random.default_rng(7)
+
+    def run(shifts):
+        return [JobResult(f"j{i}", f"cmd{i}", "f", "conv", "baseline", "cpu", "iree", status=DONE,
+                          samples_us=[s for r in _rounds(rng, [1000 * (i + 1) * shift * (1 + 0.003 * d)
+                                                               for d in rng.standard_normal(5)], spread=0.005)
+                                      for s in r], rounds=[20] * 5) for i, shift in enumerate(shifts)]
+
+    a = run([1.0] * 5)
+    shifted = run([1.030, 1.038, 1.026, 1.022, 1.017])
+    assert run_to_run_spread(zip(a, shifted)) == pytest.approx(RUN_SPREAD_FLOOR)   # the floor, not the MAD
+    got = compare_runs(a, shifted)
+    assert not [k for k, c in got.items() if c.verdict in (FASTER, SLOWER)], got
+    assert compare_runs(a, shifted, run_spread=0.0)[("cpu", "cmd1", "baseline")].verdict == SLOWER   # without it
+    worse = run([1.10] * 5)
+    assert {c.verdict for c in compare_runs(a, worse).values()} == {SLOWER}
