@@ -313,7 +313,9 @@ async def _full_run_table_plots_detail_export_compare_history(tmp_path, cache_di
         await wait_until(pilot, lambda: rows_of(app, "#run-compare-table") == 6, 30, "the run comparison")
         rows = [app.screen.query_one("#run-compare-table").get_row_at(i) for i in range(6)]
         assert {str(row[4]) for row in rows} == {"1.000"}
-        assert {str(row[-1]) for row in rows} == {Verdict.SAME}
+        assert {str(row[6]) for row in rows} == {Verdict.SAME}
+        # each side's evidence beside the verdict: the rounds the confidence came from (and load, noisy if any)
+        assert all(str(row[7]).startswith("5 rounds") and " · 5 rounds" in str(row[7]) for row in rows), rows
         await wait_until(pilot, lambda: "min effect 3%" in summary_text(app), 10, "the run's settings in the summary")
         await pilot.press("escape")
         await pilot.press("q")

@@ -68,22 +68,32 @@ def test_samples_know_when_another_process_took_their_core():
     core = max(os.sched_getaffinity(0))
     old = os.sched_getaffinity(0)
     burner = subprocess.Popen([sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{core}}})\nwhile 1: pass"])
+    walls: list[float] = []
+    cpus: list[float] = []
+    loads: list[float] = []
     try:
         os.sched_setaffinity(0, {core})
         time.sleep(0.2)                          # the burner is spinning
-        m = measure(lambda: _spin(60_000), iters=40, warmup_s=0.01, thread_cpu=True)
+        # How often the scheduler switches the two is its business (a 6.18 kernel let one 40-sample measurement
+        # run with 3 switches): measure until 3 samples were disturbed, for at most 10 s (hundreds of switches).
+        end = time.monotonic() + 10.0
+        while time.monotonic() < end and disturbed_mask(walls, cpus).sum() < 3:
+            m = measure(lambda: _spin(60_000), iters=40, warmup_s=0.01, thread_cpu=True)
+            walls += m.samples_us
+            cpus += m.cpu_us
+            loads.append(m.host_load or 0.0)
     finally:
         burner.kill()
         burner.wait()
         os.sched_setaffinity(0, old)
-    wall, cpu = np.array(m.samples_us), np.array(m.cpu_us)
-    mask = disturbed_mask(m.samples_us, m.cpu_us)
-    assert mask.sum() >= 5, (wall, cpu)                            # the burner took the core, and the samples know
-    eff = np.array(effective_samples(m.samples_us, m.cpu_us))
+    wall, cpu = np.array(walls), np.array(cpus)
+    mask = disturbed_mask(walls, cpus)
+    assert mask.sum() >= 3, (wall, cpu)                            # the burner took the core, and the samples know
+    eff = np.array(effective_samples(walls, cpus))
     assert np.all(eff[~mask] == wall[~mask])
     assert np.all(eff[mask] <= cpu[mask]) and np.all(eff[mask] > 0.9 * cpu[mask])
     assert np.median(wall[mask]) > 1.3 * np.median(eff[mask])      # what the wall clock would have said
-    assert 0 <= (m.steal or 0.0) and (m.host_load or 0.0) > 0.2     # the burner shows as other processes' load
+    assert 0 <= (m.steal or 0.0) and max(loads) > 0.2              # the burner shows as other processes' load
 
 
 # ---- placements -----------------------------------------------------------------------------------------------
