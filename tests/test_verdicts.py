@@ -257,3 +257,18 @@ def test_a_whole_run_that_shifted_a_few_percent_is_no_verdict_but_a_real_regress
     assert compare_runs(a, shifted, run_spread=0.0)[("cpu", "cmd1", "baseline")].verdict == SLOWER   # without it
     worse = run([1.10] * 5)
     assert {c.verdict for c in compare_runs(a, worse).values()} == {SLOWER}
+
+
+def test_a_new_session_is_given_room_beyond_this_sessions_interval():
+    """Three tunes on a quiet Xeon VM verified 0.585 [0.581, 0.590], 0.587 [0.562, 0.614] and 0.577 [0.563, 0.593];
+    their tuned.toml read 0.595, 0.597 and 0.585 in fresh sessions: once outside the tune's own interval. The
+    interval a tune prints for a new session holds all three."""
+    from boo_engine.compare import next_run_interval
+
+    for (ratio, lo, hi), fresh in (((0.585, 0.581, 0.590), 0.595), ((0.587, 0.562, 0.614), 0.597),
+                                   ((0.577, 0.563, 0.593), 0.585)):
+        nlo, nhi = next_run_interval(ratio, lo, hi)
+        assert nlo < lo and hi < nhi and nlo <= fresh <= nhi, (ratio, nlo, nhi, fresh)
+    # a wider interval of this session's widens the next one's; no interval, no next one
+    assert next_run_interval(1.0, 0.9, 1.1)[1] > next_run_interval(1.0, 0.99, 1.01)[1]
+    assert all(math.isnan(x) for x in next_run_interval(1.0, math.nan, math.nan))

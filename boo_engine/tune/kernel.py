@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..compare import Comparison, Verdict, compare_measured
+from ..compare import Comparison, Verdict, compare_measured, next_run_interval
 from ..errors import BooError, first_line
 from ..results import CANCELLED, DONE, INTERRUPTED, JobResult
 from ..variants import Variant
@@ -253,9 +253,14 @@ class KernelSearch:
             drift = (f"; the baseline drifted {now / self.base_start_us:.3f}x since the search began "
                      f"({self.base_start_us:.1f} -> {now:.1f} us)")
             self.tuner.emit(TuneLog(level="warning", message=f"{self.k.func_name}: {drift[2:]}"))
-        if v.verdict == Verdict.FASTER:
-            self.finish(leader, f"{leader.description}: {_ci(v)}, verified in a "
-                                f"{'new' if fresh else 'reused'} process (the final said {_ci(final)}){drift}")
+        lo, hi = next_run_interval(v.ratio, v.ci_low, v.ci_high)
+        where = f"{'new' if fresh else 'reused'} process"
+        if v.verdict == Verdict.FASTER and hi < 1.0:
+            self.finish(leader, f"{leader.description}: {_ci(v)}, verified in a {where}; a new session: "
+                                f"[{lo:.3f}, {hi:.3f}] (the final said {_ci(final)}){drift}")
+        elif v.verdict == Verdict.FASTER:   # faster here, but by less than a new session may move it
+            self.finish(None, f"no better configuration found: {leader.description} measured {_ci(v)} in a {where}, "
+                              f"too small to hold in a new session ([{lo:.3f}, {hi:.3f}] reaches 1){drift}")
         else:
             self.finish(None, f"no better configuration found: {leader.description} measured {_ci(final)} in the "
                               f"final but {_ci(v)} ({v.verdict}) in a {'new' if fresh else 'reused'} process{drift}")

@@ -12,11 +12,12 @@ Files are written atomically; a kernel that found nothing better keeps the defau
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..compare import geomean
+from ..compare import geomean, next_run_interval
 from ..fsutil import atomic_write
 from .dispatch import RootOp
 from .records import (
@@ -103,7 +104,7 @@ def _entry(k: TunedKernel, env: Mapping[str, Any]) -> SpecEntry | None:
                f"  op {root.op_name} loops {'x'.join(str(b) for b in root.bounds)} ({'/'.join(root.elem_types)}); "
                f"{best.description}",
                f"  measured {k.ratio:.3f}x [{k.ci_low:.3f}, {k.ci_high:.3f}] of the default ({k.baseline_us:.1f} us"
-               f" -> {k.best_us:.1f} us) on {machine_line(env)}, {compiler_line(env)}")
+               f" -> {k.best_us:.1f} us; a new session: {_next(k)}) on {machine_line(env)}, {compiler_line(env)}")
     return SpecEntry(symbol(f"match_{k.func_name}"), root, best.spec[start:end], comment)
 
 
@@ -173,8 +174,9 @@ def report_md(kernels: Mapping[str, TunedKernel], env: Mapping[str, Any], *, tar
              f"min effect {float(settings.get('min_effect') or 0) * 100:g}%",
              f"- kernels: {len(ks)}, improved {len(improved)}; geomean time vs the default "
              f"{geomean(ratios):.3f}x" if ratios else f"- kernels: {len(ks)}", "",
-             "| kernel | default us | tuned us | ratio | 95% CI | tried | compiled | measured | outcome |",
-             "|---|---:|---:|---:|---|---:|---:|---:|---|"]
+             "| kernel | default us | tuned us | ratio | 95% CI | a new session | tried | compiled | measured "
+             "| outcome |",
+             "|---|---:|---:|---:|---|---|---:|---:|---:|---|"]
     for k in ks:
         tried = k.tried
         compiled = sum(1 for t in tried if t.status != COMPILE_FAILED)
@@ -184,9 +186,18 @@ def report_md(kernels: Mapping[str, TunedKernel], env: Mapping[str, Any], *, tar
         ratio = f"{k.ratio:.3f}" if k.status == IMPROVED and k.ratio else ""
         base = f"{k.baseline_us:.1f}" if k.baseline_us else ""
         outcome = k.message.replace("|", "/") or k.status
-        lines.append(f"| `{k.func_name}` | {base} | {tuned} | {ratio} | {ci} | {len(tried)} | {compiled} | "
+        nxt = _next(k) if k.status == IMPROVED and k.ratio else ""
+        lines.append(f"| `{k.func_name}` | {base} | {tuned} | {ratio} | {ci} | {nxt} | {len(tried)} | {compiled} | "
                      f"{measured} | {outcome} |")
     lines += ["", "Candidates left out, by reason (pruned by trying): " + ", ".join(
         f"{kind} {sum(1 for k in ks for t in k.tried if t.status == kind)}"
         for kind in (COMPILE_FAILED, NOT_APPLIED, NUMERICS_FAILED, FAILED, DUPLICATE)), ""]
     return "\n".join(lines)
+
+
+def _next(k: TunedKernel) -> str:
+    """Where a new session should measure the winner (compare.next_run_interval), as printed."""
+    if k.ratio is None or k.ci_low is None or k.ci_high is None:
+        return ""
+    lo, hi = next_run_interval(k.ratio, k.ci_low, k.ci_high)
+    return f"[{lo:.3f}, {hi:.3f}]" if math.isfinite(lo) else ""
