@@ -11,7 +11,8 @@ round's figure is the median of its samples, counted at the time the kernel ran 
 - In one run (`compare_results`: variants and the torch column against the baseline), baseline and variant were
   measured in the same interleaved rounds (A B A B ...): the rounds are PAIRED, and the per-round log ratio
   cancels what the machine did during that round. Ratio = exp(mean of the per-round log ratios), its CI a t
-  interval over the rounds, the p-value the paired t-test's.
+  interval over the rounds, the p-value the paired t-test's, with PAIRED_SPREAD_FLOOR added to the spread for
+  where each kernel's code was loaded (no round moves it).
 - Across runs (`compare_runs`), nothing pairs the rounds, and a whole run may sit higher or lower than the next
   by as much as its rounds scatter (one run is one draw): Welch's t over the two runs' round medians, with the
   larger of the two runs' round variances added once more for the run itself.
@@ -167,7 +168,7 @@ def compare_rounds(
     if paired and lb.size == lv.size:
         d = lv - lb
         mean = float(d.mean())
-        se = float(d.std(ddof=1)) / math.sqrt(d.size)
+        se = math.sqrt(float(d.var(ddof=1)) / d.size + PAIRED_SPREAD_FLOOR ** 2)
         df = float(d.size - 1)
     else:
         vb, vv = float(lb.var(ddof=1)), float(lv.var(ddof=1))
@@ -217,6 +218,13 @@ def compare_measured(base: JobResult, other: JobResult, *, paired: bool, min_eff
     return replace(c, reason=why) if why else c
 
 
+#: the least spread (a log-ratio standard deviation) two kernels measured side by side in one run are given: each
+#: kernel's code is loaded once per worker, at its own place, and no round moves it. Measured on a quiet 2-core
+#: Xeon VM, byte-identical kernels (an A/A variant) in one interleaved run: per-round ratios that agreed with each
+#: other 2.5-3.5% away from 1 on a strided conv, once called "faster" (0.966x, p = 0.0500) beside a burner; over
+#: 150 such comparisons the log ratios' sd was 1.1% (the largest 4.6%). With 5 rounds a paired effect needs
+#: about 3.5% to be called, more rounds a little less (t's quantile); never less than --min-effect.
+PAIRED_SPREAD_FLOOR = 0.0125
 #: fewer common results than this: no run-to-run spread is estimated from them (the floor stands alone)
 RUN_SPREAD_MIN_RESULTS = 5
 #: the least run-to-run spread (a log-ratio standard deviation) any two runs are given: whole runs shift together
