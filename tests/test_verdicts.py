@@ -109,6 +109,11 @@ def test_each_placement_is_a_fresh_copy_and_a_strided_input_keeps_its_memory():
     (a2,) = p2.place((a,))
     assert torch.equal(a1, a) and torch.equal(a2, a)
     assert len({a.data_ptr(), a1.data_ptr(), a2.data_ptr()}) == 3
+    # page-aligned, as IREE's and torch's allocators hand out large buffers: a random cache line within the page
+    # made an AVX-512 Xeon's 512^3 gemm 1.23-1.32x slower than iree-benchmark-module in every round
+    import mmap
+
+    assert a1.data_ptr() % mmap.PAGESIZE == 0 and a2.data_ptr() % mmap.PAGESIZE == 0
     assert b1 is b
     p1.close()
     p2.close()
@@ -239,7 +244,7 @@ def test_a_whole_run_that_shifted_a_few_percent_is_no_verdict_but_a_real_regress
     """Seen on a quiet Xeon VM: two runs seconds apart, five kernels, the second run 1.7-3.8% slower on four
     kernels with tight rounds (and a 512^3 gemm 6.6% up, its rounds 10% apart: unclear on its own). The spread AROUND the median of the five is small (they moved
     alike), and without a floor a 3x3 conv 3.8% up was called "slower" with p = 0.03. Whole runs shift together
-    by chance too: RUN_SPREAD_FLOOR. A regression of 10% on every kernel is still called on every one."""
+    by chance too: RUN_SPREAD_FLOOR. A regression of 15% on every kernel is still called on every one."""
     from boo_engine.compare import RUN_SPREAD_FLOOR, compare_runs, run_to_run_spread
 
     rng = np.random.default_rng(7)
@@ -256,7 +261,7 @@ def test_a_whole_run_that_shifted_a_few_percent_is_no_verdict_but_a_real_regress
     got = compare_runs(a, shifted)
     assert not [k for k, c in got.items() if c.verdict in (FASTER, SLOWER)], got
     assert compare_runs(a, shifted, run_spread=0.0)[("cpu", "cmd1", "baseline")].verdict == SLOWER   # without it
-    worse = run([1.10] * 5)
+    worse = run([1.15] * 5)
     assert {c.verdict for c in compare_runs(a, worse).values()} == {SLOWER}
 
 
