@@ -101,10 +101,43 @@ def export_format(path: str | os.PathLike[str]) -> str:
     return suffix
 
 
-def check_export_path(path: str | os.PathLike[str], *, formats: Sequence[str] = FORMATS) -> Path:
+#: the files SQLite keeps beside a database: an export onto any of them loses the database too
+DB_COMPANIONS = ("", "-wal", "-shm", "-journal")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """The same file: the same resolved path (whether or not it exists yet), or the same inode (a hard link)."""
+    try:
+        if os.path.realpath(a) == os.path.realpath(b):
+            return True
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def check_export_path(path: str | os.PathLike[str], *, formats: Sequence[str] = FORMATS,
+                      databases: Iterable[str | os.PathLike[str] | None] = (),
+                      inputs: Iterable[str | os.PathLike[str]] = (),
+                      others: Iterable[str | os.PathLike[str]] = ()) -> Path:
     """Validate an export path before any work: a known extension, an existing directory we can create files
-    in, and not itself a directory. Returns the path. Raises ExportError with a one-line reason."""
+    in, and not itself a directory; never a file the run reads or keeps: a results database (`databases`, with its
+    -wal, -shm and -journal files), an input (`inputs`: commands files, variants files), another export
+    (`others`). `boo-tui CMD --db same.csv --export same.csv` used to replace the database with 3 lines of CSV.
+    Returns the path. Raises ExportError with a one-line reason."""
     p = Path(path)
+    for db in databases:
+        if db is None:
+            continue
+        for suffix in DB_COMPANIONS:
+            if _same_file(p, Path(str(db) + suffix)):
+                what = "the results database" if not suffix else f"the results database's {suffix[1:]} file"
+                raise ExportError(f"export {p}: is {what} ({db}); export to another file")
+    for f in inputs:
+        if _same_file(p, Path(f)):
+            raise ExportError(f"export {p}: is an input of this run ({f}); export to another file")
+    for f in others:
+        if _same_file(p, Path(f)):
+            raise ExportError(f"export {p}: given twice; each --export needs its own file")
     if list(formats) == list(FORMATS):
         export_format(p)
     elif p.suffix.lower() not in formats:

@@ -46,8 +46,10 @@ def _main(args: argparse.Namespace) -> int:
     from ..history.render import FORMATS, render_markdown, write
     from ..history.runs import regressed
 
-    for out in args.export:
-        check_export_path(out, formats=FORMATS)
+    sides = [side.rsplit(":", 1)[0] if ":" in side else side for side in (args.a, args.b)]
+    databases = [locations.db_path(args.db), *(f for f in sides if not f.isdigit())]
+    for i, out in enumerate(args.export):
+        check_export_path(out, formats=FORMATS, databases=databases, others=args.export[:i])
     if args.min_effect is not None and not 0 <= args.min_effect < 100:
         raise UsageError(f"--min-effect {args.min_effect:g}: give a percentage in [0, 100)")
     if args.fail_on_regression is not None and args.fail_on_regression < 0:

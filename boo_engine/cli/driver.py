@@ -260,9 +260,11 @@ def _run(opts: dict[str, list[str]], command: list[str]) -> int:
     )
     csv_path = _last(opts, "--csv")
     if csv_path is not None:
+        from .. import locations
         from ..exporters import check_export_path
 
-        check_export_path(csv_path, formats=(".csv",))
+        check_export_path(csv_path, formats=(".csv",), databases=[locations.db_path(_last(opts, "--db"))],
+                          inputs=[f for f in (_last(opts, "--tuning-spec"),) if f and os.path.isfile(f)])
     verbose = "--verbose" in opts and "--no-verbose" not in opts
 
     rows: list[tuple[str, dict[str, JobResult]]] = []

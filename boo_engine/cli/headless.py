@@ -46,11 +46,13 @@ def wants_headless(args: argparse.Namespace) -> bool:
 
 
 def run_headless(args: argparse.Namespace) -> int:
+    from .. import locations
     from ..exporters import check_export_path
 
     try:  # cheap checks first (no torch import): a usage error answers at once
-        for out in args.export:
-            check_export_path(out)
+        inputs = [f for f in [*args.inputs, *args.variants_file] if os.path.isfile(f)]
+        for i, out in enumerate(args.export):
+            check_export_path(out, databases=[locations.db_path(args.db)], inputs=inputs, others=args.export[:i])
         config = config_from_args(args)
     except BooError as e:
         return fail(PROG, str(e))

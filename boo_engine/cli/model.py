@@ -13,6 +13,7 @@ variant, export path), 3 a variant significantly slower than the baseline by mor
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from collections.abc import Sequence
@@ -78,8 +79,10 @@ def _main(args: argparse.Namespace) -> int:
     if args.min_time < 0:
         raise UsageError(f"--min-time {args.min_time}: give a number >= 0")
     min_effect = DEFAULT_MIN_EFFECT if args.min_effect is None else args.min_effect / 100.0
-    for path in args.export:
-        check_export_path(path)
+    model_file = args.model.rsplit(":", 1)[0]
+    read = [f for f in [model_file, *args.variants_file] if os.path.isfile(f)]
+    for i, path in enumerate(args.export):
+        check_export_path(path, databases=[args.db or default_db_path()], inputs=read, others=args.export[:i])
     inputs = tuple(parse_input(s) for s in args.input)
     variants = build_variants(args.variant, args.variants_file)
     job = ModelJob(args.model, inputs, backward=args.backward, eval_mode=args.eval, threads=args.threads,
