@@ -1,10 +1,12 @@
-"""Writing files so that a reader never sees half of one: the one helper every writer of the engine uses."""
+"""Writing files so that a reader never sees half of one: the one helper every writer of the engine uses; and
+reading a file that someone else may have put there (a kernel cache): a regular file or nothing."""
 from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -42,3 +44,33 @@ def atomic_write(path: str | os.PathLike[str], data: str | bytes | Callable[[IO[
             os.unlink(tmp)
         raise
     return p
+
+
+@contextlib.contextmanager
+def open_regular(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
+    """Open `path` for reading only if it is a regular file, not through a symlink at its last component: a FIFO
+    put where a file should be would block the open (and the run) forever, a device or a folder reads nonsense,
+    a link may point anywhere. Opened non-blocking, checked with fstat on what was opened, then read normally.
+    Raises OSError (ELOOP for a link, EINVAL for anything not a regular file)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(22, "not a regular file", str(path))
+        os.set_blocking(fd, True)
+        f = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    with f:
+        yield f
+
+
+def read_regular(path: str | os.PathLike[str]) -> bytes:
+    """The bytes of `path` when it is a regular file (open_regular); OSError otherwise."""
+    with open_regular(path) as f:
+        return f.read()
+
+
+def read_regular_text(path: str | os.PathLike[str]) -> str:
+    """read_regular, decoded as UTF-8 (UnicodeDecodeError is a ValueError, as json's errors are)."""
+    return read_regular(path).decode("utf-8")

@@ -18,6 +18,7 @@ import tempfile
 from collections.abc import Sequence
 
 from ..errors import BooError
+from ..fsutil import open_regular
 from ..targets import runtime_driver
 
 
@@ -98,6 +99,8 @@ def _write_inputs(folder: str, sig, seed: int, splat_value: float | None) -> lis
             tmp = tempfile.mkdtemp(prefix=".inputs-", dir=parent)
             for name, t in zip(names, args):
                 _write_one(os.path.join(tmp, name), t)
+            if os.path.islink(folder):   # never ours (we make folders): writing through it would land elsewhere
+                os.unlink(folder)
             if os.path.exists(folder):
                 _merge(tmp, folder)
             else:
@@ -112,6 +115,8 @@ def _write_inputs(folder: str, sig, seed: int, splat_value: float | None) -> lis
 
 def _inputs_whole(folder: str, sig) -> bool:
     """Every input file of `sig` in `folder` is there, readable and complete."""
+    if os.path.islink(folder):
+        return False
     dtypes = sig.input_dtype_names()
     return all(_input_whole(os.path.join(folder, _file_name(i, dt)), tuple(int(d) for d in shape), dt)
                for i, (shape, dt) in enumerate(zip(sig.input_shapes(), dtypes)))
@@ -122,7 +127,7 @@ def _input_whole(path: str, shape: tuple[int, ...], dtype_name: str) -> bool:
     for d in shape:
         count *= d
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:   # a FIFO planted there would block a plain open forever
             size = os.fstat(f.fileno()).st_size
             if dtype_name == "bfloat16":
                 return size == 2 * count

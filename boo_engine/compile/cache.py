@@ -50,6 +50,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import sys
 import tempfile
 import threading
@@ -59,7 +60,7 @@ from typing import Any
 
 from .. import iree_tools, locations
 from ..errors import BooError, CompileError
-from ..fsutil import atomic_write
+from ..fsutil import atomic_write, open_regular, read_regular_text
 from ..ops.base import DEFAULT_FORMULATION
 from .procs import pid_alive
 
@@ -117,9 +118,11 @@ def entry_problem(d: Path, func_name: str, key: str, meta: object) -> str | None
     if meta["num_dispatches"] != len(meta["configs"]):
         return "meta.json num_dispatches does not match its configs"
     vmfb = d / VMFB
+    if not vmfb.is_file() or vmfb.is_symlink():
+        return "kernel.vmfb is not a regular file"
     if vmfb.stat().st_size != meta["vmfb_size"] or file_sha256(vmfb) != meta["vmfb_sha256"]:
         return "kernel.vmfb has the wrong size or checksum"
-    if not (d / COMMAND).is_file():
+    if not (d / COMMAND).is_file() or (d / COMMAND).is_symlink():
         return f"{COMMAND} is missing"
     configs = d / CONFIGS
     if not configs.is_dir():
@@ -168,8 +171,12 @@ def _atomic_write(path: Path, data: str | bytes) -> None:
 
 
 def file_sha256(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
+    """The file's digest; OSError when it is not a regular file (a FIFO would block the read forever)."""
+    h = hashlib.sha256()
+    with open_regular(path) as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def mlir_file_name(func_name: str, formulation: str = DEFAULT_FORMULATION) -> str:
@@ -247,7 +254,7 @@ class KernelCache:
         memo = ".compiler-version.json"
         for root in self.roots():
             with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-                known = json.loads((root / memo).read_text())
+                known = json.loads(read_regular_text(root / memo))
                 if known["stamp"] == stamp:
                     return str(known["version"])
         version = iree_tools.compiler_version(exe, error=CompileError)
@@ -281,7 +288,7 @@ class KernelCache:
         """The first readable {"func_name", "key"} record for `k` over the cache's roots, or None."""
         for root in self.roots():
             try:
-                rec = json.loads(path_of(k, root).read_text())
+                rec = json.loads(read_regular_text(path_of(k, root)))
                 return str(rec["func_name"]), str(rec["key"])
             except (OSError, ValueError, KeyError, TypeError):
                 continue
@@ -327,9 +334,9 @@ class KernelCache:
     def write_mlir(self, func_name: str, text: str, formulation: str = DEFAULT_FORMULATION) -> Path:
         path = self.mlir_path(func_name, formulation)
         try:
-            if path.read_text() == text:
+            if read_regular_text(path) == text:
                 return path
-        except OSError:
+        except (OSError, ValueError):
             pass
         _atomic_write(path, text)
         return path
@@ -340,7 +347,7 @@ class KernelCache:
         for root in self.roots():
             d = root / func_name / key[:16]
             try:
-                meta = json.loads((d / META).read_text())
+                meta = json.loads(read_regular_text(d / META))
                 if entry_problem(d, func_name, key, meta) is None:
                     self._found[(func_name, key)] = d
                     return meta
@@ -412,12 +419,16 @@ class KernelCache:
         name = f".{key[:16]}.lock"
         with self._guard:
             tlock = self._thread_locks.setdefault(name + func_name, threading.Lock())
-        with tlock, open(d / name, "a+") as f:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        with tlock:
+            fd = _open_lock(d / name)
             try:
-                yield
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                try:
+                    yield
+                finally:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
             finally:
-                fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+                os.close(fd)
 
     def entries(self) -> Iterator[tuple[str, str, Path]]:
         """(func_name, key, dir) of every valid entry, for listing and tests."""
@@ -425,9 +436,32 @@ class KernelCache:
             for fdir in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
                 for edir in sorted(p for p in fdir.iterdir() if p.is_dir() and not p.name.startswith(".")):
                     with contextlib.suppress(OSError, ValueError, KeyError, TypeError, AttributeError):
-                        meta = json.loads((edir / META).read_text())
+                        meta = json.loads(read_regular_text(edir / META))
                         if entry_problem(edir, fdir.name, meta["key"], meta) is None:
                             yield fdir.name, meta["key"], edir
+
+
+def _open_lock(path: Path) -> int:
+    """The lock file's descriptor: a regular file, opened never through a link and never blocking. A planted
+    `.<key>.lock` symlink made a run create its target; a FIFO there would block the open. We only ever make
+    regular lock files, so anything else there is removed (once) and made anew."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    for attempt in (0, 1):
+        try:
+            fd = os.open(path, flags, 0o600)
+        except OSError as e:
+            if attempt == 0 and os.path.islink(path):
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+                continue
+            raise CompileError(f"kernel cache lock {path}: {e.strerror or e}") from None
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            return fd
+        os.close(fd)
+        if attempt == 0:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+    raise CompileError(f"kernel cache lock {path} is not a regular file and cannot be replaced")
 
 
 def open_cache(explicit: str | os.PathLike | None = None) -> KernelCache:
