@@ -3,6 +3,7 @@ reading a file that someone else may have put there (a kernel cache): a regular 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import stat
 import tempfile
@@ -74,3 +75,36 @@ def read_regular(path: str | os.PathLike[str]) -> bytes:
 def read_regular_text(path: str | os.PathLike[str]) -> str:
     """read_regular, decoded as UTF-8 (UnicodeDecodeError is a ValueError, as json's errors are)."""
     return read_regular(path).decode("utf-8")
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """The file's sha256; OSError when it is not a regular file (a FIFO would block the read forever)."""
+    h = hashlib.sha256()
+    with open_regular(path) as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def open_lock_file(path: str | os.PathLike[str]) -> int:
+    """A descriptor of the lock file at `path` for flock: a regular file, opened never through a link and never
+    blocking. A planted symlink in its place made a run create the link's target; a FIFO would block the open.
+    We only ever make regular lock files, so anything else there is removed (once) and made anew. OSError when
+    that fails."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    for attempt in (0, 1):
+        try:
+            fd = os.open(path, flags, 0o600)
+        except OSError:
+            if attempt == 0 and os.path.islink(path):
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+                continue
+            raise
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            return fd
+        os.close(fd)
+        if attempt == 0:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+    raise OSError(22, "not a regular file and cannot be replaced", str(path))

@@ -50,7 +50,6 @@ import hashlib
 import json
 import os
 import shutil
-import stat
 import sys
 import tempfile
 import threading
@@ -60,7 +59,7 @@ from typing import Any
 
 from .. import iree_tools, locations
 from ..errors import BooError, CompileError
-from ..fsutil import atomic_write, open_regular, read_regular_text
+from ..fsutil import atomic_write, file_sha256, open_lock_file, read_regular_text
 from ..ops.base import DEFAULT_FORMULATION
 from .procs import pid_alive
 
@@ -168,15 +167,6 @@ def _source_digest(module: str, qualname: str) -> str:
 
 def _atomic_write(path: Path, data: str | bytes) -> None:
     atomic_write(path, data, make_parents=True, private=True)
-
-
-def file_sha256(path: Path) -> str:
-    """The file's digest; OSError when it is not a regular file (a FIFO would block the read forever)."""
-    h = hashlib.sha256()
-    with open_regular(path) as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def mlir_file_name(func_name: str, formulation: str = DEFAULT_FORMULATION) -> str:
@@ -420,7 +410,10 @@ class KernelCache:
         with self._guard:
             tlock = self._thread_locks.setdefault(name + func_name, threading.Lock())
         with tlock:
-            fd = _open_lock(d / name)
+            try:
+                fd = open_lock_file(d / name)
+            except OSError as e:
+                raise CompileError(f"kernel cache lock {d / name}: {e.strerror or e}") from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 try:
@@ -439,29 +432,6 @@ class KernelCache:
                         meta = json.loads(read_regular_text(edir / META))
                         if entry_problem(edir, fdir.name, meta["key"], meta) is None:
                             yield fdir.name, meta["key"], edir
-
-
-def _open_lock(path: Path) -> int:
-    """The lock file's descriptor: a regular file, opened never through a link and never blocking. A planted
-    `.<key>.lock` symlink made a run create its target; a FIFO there would block the open. We only ever make
-    regular lock files, so anything else there is removed (once) and made anew."""
-    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-    for attempt in (0, 1):
-        try:
-            fd = os.open(path, flags, 0o600)
-        except OSError as e:
-            if attempt == 0 and os.path.islink(path):
-                with contextlib.suppress(OSError):
-                    os.unlink(path)
-                continue
-            raise CompileError(f"kernel cache lock {path}: {e.strerror or e}") from None
-        if stat.S_ISREG(os.fstat(fd).st_mode):
-            return fd
-        os.close(fd)
-        if attempt == 0:
-            with contextlib.suppress(OSError):
-                os.unlink(path)
-    raise CompileError(f"kernel cache lock {path} is not a regular file and cannot be replaced")
 
 
 def open_cache(explicit: str | os.PathLike | None = None) -> KernelCache:
