@@ -7,8 +7,9 @@ draw used to stick for the worker's whole life, every round of a job measured th
 interval said nothing about the next run (another process, another draw).
 
 Here each round copies the inputs into a new anonymous mapping, after first touching a random number of pad pages
-at its start: the kernel's page allocator hands out recently freed pages first, so without the pad the copy would
-land on the pages the last round just released, in the same order. The pad makes each round draw other pages.
+in a mapping of their own: the kernel's page allocator hands out recently freed pages first, so without the pad
+the copy would land on the pages the last round just released, in the same order. The pad makes each round draw
+other pages.
 The rounds then sample the spread of placements, the comparisons take their confidence from the rounds
 (compare.py), and the headline is the median over them. The jobs of one round that take the same inputs (a
 command's baseline, its variants, its torch column) share the round's placement (bench/child.py): in one run a
@@ -52,15 +53,18 @@ class Placement:
         src = t
         nbytes = src.numel() * src.element_size()
         pad = self._rng.randrange(MAX_PAD_PAGES + 1) * PAGE
-        # page-aligned, as IREE's and torch's allocators hand out large buffers. A random cache line within the
-        # page (tried against 4K aliasing) is a placement no real caller makes, and a costly one: on an AVX-512
-        # Xeon the 512^3 gemm read 2.54-2.66 ms in every round (1.23-1.32x iree-benchmark-module's 2.1 ms);
-        # page-aligned 2.09-2.20 ms (0.98x), as before the placements
-        m = mmap.mmap(-1, pad + nbytes)
+        if pad:   # the pad in a mapping of its own, faulted in first and kept for the round
+            p = mmap.mmap(-1, pad)
+            self._maps.append(p)
+            np.frombuffer(p, dtype=np.uint8, count=pad)[::PAGE] = 1
+        # the input at the start of a fresh mapping, as IREE's and torch's allocators hand out large buffers: the
+        # kernel aligns a large one to 2 MiB for huge pages. Measured on an AVX-512 Xeon against
+        # iree-benchmark-module: inputs at a random cache line within the page made the 512^3 gemm 1.23-1.32x;
+        # page-aligned but behind the pad in the same mapping (off the 2 MiB boundary), a 1x1 conv with 4.7 MB
+        # of input read 1.073-1.088x
+        m = mmap.mmap(-1, nbytes)
         self._maps.append(m)
-        if pad:
-            np.frombuffer(m, dtype=np.uint8, count=pad)[::PAGE] = 1   # fault the pad's pages in first
-        out = torch.frombuffer(m, dtype=src.dtype, count=src.numel(), offset=pad).view(src.shape)
+        out = torch.frombuffer(m, dtype=src.dtype, count=src.numel()).view(src.shape)
         out.copy_(src)
         if t.requires_grad:
             out.requires_grad_(True)
