@@ -158,3 +158,18 @@ def test_links_in_the_cache_are_never_written_through(cli_env, tmp_path, cache_w
     p = _cached_run(cli_env, tmp_path, cache_with_entry, "third.db")
     assert p.returncode == 0, p.stderr
     assert not (tmp_path / "created-by-the-lock").exists()
+
+
+# ---- numbers out of range: one line, exit 2, nothing run ------------------------------------------------------
+
+@pytest.mark.parametrize("option, value, words", [
+    ("--rounds", "0", "at least 1"), ("--jobs", "0", "at least 1"), ("--min-effect", "-5", "[0, 100)"),
+    ("--max-time", "0", "> 0"), ("--fail-on-regression", "-3", ">= 0"), ("--threads", "100000", "at most"),
+    ("--seed", "-1", ">= 0"), ("--min-time", "-1", ">= 0"), ("--compile-timeout", "0", "> 0"),
+])
+def test_a_number_out_of_range_is_refused_before_anything_runs(cli_env, tmp_path, option, value, words):
+    """Each of these ran and stored a run (`--threads 100000` ended in "RuntimeError: can't start new thread")."""
+    db = tmp_path / "r.db"
+    p = run([CMD, "--headless", "--db", db, f"{option}={value}"], cli_env, tmp_path)
+    refused(p, option, words)
+    assert not db.exists()

@@ -98,6 +98,37 @@ def add_session_args(p: argparse.ArgumentParser) -> None:
     s.add_argument("--compile-timeout", type=float, default=600.0, metavar="S", help="per compile (default 600)")
 
 
+#: more kernel threads than this is a typo, not a measurement (100000 crashed the worker: "can't start new thread")
+MAX_THREADS = 1024
+
+
+def check_numbers(args: argparse.Namespace) -> None:
+    """The numeric options a run takes, each in its range, before anything runs: one line naming the option (they
+    used to be taken as given: --rounds 0, --jobs 0, --min-effect -5 or --seed -1 ran and stored a run)."""
+    def bad(option: str, value: object, want: str) -> UsageError:
+        return UsageError(f"{option} {value}: {want}")
+
+    if args.threads > MAX_THREADS:
+        raise bad("--threads", args.threads, f"give at most {MAX_THREADS} (this machine has {os.cpu_count()} cores)")
+    if args.rounds < 1:
+        raise bad("--rounds", args.rounds, "give at least 1 (5 by default; 2 or more for a confidence interval)")
+    if args.jobs is not None and args.jobs < 1:
+        raise bad("--jobs", args.jobs, "give at least 1 parallel compile")
+    if not 0 <= args.min_effect < 100:
+        raise bad("--min-effect", f"{args.min_effect:g}", "give a percentage in [0, 100)")
+    if args.min_time is not None and not args.min_time >= 0:
+        raise bad("--min-time", f"{args.min_time:g}", "give seconds >= 0")
+    if not args.max_time > 0:
+        raise bad("--max-time", f"{args.max_time:g}", "give seconds > 0")
+    if not args.compile_timeout > 0:
+        raise bad("--compile-timeout", f"{args.compile_timeout:g}", "give seconds > 0")
+    if args.seed < 0:
+        raise bad("--seed", args.seed, "give a seed >= 0")
+    fail = getattr(args, "fail_on_regression", None)
+    if fail is not None and not fail >= 0:
+        raise bad("--fail-on-regression", f"{fail:g}", "give a percentage >= 0")
+
+
 def config_from_args(args: argparse.Namespace):
     """SessionConfig from parsed arguments; raises a BooError subclass with a one-line message."""
     from ..config import SessionConfig
@@ -108,6 +139,7 @@ def config_from_args(args: argparse.Namespace):
         raise UsageError(f"--iter must be positive, got {args.iter}")
     if args.threads <= 0:
         raise UsageError(f"--threads must be positive, got {args.threads}")
+    check_numbers(args)
     from ..targets import default_target
 
     # validate early: a TargetError names the problem; specs are checked against the target's kind
