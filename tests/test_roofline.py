@@ -58,7 +58,9 @@ def test_peaks_measured_stored_in_the_db_and_reused(peaks_file, tmp_path, monkey
     f32 = first.compute("float32")
     assert f32 is not None and ("iree matmul" in f32.source or "torch.matmul" in f32.source)
     assert {c["source"].split()[0].split(".")[0] for c in f32.details["candidates"]} == {"iree", "torch"}   # both were tried
-    assert first.seconds is not None and first.seconds < 60
+    # a bound against a hang, not a speed goal (those are benchmarks'): on a 2-core AVX-512 Xeon the first
+    # measurement, compiles included, took 58.8 s and then 60.7 s, and failed the 60 s bound this had
+    assert first.seconds is not None and first.seconds < 300
 
     before = peaks_mod.measurements
     store = Store(tmp_path / "fresh.db")
