@@ -94,7 +94,7 @@ class Session:
         self._runner = Runner(self._state, self._recorder, self.target, self._compiling, self._measuring,
                               self._finalizer)
         if self.config.resume is not None:
-            self._plan.resumed = self._recorder.resume(self.config.resume)
+            self._plan.resumed = self._recorder.resume(self.config.resume, self.environment)
 
     @property
     def failure(self) -> str | None:

@@ -10,13 +10,14 @@ from __future__ import annotations
 import shlex
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from .. import events as ev
 from ..config import SessionConfig
+from ..environment import machine_label
 from ..errors import BooError
 from ..results import JobResult, RunStatus, Status
 from ..variants import Variant
@@ -37,10 +38,10 @@ class RunRecorder:
         self._registered_commands: set[str] = set()
 
     # ---- the run -------------------------------------------------------------------------------------------
-    def resume(self, run_id: int | str) -> dict[str, JobResult]:
+    def resume(self, run_id: int | str, environment: Callable[[], dict[str, Any]]) -> dict[str, JobResult]:
         """Continue run `run_id` ("last": the newest). Returns its finished results by job id: the jobs that
         get these ids again are not measured again. Raises BooError / StoreError (one line) when there is no
-        such run."""
+        such run, or when it was measured on another machine than `environment()` describes."""
         if run_id == "last":
             last = self.store.last_run_id()
             if last is None:
@@ -56,6 +57,7 @@ class RunRecorder:
 
         if info["status"] == "running" and owner_alive(info):
             raise BooError(f"--resume: run {run_id} is still running (pid {info['owner_pid']}): stop it first")
+        _same_machine(run_id, info.get("environment") or {}, environment())
         self._adopt_run_flags(run_id, (info.get("config") or {}).get("compile_flags") or [])
         self.store.mark_interrupted(run_id)  # repair a run whose process was killed
         done = self.store.finished_job_ids(run_id)
@@ -200,3 +202,14 @@ def config_dict(cfg: SessionConfig, variants: list[Variant]) -> dict[str, Any]:
         "compile_flags": list(cfg.compile_flags),
         "tool_version": __version__,
     }
+
+
+def _same_machine(run_id: int, theirs: dict[str, Any], ours: dict[str, Any]) -> None:
+    """A run is resumed only on the machine that measured it. A database copied from a laptop and resumed here
+    measured its remaining jobs here and filed them under the laptop's host, CPU and GPU: one run, two machines,
+    numbers that look comparable and are not. (A run with no recorded machine passes: nothing to contradict.)"""
+    there, here = machine_label(theirs), machine_label(ours)
+    if there is not None and here is not None and there != here:
+        raise BooError(f"--resume: run {run_id} was measured on another machine ({there}; this is {here}): its "
+                       "results and this machine's would be filed as one run; measure here as a new run "
+                       "(the same inputs without --resume)")

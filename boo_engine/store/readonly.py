@@ -53,6 +53,17 @@ def applied_migrations(conn: sqlite3.Connection, path: Path) -> list[str]:
     return names
 
 
+def writable_schema(conn: sqlite3.Connection, path: Path) -> None:
+    """Refuse, before any write, a file a newer boo-tui wrote or a SQLite file that is not ours (tables, but no
+    migrations of ours): SchemaError, one line. A new or empty file, or one of ours up to our schema, passes."""
+    try:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()]
+    except sqlite3.DatabaseError as e:
+        raise SchemaError(f"{path} is not a readable SQLite database ({e})") from None
+    if tables:
+        applied_migrations(conn, path)
+
+
 def check_schema(path: Path) -> bool:
     """Whether `path` is a results database of our exact schema (False: an older one, which a copy can migrate).
     SchemaError when it is missing, not ours, damaged or newer."""
@@ -122,4 +133,4 @@ def copy_database(src: Path, dst: Path) -> None:
 
 
 __all__ = ["SchemaError", "applied_migrations", "check_schema", "copy_database", "current_copy", "open_readonly",
-           "our_migrations"]
+           "our_migrations", "writable_schema"]

@@ -35,6 +35,7 @@ from .. import locations
 from ..results import JobResult, RunStatus
 from . import queries, schema
 from .connection import BUSY_TIMEOUT_S, StoreError, StoreWriteError, connect
+from .readonly import SchemaError, writable_schema
 from .rows import variant_row
 from .writer import (
     Call,
@@ -82,10 +83,16 @@ class Store:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             db = Database(connect(self.path))
+            # Never write into a file a newer boo-tui made (its rows would be half understood and its migrations
+            # skipped) or into someone else's SQLite file (not even its journal mode): the refusal compare and
+            # merge give, one line.
+            writable_schema(db.conn, self.path)
             db.enable_wal()
             db.execute("PRAGMA synchronous=NORMAL")   # as the writer: no fsync per commit under WAL
             schema.apply(db)
             db.conn.close()
+        except SchemaError as e:
+            raise StoreError(str(e)) from None
         except (OSError, sqlite3.Error) as e:
             raise StoreError(f"results database {self.path}: {e}") from e
         self._closed = False

@@ -1,0 +1,82 @@
+"""What a run writes and what it says are true: no write into a newer boo-tui's database or another program's
+SQLite file, no resuming another machine's run here, the tuning spec the README promises, per-kernel variant
+tables that name real kernels, and one-line errors (never a traceback) for files and outputs that are not what
+they should be. Every case runs the real front end in a subprocess against real files."""
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+
+CMD = "gemm -m 8 -n 8 -k 8"
+
+
+def run(args, env, cwd, *, prog="boo_tui", timeout=300, **kw):
+    return subprocess.run([sys.executable, "-m", prog, *map(str, args)], env=env, cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout, **kw)
+
+
+def refused(p, *words):
+    """Exit 2, one line on stderr naming what is wrong, no traceback."""
+    assert p.returncode == 2, (p.returncode, p.stdout[-500:], p.stderr[-2000:])
+    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in p.stderr, p.stderr
+    assert all(w in lines[0] for w in words), lines[0]
+    return lines[0]
+
+
+def runs_in(db):
+    with sqlite3.connect(db) as c:
+        n = c.execute("SELECT count(*) FROM runs").fetchone()[0]
+    c.close()
+    return n
+
+
+def measured_db(cli_env, tmp_path, name="r.db"):
+    db = tmp_path / name
+    p = run([CMD, "--db", db, "--headless", "--rounds", "1", "--max-time", "0.05"], cli_env, tmp_path)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return db
+
+
+def test_a_database_of_a_newer_schema_is_never_written(cli_env, tmp_path):
+    """An older boo-tui (one migration behind) stored a run in a newer database with exit 0, while compare and
+    merge refused the same file."""
+    db = measured_db(cli_env, tmp_path)
+    with sqlite3.connect(db) as c:
+        c.execute("INSERT INTO _sqlite_migrations (migration_set, name, applied_at) "
+                  "VALUES ('boo_results', 'm999_from_the_future', '2030-01-01')")
+    c.close()
+    before = runs_in(db)
+    p = run([CMD, "--db", db, "--headless"], cli_env, tmp_path)
+    refused(p, str(db), "newer boo-tui")
+    assert runs_in(db) == before
+
+
+def test_a_sqlite_file_of_another_program_is_never_written(cli_env, tmp_path):
+    db = tmp_path / "notes.sqlite"
+    with sqlite3.connect(db) as c:
+        c.execute("CREATE TABLE notes (x)")
+    c.close()
+    before = db.read_bytes()
+    p = run([CMD, "--db", db, "--headless"], cli_env, tmp_path)
+    refused(p, str(db), "not a boo-tui results database")
+    assert db.read_bytes() == before
+
+
+def test_another_machines_run_is_not_resumed_here(cli_env, tmp_path):
+    """A database copied from a laptop and resumed here measured here and filed the results under the laptop."""
+    db = measured_db(cli_env, tmp_path)
+    with sqlite3.connect(db) as c:
+        for eid, details in c.execute("SELECT id, details FROM environments").fetchall():
+            env = json.loads(details)
+            env.update(host="laptop", cpu="Apple M3", cpu_name="apple-m3", cpu_features=[])
+            c.execute("UPDATE environments SET details = ? WHERE id = ?", (json.dumps(env), eid))
+        c.execute("UPDATE runs SET status = 'interrupted'")
+    c.close()
+    p = run(["--resume", "last", "--db", db, "--headless"], cli_env, tmp_path)
+    refused(p, "--resume", "another machine", "laptop")
+    with sqlite3.connect(db) as c:
+        assert c.execute("SELECT status FROM runs").fetchall() == [("interrupted",)]
+    c.close()
