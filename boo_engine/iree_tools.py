@@ -93,7 +93,7 @@ def run_tool(args: Sequence[str], timeout_s: float = 60.0, *, error: type[BooErr
     run here: it goes through compile.runner (its own process group, stall detection)."""
     argv = [str(a) for a in args]
     try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
+        return subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired:
         raise error(f"{Path(argv[0]).name} timed out after {timeout_s:.0f} s on {argv[-1]}") from None
 

@@ -37,6 +37,7 @@ from boo_engine.compare import DEFAULT_MIN_EFFECT
 from boo_engine.errors import BooError, one_line
 from boo_engine.results import FINAL_STATUSES, Status
 from boo_engine.session import Session, warm_imports
+from boo_engine.variants import check_named_kernels
 
 from .actions import ActionsMixin
 from .bridge import EventBridge
@@ -162,6 +163,12 @@ class BooApp(TuneMixin, ActionsMixin, LiveTableMixin, App[int]):
                 added += session.add_inputs([item])
             except Exception as e:  # noqa: BLE001
                 errors.append(one_line(e))
+        try:   # a per-kernel table naming no kernel of the run: said, and the run waits for the user
+            names = [r.func_name for r in added if r.func_name]
+            errors += [f"note: {n}" for n in check_named_kernels(session.variants, names)]
+        except BooError as e:
+            errors.append(str(e))
+            self.autostart = False
         self.post_message(SessionOpened(session, added, errors))
 
     def on_session_failed(self, message: SessionFailed) -> None:

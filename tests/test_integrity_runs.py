@@ -8,7 +8,9 @@ import json
 import sqlite3
 import subprocess
 import sys
+from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]
 CMD = "gemm -m 8 -n 8 -k 8"
 
 
@@ -80,3 +82,48 @@ def test_another_machines_run_is_not_resumed_here(cli_env, tmp_path):
     with sqlite3.connect(db) as c:
         assert c.execute("SELECT status FROM runs").fetchall() == [("interrupted",)]
     c.close()
+
+
+def test_the_tuning_spec_path_variable_is_a_variant(cli_env, tmp_path):
+    """README: BOO_TUNING_SPEC_PATH is honoured as a variant named after its file. boo-tui ignored it: a valid
+    spec, a directory and garbage all ran with exit 0 and no variant."""
+    spec = ROOT / "tuning_specs" / "cpu_matches_nothing.mlir"
+    env = dict(cli_env, BOO_TUNING_SPEC_PATH=str(spec))
+    db = tmp_path / "r.db"
+    p = run([CMD, "--db", db, "--headless", "--rounds", "1", "--max-time", "0.05"], env, tmp_path)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "measured as variant 'cpu_matches_nothing'" in p.stderr
+    assert "cpu_matches_nothing" in p.stdout                     # its column, reported as matching nothing
+    with sqlite3.connect(db) as c:
+        names = {r[0] for r in c.execute("SELECT DISTINCT v.name FROM results r JOIN variants v ON v.id = r.variant_id")}
+    c.close()
+    assert names == {"baseline", "cpu_matches_nothing"}
+    garbage = tmp_path / "garbage.mlir"
+    garbage.write_bytes(bytes(range(256)) * 4)    # binary: iree-opt echoes it back, not UTF-8
+    for value, words in ((tmp_path, ("is a directory",)), (garbage, ("variant garbage", "tuning spec"))):
+        p = run([CMD, "--db", tmp_path / "x.db", "--headless"], dict(cli_env, BOO_TUNING_SPEC_PATH=str(value)),
+                tmp_path)
+        refused(p, *words)
+
+
+def test_a_per_kernel_table_for_no_kernel_of_the_run_is_refused(cli_env, tmp_path):
+    """`[a.kernels.NAME]` with a typo in NAME made `a` the baseline again, silently; per-kernel flags were not
+    checked before compiling."""
+    typo = tmp_path / "typo.toml"
+    typo.write_text('[a.kernels.gemm_float32_forward_8x8x9]\nflags = ["--iree-llvmcpu-enable-ukernels=none"]\n')
+    p = run([CMD, "--db", tmp_path / "r.db", "--variants-file", typo, "--headless"], cli_env, tmp_path)
+    line = refused(p, "variant a", "kernels.gemm_float32_forward_8x8x9 is not a kernel of this run")
+    assert "did you mean gemm_float32_forward_8x8x8" in line
+    bad_flag = tmp_path / "flag.toml"
+    bad_flag.write_text('[a.kernels.gemm_float32_forward_8x8x8]\nflags = ["--iree-llvmcpu-no-such-flag=1"]\n')
+    p = run([CMD, "--db", tmp_path / "r.db", "--variants-file", bad_flag, "--headless"], cli_env, tmp_path)
+    refused(p, "variant a", "--iree-llvmcpu-no-such-flag")
+    assert not (tmp_path / "r.db").exists() or runs_in(tmp_path / "r.db") == 0
+
+
+def test_a_byte_order_mark_on_line_one_is_accepted(cli_env, tmp_path):
+    cmds = tmp_path / "cmds.txt"
+    cmds.write_bytes(b"\xef\xbb\xbf" + CMD.encode() + b"\n")
+    p = run([cmds, "--db", tmp_path / "r.db", "--headless", "--rounds", "1", "--max-time", "0.05"], cli_env,
+            tmp_path)
+    assert p.returncode == 0 and "1 failed" not in p.stdout, (p.stdout[-800:], p.stderr[-800:])

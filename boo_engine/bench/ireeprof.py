@@ -145,7 +145,7 @@ def capture(reproducer: str | Sequence[str], folder: str, *, calls: int = PROFIL
 def _run(argv: list[str], timeout_s: float, name: str, doing: str) -> subprocess.CompletedProcess[str]:
     """Run one of the runtime's tools; a timeout or a failed start is IreeProfileError in one line."""
     try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
+        return subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired:
         raise IreeProfileError(f"{name} timed out after {timeout_s:g} s {doing}") from None
     except OSError as e:

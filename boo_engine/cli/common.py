@@ -6,10 +6,11 @@ import os
 import shlex
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from .. import locations
 from ..bench.devices import parse_devices
-from ..errors import BooError
+from ..errors import BooError, VariantError
 from ..results import IREE, TORCH
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_REGRESSION = 0, 1, 2, 3
@@ -129,6 +130,22 @@ def check_numbers(args: argparse.Namespace) -> None:
         raise bad("--fail-on-regression", f"{fail:g}", "give a percentage >= 0")
 
 
+def env_variant(variants: Sequence[Any]) -> list[Any]:
+    """BOO_TUNING_SPEC_PATH's spec as one more variant named after its file (as the README promises; the nn path
+    and boo-driver honour it too; the caller says so on stderr, so a variable left set is seen); [] when unset or
+    when a --variant already measures that spec. A missing file, a directory: one line (VariantError)."""
+    from ..locations import TUNING_SPEC_ENV
+    from ..variants import variant_from_env
+
+    v = variant_from_env()
+    if v is None or any(tuple(x.tuning_specs) == v.tuning_specs for x in variants):
+        return []
+    if any(x.name == v.name for x in variants):
+        raise VariantError(f"{TUNING_SPEC_ENV}: its variant name {v.name!r} is taken by another variant: rename "
+                           "one of them")
+    return [v]
+
+
 def config_from_args(args: argparse.Namespace):
     """SessionConfig from parsed arguments; raises a BooError subclass with a one-line message."""
     from ..config import SessionConfig
@@ -147,10 +164,15 @@ def config_from_args(args: argparse.Namespace):
     if target.notice and args.target is not None:   # (a detected GPU's notice comes from the session's log)
         print(f"note: {target.notice}", file=sys.stderr)
     variants = build_variants(args.variant, args.variants_file, include_baseline=not args.no_baseline)
+    from_env = env_variant(variants)
+    variants += from_env
     if not variants:
         raise UsageError("--no-baseline needs at least one --variant")
     for v in variants:
         preflight_variant(v, target)
+    for v in from_env:
+        print(f"note: {locations.TUNING_SPEC_ENV}={v.tuning_specs[0]}: measured as variant {v.name!r}",
+              file=sys.stderr)
     run_flags = parse_run_flags(getattr(args, "flags", None) or [], target)
     devices = parse_devices(args.devices, target.kind) if getattr(args, "devices", None) is not None else ()
     backends = tuple(dict.fromkeys(args.backend or [IREE, TORCH]))

@@ -93,6 +93,8 @@ def _run_session(args: argparse.Namespace, config, worker) -> int:
 
 
 def _run_stoppable(args: argparse.Namespace, config, worker, stops, session_class) -> int:
+    from ..variants import check_named_kernels
+
     progress = _Progress()
     try:
         session = session_class(config, listener=progress.on_event, worker=worker)
@@ -102,7 +104,10 @@ def _run_stoppable(args: argparse.Namespace, config, worker, stops, session_clas
     try:
         try:
             jobs = session.add_inputs(args.inputs) if args.inputs else session.add_resumed_commands()
+            for note in check_named_kernels(session.variants, [j.func_name for j in jobs if j.func_name]):
+                print(f"{PROG}: note: {note}", file=sys.stderr)
         except BooError as e:
+            progress.muted = True
             return fail(PROG, str(e))
         for job in jobs:
             if job.status == FAILED:  # bad lines of a commands file: reported now, exported with the rest
@@ -225,6 +230,7 @@ class _Progress:
         self.console = Console(stderr=True)
         self._progress: Progress | None = None
         self._task: TaskID | None = None
+        self.muted = False   # a run refused before it started: its unstarted jobs are not news
 
     def begin(self, total: int) -> None:
         from rich.progress import (
@@ -250,6 +256,8 @@ class _Progress:
             self._progress = None
 
     def on_event(self, event: ev.Event) -> None:
+        if self.muted:
+            return
         if isinstance(event, ev.JobFinished):
             r = event.result
             if self._progress is not None and self._task is not None:

@@ -110,7 +110,7 @@ def _split_line(line: str, tsv: bool) -> list[str]:
 
 def _read_lines(path: str | os.PathLike[str]) -> list[str]:
     try:
-        with open(path, encoding="utf-8") as fh:
+        with open(path, encoding="utf-8-sig") as fh:   # a BOM (as some Windows editors write) is not part of line 1
             return fh.read().splitlines()
     except FileNotFoundError:
         raise CommandError(f"commands file not found: {os.fspath(path)}") from None

@@ -45,7 +45,8 @@ def run_compiler(cmd: list[str], shown: list[str], func: str, timeout_s: float, 
 def run_compiler_once(cmd: list[str], shown: list[str], func: str, timeout_s: float, stall_s: float) -> float:
     t0 = time.perf_counter()
     deadline = time.monotonic() + timeout_s
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, process_group=0)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
+                            process_group=0)
     last_cpu, last_change = None, time.monotonic()
     try:
         while True:

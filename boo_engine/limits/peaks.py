@@ -172,7 +172,8 @@ def measure_in_child(target: Target | str, threads: int = 1, timeout_s: float = 
     t = as_target(target, threads)
     cmd = [sys.executable, "-m", "boo_engine.limits.measure", "--target", t.name, "--threads", str(threads)]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, start_new_session=True)
+        proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=timeout_s,
+                              start_new_session=True)
     except subprocess.TimeoutExpired:
         raise PeakError(f"measuring the peaks took over {timeout_s:.0f} s") from None
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]

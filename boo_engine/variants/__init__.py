@@ -31,7 +31,7 @@ from .dispatches import read_manifest, refuse_to_clobber_edits, substitutions_fr
 from .linking import merged_spec_path, spec_cache_dir
 from .model import BASELINE, Variant
 from .parsing import build_variants, load_variants_file, parse_variant_arg, variant_from_env
-from .preflight import preflight_variant
+from .preflight import check_named_kernels, preflight_variant
 from .specs import preflight_spec, spec_backend, spec_has_marker
 
 __all__ = [
@@ -46,6 +46,7 @@ __all__ = [
     "AppliedCheck",
     "Variant",
     "build_variants",
+    "check_named_kernels",
     "load_variants_file",
     "merged_spec_path",
     "parse_variant_arg",

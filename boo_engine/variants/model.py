@@ -74,6 +74,13 @@ class Variant:
         """The formulation kernel `func_name` is exported with ("default" when none is set)."""
         return self.formulation_for(func_name) or DEFAULT_FORMULATION
 
+    @property
+    def named_kernels(self) -> tuple[str, ...]:
+        """Every kernel (func_name) this variant names: its scope and its per-kernel tables, once each, in order."""
+        names = [*self.kernels, *(n for n, _ in self.kernel_flags), *(n for n, _ in self.kernel_formulations),
+                 *(n for n, *_ in self.kernel_substitutions)]
+        return tuple(dict.fromkeys(names))
+
     def applies_to(self, func_name: str) -> bool:
         """False when this variant is scoped to other kernels (a dispatch folder dumped from another kernel)."""
         return not self.kernels or func_name in self.kernels

@@ -233,6 +233,8 @@ def variant_from_env(environ: dict[str, str] | None = None) -> Variant | None:
     if not value:
         return None
     path = _abs(value, Path.cwd())
+    if path.is_dir():
+        raise VariantError(f"{TUNING_SPEC_ENV}={value}: {path} is a directory, not a tuning spec file")
     if not path.is_file():
         raise VariantError(f"{TUNING_SPEC_ENV}={value}: tuning spec {path} not found")
     return Variant(name=safe_name(path.stem), tuning_specs=(str(path),))

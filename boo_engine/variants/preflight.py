@@ -29,6 +29,33 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..targets import Target
 
 
+def check_named_kernels(variants: Sequence[Variant], func_names: Sequence[str]) -> list[str]:
+    """The kernels a variant's per-kernel tables (or scope) name, against this run's kernels. A variant none of
+    whose named kernels is in the run, and nothing else to change, would measure the baseline again under its
+    name (a typo in `[v.kernels.NAME]` did, silently): VariantError, naming the nearest kernel of the run. Tables
+    for kernels this run does not have, in a variant that does apply (a tuned.toml of a whole model, measured on
+    one of its commands), are normal: one note line per variant, returned."""
+    import dataclasses
+    import difflib
+
+    known = set(func_names)
+    notes = []
+    for v in variants:
+        named = v.named_kernels
+        missing = [n for n in named if n not in known]
+        if not missing:
+            continue
+        near = difflib.get_close_matches(missing[0], sorted(known), n=1, cutoff=0.6)
+        hint = f"; did you mean {near[0]}?" if near else ""
+        rest = dataclasses.replace(v, kernels=(), kernel_flags=(), kernel_formulations=(), kernel_substitutions=())
+        if len(missing) == len(named) and (rest.is_baseline or v.kernels):
+            raise VariantError(f"variant {v.name}: kernels.{missing[0]} is not a kernel of this run and the variant "
+                               f"changes nothing else, so it would measure the baseline again{hint}")
+        notes.append(f"variant {v.name}: {len(missing)} of its {len(named)} per-kernel tables name kernels not in "
+                     f"this run and are left unused: kernels.{missing[0]}{hint}")
+    return notes
+
+
 def preflight_variant(v: Variant, target: Target | str | None = None) -> None:
     """Check everything a variant names before any compile: specs (and their linking, when several), the
     substituted files (exist, parse, hold the named executable), the flags (known to this iree-compile) and
@@ -52,7 +79,7 @@ def preflight_variant(v: Variant, target: Target | str | None = None) -> None:
             merged_spec_path(v.tuning_specs)
         for sub_kind, exe, path in [*v.substitutions, *((k, e, p) for _, k, e, p in v.kernel_substitutions)]:
             _preflight_substitution(sub_kind, exe, path)
-        _preflight_flags(v.flags)
+        _preflight_flags([*v.flags, *(f for _, flags in v.kernel_flags for f in flags)])
         if v.preprocess:
             _preflight_preprocess(v.preprocess)
     except VariantError as e:
