@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from boo_engine.cli.common import add_session_args, config_from_args, fail, glue_flag_values, internal_error
 from boo_engine.cli.headless import add_headless_args, run_headless, wants_headless
+from boo_engine.cli.output import checked_stdout
 from boo_engine.errors import BooError
 
 PROG = "boo-tui"
@@ -56,7 +57,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return merge_main(argv[1:])
     args = build_parser().parse_args(glue_flag_values(argv))
     try:
-        return _main(args)
+        with checked_stdout():
+            return _main(args)
     except KeyboardInterrupt:
         return 130
     except Exception as e:  # noqa: BLE001 - a bug of ours: one line, the traceback on request

@@ -15,8 +15,9 @@ CMD = "gemm -m 8 -n 8 -k 8"
 
 
 def run(args, env, cwd, *, prog="boo_tui", timeout=300, **kw):
-    return subprocess.run([sys.executable, "-m", prog, *map(str, args)], env=env, cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout, **kw)
+    kw.setdefault("capture_output", True)
+    return subprocess.run([sys.executable, "-m", prog, *map(str, args)], env=env, cwd=cwd, text=True,
+                          timeout=timeout, **kw)
 
 
 def refused(p, *words):
@@ -127,3 +128,18 @@ def test_a_byte_order_mark_on_line_one_is_accepted(cli_env, tmp_path):
     p = run([cmds, "--db", tmp_path / "r.db", "--headless", "--rounds", "1", "--max-time", "0.05"], cli_env,
             tmp_path)
     assert p.returncode == 0 and "1 failed" not in p.stdout, (p.stdout[-800:], p.stderr[-800:])
+
+
+def test_a_full_standard_output_is_one_line_and_the_run_is_kept(cli_env, tmp_path):
+    """`boo-tui CMD --headless > /dev/full` measured, stored, then ended in `internal error: OSError`."""
+    db = tmp_path / "r.db"
+    with open("/dev/full", "w") as full:
+        p = run([CMD, "--db", db, "--headless", "--rounds", "1", "--max-time", "0.05"], cli_env, tmp_path,
+                stdout=full, capture_output=False, stderr=subprocess.PIPE)
+        assert p.returncode == 1, p.stderr[-2000:]
+        assert "cannot write to standard output (No space left on device)" in p.stderr
+        assert "internal error" not in p.stderr and "Traceback" not in p.stderr and "Exception" not in p.stderr
+        assert runs_in(db) == 1
+        p = run(["compare", db, db], cli_env, tmp_path, stdout=full, capture_output=False, stderr=subprocess.PIPE)
+    refused_line = [line for line in p.stderr.splitlines() if line.strip()]
+    assert p.returncode == 1 and len(refused_line) == 1 and "standard output" in refused_line[0], p.stderr

@@ -284,7 +284,12 @@ def job_succeeded(r) -> bool:
 
 
 def internal_error(prog: str, e: BaseException) -> int:
-    """An error that is a bug of ours, not the user's: one line, and the traceback with BOO_DEBUG=1."""
+    """An error that is a bug of ours, not the user's: one line, and the traceback with BOO_DEBUG=1. (Standard
+    output that cannot be written is not one: its one line, exit 1.)"""
+    from .output import OutputError
+
+    if isinstance(e, OutputError):
+        return fail(prog, str(e), EXIT_FAILED)
     if locations.debug():
         import traceback
 
@@ -317,10 +322,15 @@ def run_subcommand(prog: str, parser: argparse.ArgumentParser, run: Callable[[ar
 def guarded(prog: str, body: Callable[[], int]) -> int:
     """Run a front end's work: its exit code; Ctrl-C 130; a BooError one line and exit 2; anything else a bug of
     ours, one line (internal_error)."""
+    from .output import OutputError, checked_stdout
+
     try:
-        return body()
+        with checked_stdout():
+            return body()
     except KeyboardInterrupt:
         return 130
+    except OutputError as e:
+        return fail(prog, str(e), EXIT_FAILED)
     except BooError as e:
         return fail(prog, str(e))
     except Exception as e:  # noqa: BLE001 - a bug of ours: one line, the traceback on request

@@ -27,6 +27,7 @@ from .common import (
     parse_run_flags,
     ray_address_arg,
 )
+from .output import OutputError, checked_stdout
 
 PROG = "boo-driver"
 
@@ -129,7 +130,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(USAGE)
         return EXIT_OK
     try:
-        return _run(opts, command)
+        with checked_stdout():
+            return _run(opts, command)
+    except OutputError as e:
+        return fail(PROG, str(e), EXIT_FAILED)
     except BooError as e:
         return fail(PROG, str(e))
     except Exception as e:  # noqa: BLE001 - a bug of ours: one line, the traceback on request
