@@ -143,3 +143,12 @@ def test_a_full_standard_output_is_one_line_and_the_run_is_kept(cli_env, tmp_pat
         p = run(["compare", db, db], cli_env, tmp_path, stdout=full, capture_output=False, stderr=subprocess.PIPE)
     refused_line = [line for line in p.stderr.splitlines() if line.strip()]
     assert p.returncode == 1 and len(refused_line) == 1 and "standard output" in refused_line[0], p.stderr
+
+
+def test_a_model_that_ends_the_process_under_capture_is_said(cli_env, tmp_path):
+    """A model calling os._exit(0) in forward() ended `capture` with exit 0, nothing written and not a word."""
+    (tmp_path / "m.py").write_text("import os\nimport torch\n\n\nclass M(torch.nn.Module):\n"
+                                   "    def forward(self, x):\n        os._exit(0)\n\n\ndef make():\n    return M()\n")
+    p = run(["capture", tmp_path / "m.py:make", "--input", "2x3", "-o", tmp_path / "out.txt"], cli_env, tmp_path)
+    refused(p, "called os._exit(0)")
+    assert not (tmp_path / "out.txt").exists()

@@ -120,11 +120,42 @@ class ModelCapture:
     facts: dict[str, str]
 
 
+class ModelExited(BaseException):
+    """The user's code called os._exit(code) (see `_exit_refused`)."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(f"called os._exit({code})")
+        self.code = code
+
+
+@contextlib.contextmanager
+def _exit_refused() -> Iterator[None]:
+    """While the user's model is imported and run, `os._exit` raises instead of ending this process: a model
+    that called os._exit(0) ended `capture` with exit 0, no output and not a word. A child forked meanwhile (a
+    DataLoader worker) still exits for real."""
+    real, owner = os._exit, os.getpid()
+
+    def refused(code: int = 0) -> None:
+        if os.getpid() != owner:
+            real(code)
+        raise ModelExited(code)
+
+    os._exit = refused  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        os._exit = real
+
+
 def _call_user(what: str, fn: Callable[[], Any]) -> Any:
     try:
         return fn()
     except KeyboardInterrupt:
         raise
+    except (ModelExited, SystemExit) as e:
+        how = "os._exit" if isinstance(e, ModelExited) else "sys.exit"
+        raise CaptureError(f"{what} called {how}({e.code}): it would end the capture with nothing written; "
+                           "capture a model that returns") from None
     except BaseException as e:  # noqa: BLE001 - the user's code: one line, exit 2
         raise CaptureError(f"{what} failed: {first_line(e)}") from None
 
@@ -138,6 +169,13 @@ def capture_model(model_spec: str, inputs: Sequence[InputSpec], *, backward: boo
     wants 1."""
     if threads is not None and threads < 1:
         raise CaptureError(f"--threads {threads}: give at least 1")
+    with _exit_refused():
+        return _capture(model_spec, inputs, backward=backward, layout=layout, eval_mode=eval_mode,
+                        threads=threads, min_time_s=min_time_s)
+
+
+def _capture(model_spec: str, inputs: Sequence[InputSpec], *, backward: bool, layout: str | None,
+             eval_mode: bool, threads: int | None, min_time_s: float) -> ModelCapture:
     factory, where = load_factory(model_spec)
     import torch
 
