@@ -61,7 +61,7 @@ def checked_stdout() -> Iterator[None]:
     if inner is None or isinstance(inner, _CheckedStdout):
         yield
         return
-    sys.stdout = _CheckedStdout(inner)  # type: ignore[assignment]
+    sys.stdout = _CheckedStdout(inner)
     try:
         yield
         sys.stdout.flush()   # here, where an error is still one line
