@@ -40,7 +40,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from .results import DONE, IREE, TORCH, JobResult
+from .results import DONE, IREE, TORCH, JobResult, is_bad_input
 
 
 class Verdict(StrEnum):
@@ -401,7 +401,10 @@ def regressions(comparisons: Mapping[K, Comparison] | Iterable[Comparison], pct:
 
 def column_label(result: JobResult) -> str:
     """The column a result lands in when variants sit side by side: the variant name for IREE, "torch" for
-    the eager PyTorch reference, "<variant>/<backend>" for anything else."""
+    the eager PyTorch reference, "<variant>/<backend>" for anything else. A bad input line (no variant, no
+    backend) sits in the baseline's column: it had a phantom "-/-" column group of its own."""
+    if is_bad_input(result):
+        return BASELINE_LABEL
     if result.backend == IREE:
         return result.variant
     if result.backend == TORCH and result.variant == BASELINE_LABEL:

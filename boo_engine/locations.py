@@ -24,6 +24,10 @@ from pathlib import Path
 
 DB_ENV = "BOO_DB"
 DEFAULT_DB_NAME = "boo-results.db"
+#: every front end's --db help: the default `db_path()` uses (tune's once named one it did not)
+DB_HELP = f"results database (default ${DB_ENV} or ./{DEFAULT_DB_NAME})"
+#: every front end's --cache-dir help: the default `cache_root()` uses
+CACHE_HELP = "kernel cache (default $BOO_CACHE_DIR or ~/.cache/boo-tui/kernels)"
 CACHE_DIR_ENV = "BOO_CACHE_DIR"
 CACHE_ON_ENV = "BOO_CACHE_ON"
 SPEC_CACHE_ENV = "BOO_SPEC_CACHE_DIR"

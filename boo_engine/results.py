@@ -51,6 +51,14 @@ MEASURING, DONE, FAILED = Status.MEASURING, Status.DONE, Status.FAILED
 CANCELLED, INTERRUPTED = Status.CANCELLED, Status.INTERRUPTED
 FINAL_STATUSES: frozenset[Status] = frozenset({DONE, FAILED, CANCELLED, INTERRUPTED})
 IREE, TORCH = Backend.IREE, Backend.TORCH
+#: the variant and backend columns of a bad input line, which has neither
+NO_VARIANT = "-"
+NO_BACKEND = "-"
+
+
+def is_bad_input(r: JobResult) -> bool:
+    """A line of the input that is no command (failed as it was read): no variant, no backend, no kernel."""
+    return r.backend == NO_BACKEND and r.variant == NO_VARIANT
 
 
 @dataclass

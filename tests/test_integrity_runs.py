@@ -152,3 +152,29 @@ def test_a_model_that_ends_the_process_under_capture_is_said(cli_env, tmp_path):
     p = run(["capture", tmp_path / "m.py:make", "--input", "2x3", "-o", tmp_path / "out.txt"], cli_env, tmp_path)
     refused(p, "called os._exit(0)")
     assert not (tmp_path / "out.txt").exists()
+
+
+def test_every_front_end_names_the_defaults_it_uses(cli_env, tmp_path):
+    """`tune --help` named a default database (~/.local/...) it did not use, and no default kernel cache."""
+    from boo_engine import locations
+
+    assert locations.db_path(environ={}) == Path.cwd() / "boo-results.db"
+    assert locations.cache_root(environ={}) == Path.home() / ".cache/boo-tui/kernels"
+    for sub in ([], ["tune"], ["model"], ["peak"]):
+        p = run([*sub, "--help"], dict(cli_env, COLUMNS="200"), tmp_path)
+        assert p.returncode == 0, p.stderr
+        assert "(default $BOO_DB or ./boo-results.db)" in p.stdout, (sub, p.stdout)
+        if sub in ([], ["tune"]):
+            assert "(default $BOO_CACHE_DIR or ~/.cache/boo-tui/kernels)" in p.stdout, (sub, p.stdout)
+
+
+def test_a_bad_line_adds_no_column_group(cli_env, tmp_path):
+    """An unparsable line added a phantom `-/-` column group to the Markdown table (its error sat there)."""
+    cmds = tmp_path / "cmds.txt"
+    cmds.write_text(f"{CMD}\nnot a command at all\n")
+    p = run([cmds, "--db", tmp_path / "r.db", "--headless", "--rounds", "1", "--max-time", "0.05"], cli_env,
+            tmp_path)
+    header = next(line for line in p.stdout.splitlines() if line.startswith("| command"))
+    assert "-/-" not in header and header.count("(us)") == 2, header   # baseline and torch
+    bad = next(line for line in p.stdout.splitlines() if "not a command at all" in line)
+    assert bad.split("|")[2].strip().startswith("**failed**: "), bad   # in the baseline's column

@@ -89,9 +89,9 @@ def add_session_args(p: argparse.ArgumentParser) -> None:
     t.add_argument("--min-effect", type=float, default=3.0, metavar="PCT",
                    help="smallest difference called faster/slower, in percent (default 3)")
     s = p.add_argument_group("where things go")
-    s.add_argument("--db", default=None, help="results database (default $BOO_DB or ./boo-results.db)")
+    s.add_argument("--db", default=None, help=locations.DB_HELP)
     s.add_argument("--cache-dir", default=None,
-                   help="kernel cache (default $BOO_CACHE_DIR or ~/.cache/boo-tui/kernels)")
+                   help=locations.CACHE_HELP)
     s.add_argument("--resume", nargs="?", const="last", default=None, metavar="RUN_ID",
                    help="continue a run (default: the last one) without redoing its finished jobs")
     s.add_argument("--jobs", type=int, default=None, help="parallel compiles (default: one per core)")

@@ -19,6 +19,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from .. import locations
 from .common import EXIT_FAILED, EXIT_OK, EXIT_REGRESSION, RaisingParser, UsageError, run_subcommand
 
 PROG = "boo-tui model"
@@ -51,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="smallest ratio change called faster/slower (default the tool's, 2%%)")
     p.add_argument("--fail-on-regression", type=float, default=None, metavar="PCT",
                    help="exit 3 when a variant is significantly slower than the iree_boo baseline by more than PCT%%")
-    p.add_argument("--db", default=None, metavar="PATH", help="results database (default $BOO_DB or ./boo-results.db)")
+    p.add_argument("--db", default=None, metavar="PATH", help=locations.DB_HELP)
     p.add_argument("--export", action="append", default=[], metavar="FILE", help="also write .csv, .json or .md")
     return p
 

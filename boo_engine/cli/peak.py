@@ -12,6 +12,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from .. import locations
 from .common import EXIT_OK, RaisingParser, UsageError, run_subcommand
 
 PROG = "boo-tui peak"
@@ -26,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="cpu, hip:gfx942, cuda:sm_80, ... (default: a detected GPU, else cpu, as a run)")
     p.add_argument("--threads", type=int, default=1, metavar="N",
                    help="CPU threads (the peaks of N threads, as `boo-tui --threads N` measures; default 1)")
-    p.add_argument("--db", default=None, metavar="PATH", help="results database (default $BOO_DB or ./boo-results.db)")
+    p.add_argument("--db", default=None, metavar="PATH", help=locations.DB_HELP)
     p.add_argument("--remeasure", action="store_true", help="measure again, whatever is stored")
     return p
 

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from .. import locations
 from ..errors import BooError
 from .common import EXIT_FAILED, EXIT_OK, RAY_HELP, check_cache_root, fail, guarded, ray_address_arg
 
@@ -43,8 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", type=int, default=8, metavar="N", help="candidates compiled then screened together")
     p.add_argument("--final-time", type=float, default=1.5, metavar="S",
                    help="measuring time of the winner and the baseline each in the final (default 1.5)")
-    p.add_argument("--db", default=None, metavar="PATH", help="results database (default: $BOO_DB or ~/.local/...)")
-    p.add_argument("--cache-dir", default=None, metavar="DIR", help="kernel cache (default: $BOO_CACHE_DIR)")
+    p.add_argument("--db", default=None, metavar="PATH", help=locations.DB_HELP)
+    p.add_argument("--cache-dir", default=None, metavar="DIR", help=locations.CACHE_HELP)
     p.add_argument("--compile-workers", type=int, default=None, metavar="N")
     p.add_argument("--threads", type=int, default=1, metavar="N", help="CPU threads per kernel (default 1)")
     p.add_argument("--ray", default=None, metavar="ADDRESS", help=RAY_HELP)

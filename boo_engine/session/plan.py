@@ -19,15 +19,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..commands import Command, CommandLine
-from ..results import FAILED, IREE, QUEUED, TORCH, Backend, JobResult
+from ..results import FAILED, IREE, NO_BACKEND, NO_VARIANT, QUEUED, TORCH, Backend, JobResult
 from ..variants import BASELINE, Variant
 
 if TYPE_CHECKING:  # the pool module starts processes; the plan only names its type
     from ..compile.pool import Artifact
 
-#: the variant and backend columns of a bad input line, which has neither
-NO_VARIANT = "-"
-NO_BACKEND = "-"
 #: the measurement goal of a command that gives no --iter and runs under no session-wide --iter
 DEFAULT_ITERS = 100
 
