@@ -37,5 +37,7 @@ class SessionConfig:
     compile_flags: tuple[str, ...] = ()       # --flags: iree-compile flags added to EVERY IREE job of the run,
                                               # baseline included (after the variant's own); part of the cache key
     ray_address: str | None = None            # --ray / $BOO_RAY_ADDRESS: compile and measure on this Ray cluster
+    trials: bool = False                      # a tuner's run: a candidate variant that fails (compile, numerics)
+                                              # is a pruned trial; only a baseline or a bad line fails the run
     devices: tuple[str, ...] = ()             # where to measure ("cpu", "cuda:0", ...; bench/devices.py): one
                                               # worker each, a command's jobs on one; (): the target's first

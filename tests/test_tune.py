@@ -27,7 +27,7 @@ from boo_engine.config import SessionConfig
 from boo_engine.results import IREE
 from boo_engine.session import Session
 from boo_engine.tune.events import TuneUpdate
-from boo_engine.tune.records import IMPROVED, NUMERICS_FAILED, Tried, TunedKernel
+from boo_engine.tune.records import COMPILE_FAILED, IMPROVED, NUMERICS_FAILED, Tried, TunedKernel
 from boo_engine.tune.report import write_outputs
 from boo_engine.tune.search import Tuner, TuneSettings
 from boo_engine.variants import BASELINE, load_variants_file
@@ -108,6 +108,22 @@ def test_a_numerically_wrong_candidate_is_recorded_and_never_emitted(tmp_path):
     assert wrong[0].median_us is not None            # measured: "fast but wrong" is in the record
     assert k.best_key != wrong[0].key
     assert "demote-contraction" not in (d / "out" / "tuned.toml").read_text()
+
+
+def test_a_tune_whose_candidates_did_not_compile_is_a_done_run(tmp_path):
+    """A tune that exited 0 was stored as a `failed` run because candidates did not compile: a pruned
+    candidate is an outcome of the search, not a failure of the run (only the baseline's is)."""
+    d = tmp_path
+    settings = TuneSettings(out_dir=str(d / "out"), db_path=str(d / "t.db"), cache_dir=str(d / "kernels"),
+                            budget=8, final_s=0.3, try_flags=("--iree-hal-target-device=no-such-device",))
+    kernels = Tuner(settings).run(["gemm --a_w 16 --a_h 16 --b_w 16"])
+    (k,) = kernels.values()
+    assert any(t.status == COMPILE_FAILED for t in k.tried), [(t.status, t.error) for t in k.tried]
+    with sqlite3.connect(d / "t.db") as c:
+        statuses = [r[0] for r in c.execute("SELECT status FROM runs")]
+        failed_jobs = c.execute("SELECT count(*) FROM results WHERE status = 'failed'").fetchone()[0]
+    c.close()
+    assert failed_jobs >= 1 and statuses and set(statuses) == {"done"}, (statuses, failed_jobs)
 
 
 def test_ranking_never_takes_a_wrong_or_unapplied_candidate():

@@ -19,8 +19,8 @@ from .. import events as ev
 from ..config import SessionConfig
 from ..environment import machine_label
 from ..errors import BooError
-from ..results import JobResult, RunStatus, Status
-from ..variants import Variant
+from ..results import FAILED, JobResult, RunStatus, Status, is_bad_input
+from ..variants import BASELINE, Variant
 from .plan import InputEntry
 from .state import SessionState
 
@@ -115,6 +115,10 @@ class RunRecorder:
         if interrupted:
             return RunStatus.INTERRUPTED
         _, failed = self._state.counts()
+        if self._config.trials and failed:   # a tune that exited 0 was stored `failed` for 2 pruned candidates
+            with self._state.lock:
+                failed = sum(1 for r in self._state.jobs.values() if r.status == FAILED
+                             and (r.variant == BASELINE.name or is_bad_input(r)))
         return RunStatus.FAILED if failed else RunStatus.DONE
 
     def end_run(self, status: RunStatus, *, counts: tuple[int, int] | None = None, flush: bool = False) -> None:

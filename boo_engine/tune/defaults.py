@@ -154,7 +154,7 @@ def run_defaults(inputs: list[str], config: SessionConfig, *, out: TextIO | None
     for cmd in commands:
         classes.setdefault(op_class(cmd.signature), []).append(cmd)
     cpu = host_cpu()
-    cfg = dataclasses.replace(config, target="cpu", backends=(IREE,), per_op_defaults=False)
+    cfg = dataclasses.replace(config, target="cpu", backends=(IREE,), per_op_defaults=False, trials=True)
     print(f"{PROG}: {len(classes)} op classes, {len(commands)} commands on {cpu.label()}; candidates: "
           f"{PLAIN}, {', '.join(c.name for c in CANDIDATES)}", file=out)
     try:

@@ -136,7 +136,7 @@ class Tuner:
         config = SessionConfig(
             target=s.target, variants=[BASELINE], backends=(IREE,), threads=s.threads, seed=s.seed,
             db_path=s.db_path, cache_dir=s.cache_dir, compile_workers=s.compile_workers, min_effect=s.min_effect,
-            command_line=s.command_line, verify_numerics=True, ray_address=s.ray_address)
+            command_line=s.command_line, verify_numerics=True, ray_address=s.ray_address, trials=True)
         with Session(config, listener=self._forward) as session:
             self.session = session
             records = self.records = TuneRecords(session.store)
