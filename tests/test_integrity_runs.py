@@ -178,3 +178,34 @@ def test_a_bad_line_adds_no_column_group(cli_env, tmp_path):
     assert "-/-" not in header and header.count("(us)") == 2, header   # baseline and torch
     bad = next(line for line in p.stdout.splitlines() if "not a command at all" in line)
     assert bad.split("|")[2].strip().startswith("**failed**: "), bad   # in the baseline's column
+
+
+def test_a_halted_run_says_not_measured_only_of_jobs_without_samples(tmp_path):
+    """The Ray head died while a job measured: its 1.25 M samples were stored and it read "not measured". The
+    halt here is the one a lost cluster makes (`SessionState.halt`, as compiling.cluster_lost calls it), taken
+    while a real kernel is measuring; the job's samples are kept and its error says so."""
+    import time
+
+    from boo_engine.config import SessionConfig
+    from boo_engine.results import IREE
+    from boo_engine.session import Session
+
+    cfg = SessionConfig(target="cpu", backends=(IREE,), db_path=str(tmp_path / "r.db"),
+                        cache_dir=str(tmp_path / "kernels"), min_time_s=60.0, max_time_s=120.0, rounds=1)
+    with Session(cfg) as s:
+        s.add_inputs(["gemm -m 32 -n 32 -k 32", "gemm -m 16 -n 16 -k 16"])
+        s.start()
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and not any(r.samples_us for r in s.jobs.values()):
+            time.sleep(0.05)
+        assert any(r.samples_us for r in s.jobs.values())
+        s._state.halt("the Ray cluster went away: the run stopped", "the Ray cluster went away", store_broken=False)
+        assert s.wait(timeout=120)
+    with sqlite3.connect(tmp_path / "r.db") as c:
+        rows = c.execute("SELECT r.status, r.error, (SELECT count(*) FROM samples WHERE result_id = r.id) "
+                         "FROM results r").fetchall()
+    c.close()
+    assert {status for status, _, _ in rows} == {"interrupted"}, rows
+    with_samples = [(e, n) for _, e, n in rows if n]
+    assert with_samples and all("samples kept" in e and "not measured" not in e for e, _ in with_samples), rows
+    assert all(e.startswith("not measured: ") for _, e, n in rows if not n), rows

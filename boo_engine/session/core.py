@@ -38,7 +38,7 @@ from .finalize import Finalizer, compare_columns, model_lines_of
 from .plan import InputEntry, Plan
 from .recording import RunRecorder, store_halt_reason
 from .runner import Runner
-from .state import Listener, SessionState
+from .state import Listener, SessionState, halted_error
 
 if TYPE_CHECKING:
     from ..bench.worker import BenchWorker
@@ -294,7 +294,7 @@ class Session:
             for result in self.jobs.values():
                 if result.status not in FINAL_STATUSES:
                     self._recorder.finish(result, INTERRUPTED, error=(
-                        f"not measured: {state.halt_reason}" if state.halted is not None
+                        halted_error(result, state.halt_reason or "the run stopped") if state.halted is not None
                         else "interrupted: the session closed before this job finished"))
         if self.run_id is not None and (was_busy or not state.idle_reported):
             self._recorder.end_run(self._recorder.run_status(was_busy or self._interrupted))

@@ -46,7 +46,7 @@ from ..results import (
 from ..targets import Target
 from .compiling import cluster_lost
 from .recording import RunRecorder
-from .state import SessionState
+from .state import SessionState, halted_error
 
 if TYPE_CHECKING:
     from ..bench.worker import BenchOutcome, BenchSpec, BenchWorker
@@ -223,7 +223,7 @@ class MeasureStage:
         if result.status not in FINAL_STATUSES:
             halted = self._state.halted
             if halted is not None:
-                self._recorder.finish(result, INTERRUPTED, error=f"interrupted: {self._state.halt_reason}")
+                self._recorder.finish(result, INTERRUPTED, error=halted_error(result, self._state.halt_reason))
                 return
             stopping = self._state.stop.is_set()
             self._recorder.finish(result, INTERRUPTED if stopping else CANCELLED,

@@ -27,7 +27,7 @@ from .devices import DeviceStages, command_groups
 from .finalize import Finalizer
 from .measuring import MeasureStage
 from .recording import RunRecorder, store_halt_reason
-from .state import SessionState
+from .state import SessionState, halted_error
 
 #: how often an idle runner looks whether the session is closing
 IDLE_POLL_S = 0.2
@@ -93,19 +93,20 @@ class Runner:
         """The run halted: the jobs it had not finished were not measured, and end INTERRUPTED with the reason."""
         state = self._state
         with state.lock:
-            self._end_unfinished(INTERRUPTED, f"not measured: {state.halt_reason}")
+            self._end_unfinished(INTERRUPTED, state.halt_reason or "the run stopped", halted=True)
             idle_reported, state.idle_reported = state.idle_reported, True
         if not idle_reported:
             self._recorder.end_run(RunStatus.INTERRUPTED)
 
-    def _end_unfinished(self, status: Status, error: str) -> None:
-        """Every job of the batch in hand and of the queue that is not final ends `status` with `error`; the
-        runner is left with nothing to do. Called with the state lock held."""
+    def _end_unfinished(self, status: Status, error: str, *, halted: bool = False) -> None:
+        """Every job of the batch in hand and of the queue that is not final ends `status` with `error` (`halted`:
+        the reason the run stopped, said as `halted_error` says it); the runner is left with nothing to do.
+        Called with the state lock held."""
         state = self._state
         for job_id in list(state.active) + list(state.queued):
             r = state.jobs[job_id]
             if r.status not in FINAL_STATUSES:
-                self._recorder.finish(r, status, error=error)
+                self._recorder.finish(r, status, error=halted_error(r, error) if halted else error)
         state.active = set()
         state.queued = []
 
@@ -176,3 +177,4 @@ class Runner:
             if self._state.jobs[job_id].status == MEASURING:
                 self._finalizer.complete(job_id)
         self._finalizer.publish_comparisons(self._state.jobs[group[0]].command)
+

@@ -103,3 +103,13 @@ class SessionState:
         """Move a job to a non-final status (final ones go through RunRecorder.finish, which stores them)."""
         result.status = status
         self.emit(ev.JobStatus(job_id=result.job_id, status=status, detail=detail))
+
+
+def halted_error(result: JobResult, reason: str) -> str:
+    """What an unfinished job of a halted run says: "not measured" only when it has no sample. A job measuring
+    when the Ray head died had 1.25 M samples stored and read "not measured"; its samples are kept, but they are
+    no result (the measurement did not finish its rounds)."""
+    n = len(result.samples_us)
+    if n:
+        return f"stopped while measuring ({n:,} samples kept, no result): {reason}"
+    return f"not measured: {reason}"
