@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -50,6 +51,7 @@ from .palette import BooCommands, palette_entries
 from .plots import PlotView
 from .process import (
     GC_FREEZE_S,
+    close_child_output,
     freeze_long_lived,
     handle_stop_signals,
     route_child_output,
@@ -365,6 +367,9 @@ def run_app(config: Any, inputs: list[str], *, autostart: bool = True) -> int:
             except Exception:  # noqa: BLE001
                 pass
         app._engine.shutdown(wait=False, cancel_futures=True)
+        kept = close_child_output()
+        if kept is not None:
+            print(f"boo-tui: what the worker processes printed is in {kept}", file=sys.stderr)
     rc = app.return_code
     return int(rc) if isinstance(rc, int) else 0
 

@@ -48,15 +48,48 @@ def start_resource_tracker() -> None:
 
 
 def route_child_output() -> str:
-    """Worker processes inherit this terminal: send their output to a log file instead of over the screen."""
+    """Worker processes inherit this terminal: send their output to a log file instead of over the screen. The
+    file is `workers.log` in a private (0700, unpredictable) folder of its own: the predictable
+    /tmp/boo-tui-<pid>-workers.log it was could be a link another user planted, followed when opened. $BOO_CHILD_LOG
+    (the user's own choice) is used as given. Returns the path; `close_child_output` tidies it."""
     import os
     import tempfile
 
     from boo_engine.child import CHILD_LOG_ENV
 
-    path = os.environ.get(CHILD_LOG_ENV) or os.path.join(tempfile.gettempdir(), f"boo-tui-{os.getpid()}-workers.log")
-    os.environ[CHILD_LOG_ENV] = path
+    path = os.environ.get(CHILD_LOG_ENV)
+    if not path:
+        path = os.path.join(tempfile.mkdtemp(prefix="boo-tui-"), "workers.log")
+        os.environ[CHILD_LOG_ENV] = path
+        _made_logs.append(path)
     return path
+
+
+_made_logs: list[str] = []
+
+
+def close_child_output() -> str | None:
+    """At exit: the log `route_child_output` made is removed with its folder when the workers wrote nothing; a
+    log with something in it is kept, and its path returned for the user to be told."""
+    import os
+
+    kept = None
+    while _made_logs:
+        path = _made_logs.pop()
+        try:
+            if os.path.getsize(path) > 0:
+                kept = path
+                continue
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            continue
+        try:
+            os.rmdir(os.path.dirname(path))
+        except OSError:
+            pass
+    return kept
 
 
 def handle_stop_signals(app: Any, stops: Any) -> None:

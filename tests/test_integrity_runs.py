@@ -209,3 +209,56 @@ def test_a_halted_run_says_not_measured_only_of_jobs_without_samples(tmp_path):
     with_samples = [(e, n) for _, e, n in rows if n]
     assert with_samples and all("samples kept" in e and "not measured" not in e for e, _ in with_samples), rows
     assert all(e.startswith("not measured: ") for _, e, n in rows if not n), rows
+
+
+def test_the_dashboards_worker_log_is_private_and_tidied(tmp_path, monkeypatch):
+    """The dashboard's worker log was a predictable /tmp/boo-tui-<pid>-workers.log, opened through a link a
+    planted one pointed anywhere, and never deleted."""
+    import os
+    import stat
+    import tempfile
+
+    from boo_tui.process import close_child_output, route_child_output
+
+    monkeypatch.delenv("BOO_CHILD_LOG", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    victim = tmp_path / "victim"
+    victim.write_text("kept\n")
+    (tmp_path / f"boo-tui-{os.getpid()}-workers.log").symlink_to(victim)   # the old name, planted
+    path = route_child_output()
+    assert os.environ["BOO_CHILD_LOG"] == path
+    folder = os.path.dirname(path)
+    st = os.lstat(folder)
+    assert stat.S_IMODE(st.st_mode) == 0o700 and st.st_uid == os.getuid() and not os.path.islink(path)
+    subprocess.run([sys.executable, "-c", "from boo_engine.child import redirect_output_if_asked as r; r(); "
+                    "print('from a worker')"], check=True, timeout=60)
+    assert victim.read_text() == "kept\n" and "from a worker" in open(path).read()
+    assert close_child_output() == path and os.path.exists(path)   # something in it: kept, and said
+    monkeypatch.delenv("BOO_CHILD_LOG")
+    empty = route_child_output()
+    assert empty != path
+    assert close_child_output() is None and not os.path.exists(os.path.dirname(empty))
+
+
+def test_linked_specs_never_go_to_a_shared_temp_folder(tmp_path, monkeypatch):
+    """When the spec cache could not be written, two specs were linked into /tmp/boo-tui-linked-specs, a folder
+    anyone could make first and then swap the linked spec in before the compile read it."""
+    import os
+    import stat
+    import tempfile
+
+    from boo_engine.variants import linking
+
+    specs = ROOT / "tuning_specs"
+    monkeypatch.setenv("BOO_SPEC_CACHE_DIR", "/dev/null/linked")        # cannot be made, even by root
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    if hasattr(linking, "_private_folder"):
+        linking._private_folder.cache_clear()
+    shared = tmp_path / "boo-tui-linked-specs"
+    shared.mkdir()                                                      # made first by someone else
+    out = Path(linking.merged_spec_path([str(specs / "cpu_gemm_256x512x512_fast.mlir"),
+                                         str(specs / "cpu_matches_nothing.mlir")]))
+    assert out.parent != shared and not any(shared.iterdir())
+    st = os.lstat(out.parent)
+    assert stat.S_IMODE(st.st_mode) == 0o700 and st.st_uid == os.getuid()
+    assert "tuning_spec_entrypoint" in out.read_text()

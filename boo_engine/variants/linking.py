@@ -4,6 +4,7 @@ op). The linked file is content-addressed and kept in a stable folder: a kernel 
 refers to it."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import tempfile
@@ -21,6 +22,14 @@ def spec_cache_dir() -> Path:
     """Where linked specs live ($BOO_SPEC_CACHE_DIR, else ~/.cache/boo-tui/linked-specs): a stable place,
     because the kernel cache's compile_command.sh refers to the linked file."""
     return locations.linked_spec_dir()
+
+
+@functools.cache
+def _private_folder() -> Path:
+    """This process's own folder (0700, an unpredictable name) for linked specs when the spec cache cannot be
+    written. It was a shared /tmp/boo-tui-linked-specs, where a file planted under the content-addressed name a
+    link would get was taken as the link's output and compiled in."""
+    return Path(tempfile.mkdtemp(prefix="boo-tui-linked-specs-"))
 
 
 def merged_spec_path(specs: Sequence[str]) -> str:
@@ -45,9 +54,8 @@ def merged_spec_path(specs: Sequence[str]) -> str:
     nested = "module attributes {transform.with_named_sequence} {\n" + "\n".join(parts) + "\n}\n"
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-    except OSError:  # read-only home (CI): a temp folder still works for this process's compiles
-        out = Path(tempfile.gettempdir()) / "boo-tui-linked-specs" / out.name
-        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:  # read-only home (CI): a private temp folder still works for this process's compiles
+        out = _private_folder() / out.name
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
         src = Path(tmp) / "nested.mlir"
         src.write_text(nested)
