@@ -262,3 +262,13 @@ def test_linked_specs_never_go_to_a_shared_temp_folder(tmp_path, monkeypatch):
     st = os.lstat(out.parent)
     assert stat.S_IMODE(st.st_mode) == 0o700 and st.st_uid == os.getuid()
     assert "tuning_spec_entrypoint" in out.read_text()
+
+
+def test_merging_a_damaged_database_names_it_in_one_line(cli_env, tmp_path):
+    db = measured_db(cli_env, tmp_path)
+    data = bytearray(db.read_bytes())
+    damaged = tmp_path / "damaged.db"
+    damaged.write_bytes(bytes(data[:len(data) // 2]))            # a copy cut short
+    p = run(["merge", db, damaged, "-o", tmp_path / "all.db"], cli_env, tmp_path)
+    refused(p, "damaged.db")
+    assert not (tmp_path / "all.db").exists()
