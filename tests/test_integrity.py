@@ -3,26 +3,10 @@ it), a commands file or a variants file given to the same run, another export of
 refuses in one line, exit 2, before anything runs, and the file is left as it was."""
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
+from cli_support import refused, run
 
 CMD = "gemm -m 8 -n 8 -k 8"
-
-
-def run(args, env, cwd, *, prog="boo_tui", timeout=120):
-    return subprocess.run([sys.executable, "-m", prog, *map(str, args)], env=env, cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout)
-
-
-def refused(p, *words):
-    """Exit 2, one line on stderr naming what is wrong, no traceback."""
-    assert p.returncode == 2, (p.returncode, p.stdout[-500:], p.stderr[-2000:])
-    lines = [line for line in p.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "Traceback" not in p.stderr, p.stderr
-    assert all(w in lines[0] for w in words), lines[0]
-    return lines[0]
 
 
 KEPT = b"-- stands in for what the user keeps --\n"

@@ -10,23 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from cli_support import refused, run
+
 ROOT = Path(__file__).resolve().parents[1]
+
 CMD = "gemm -m 8 -n 8 -k 8"
-
-
-def run(args, env, cwd, *, prog="boo_tui", timeout=300, **kw):
-    kw.setdefault("capture_output", True)
-    return subprocess.run([sys.executable, "-m", prog, *map(str, args)], env=env, cwd=cwd, text=True,
-                          timeout=timeout, **kw)
-
-
-def refused(p, *words):
-    """Exit 2, one line on stderr naming what is wrong, no traceback."""
-    assert p.returncode == 2, (p.returncode, p.stdout[-500:], p.stderr[-2000:])
-    lines = [line for line in p.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "Traceback" not in p.stderr, p.stderr
-    assert all(w in lines[0] for w in words), lines[0]
-    return lines[0]
 
 
 def runs_in(db):
