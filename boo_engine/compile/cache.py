@@ -45,12 +45,10 @@ from __future__ import annotations
 import atexit
 import contextlib
 import fcntl
-import functools
 import hashlib
 import json
 import os
 import shutil
-import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
@@ -61,7 +59,12 @@ from .. import iree_tools, locations
 from ..errors import BooError, CompileError
 from ..fsutil import atomic_write, file_sha256, open_lock_file, read_regular_text
 from ..ops.base import DEFAULT_FORMULATION
-from .procs import pid_alive
+from .procs import host_tag as _host_tag  # noqa: F401 - tests name it here
+from .procs import maybe_alive as _pid_alive
+from .procs import owner_pid as _owner_pid
+from .procs import owner_tag as _owner_tag
+from .sources import class_source_digest as _class_source_digest
+from .sources import torch_version  # tests replace it here (another machine's torch)
 
 VMFB = "kernel.vmfb"
 META = "meta.json"
@@ -130,39 +133,6 @@ def entry_problem(d: Path, func_name: str, key: str, meta: object) -> str | None
         if Path(name).name != name or not (configs / name).is_file():
             return f"{CONFIGS}/{name} is missing"
     return None
-
-
-@functools.cache
-def torch_version() -> str:
-    """The installed torch's version (the exported MLIR depends on it), read from its package metadata: a
-    cache lookup must not import torch (~1 s)."""
-    from importlib import metadata
-
-    try:
-        return metadata.version("torch")
-    except metadata.PackageNotFoundError:  # a source checkout on sys.path
-        import torch
-
-        return str(torch.__version__)
-
-
-def _class_source_digest(cls: type) -> str:
-    """Digest of every Python file in the package folder defining a signature class (e.g. boo_engine/ops/):
-    a change to how an op is expressed must miss the index, since the MLIR may change while the signature's
-    repr does not. Computed once per class per process."""
-    return _source_digest(cls.__module__, cls.__qualname__)
-
-
-@functools.cache
-def _source_digest(module: str, qualname: str) -> str:
-    h = hashlib.sha256(qualname.encode())
-    try:
-        folder = Path(getattr(sys.modules.get(module), "__file__", None) or "").parent
-        for f in sorted(folder.glob("*.py")):
-            h.update(f.name.encode() + b"\0" + f.read_bytes())
-    except (OSError, TypeError):
-        pass
-    return h.hexdigest()
 
 
 def _atomic_write(path: Path, data: str | bytes) -> None:
@@ -461,28 +431,3 @@ def default_cache() -> KernelCache:
         if _default is None:
             _default = KernelCache()
         return _default
-
-
-@functools.cache
-def _host_tag() -> str:
-    import socket
-
-    return hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
-
-
-def _owner_tag() -> str:
-    """`PID-HOST` for a staging or trash folder's name: who made it, so its leftovers can be swept safely."""
-    return f"{os.getpid()}-{_host_tag()}"
-
-
-def _owner_pid(name: str) -> int | None:
-    """The pid in a `.tmp-KEY-PID-HOST-XXXX` / `.trash-KEY-PID-HOST-XXXX` folder made on THIS host; None for
-    anything else (other hosts' folders, entries)."""
-    parts = name.split("-")
-    if len(parts) < 5 or parts[0] not in (".tmp", ".trash") or not parts[2].isdigit() or parts[3] != _host_tag():
-        return None
-    return int(parts[2])
-
-
-def _pid_alive(pid: int) -> bool:
-    return pid_alive(pid) is not False   # unknown counts as alive: never sweep what may be in use
