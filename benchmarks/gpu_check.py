@@ -13,6 +13,9 @@ kernels through the cache's prebuilt index and never imports iree.compiler.
 `prepare` fills DIR/cache (benchmarks/gpu_commands.txt and bench_gpu_path.py's kernels, baseline; the tune's
 candidates for TUNE_COMMAND, compiled by the tuner's offline mode) and DIR/wheels (iree-base-runtime and the
 pure-Python packages the measuring path imports that the device lacks, for Python 3.12), then prints the size.
+The cache's entries are signed with DIR/cache-key, a key made for this bundle (not the user's own, which stays
+here): it travels beside the cache, and gpu_check.sh names it in $BOO_CACHE_KEY there, so the device loads
+exactly what was compiled here (README, "Security").
 
 `run` (on the GPU; each step in its own process with a time limit, its log kept):
   env      the GPU, torch, the IREE runtime's drivers; proves that no compiler is importable
@@ -64,6 +67,18 @@ def _size_mb(path: Path) -> float:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2**20
 
 
+def _bundle_key(out: Path) -> Path:
+    """DIR/cache-key: the key this bundle's cache is signed with, made once (0600, never replaced)."""
+    import secrets
+
+    key = out / "cache-key"
+    if not key.exists():
+        fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32) + "\n")
+    return key
+
+
 def prepare(opts: argparse.Namespace) -> int:
     from boo_engine.commands import parse_command
     from boo_engine.compile.cache import KernelCache
@@ -74,6 +89,7 @@ def prepare(opts: argparse.Namespace) -> int:
     out = Path(opts.dir).resolve()
     cache_dir = out / "cache"
     cache_dir.mkdir(parents=True, exist_ok=True)
+    os.environ["BOO_CACHE_KEY"] = str(_bundle_key(out))   # the tune's process below signs with it too
     target = f"cuda:{opts.arch}"
     lines = [ln for ln in COMMANDS.read_text().splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
     sigs = [parse_command(t) for t in lines + _bench_kernels() + [TUNE_COMMAND]]

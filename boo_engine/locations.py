@@ -8,6 +8,7 @@ Nothing else in the engine or the dashboard reads `os.environ` for these.
 | results database | BOO_DB | ./boo-results.db |
 | kernel cache | BOO_CACHE_DIR | ~/.cache/boo-tui/kernels ($XDG_CACHE_HOME honoured) |
 | kernel cache off | BOO_CACHE_ON=0 | on (off: a private temporary cache, deleted at exit) |
+| the kernel cache's signing key | BOO_CACHE_KEY (a team's, shared) | ~/.config/boo-tui/cache-key (made on first use) |
 | linked tuning specs | BOO_SPEC_CACHE_DIR | ~/.cache/boo-tui/linked-specs |
 | per-machine CPU defaults (tune) | BOO_DEFAULTS_TABLE (off: rules only) | ~/.cache/boo-tui/cpu-defaults.json |
 | the resolved host CPU, remembered per compiler build | - | ~/.cache/boo-tui/host-cpu.json |
@@ -30,6 +31,7 @@ DB_HELP = f"results database (default ${DB_ENV} or ./{DEFAULT_DB_NAME})"
 CACHE_HELP = "kernel cache (default $BOO_CACHE_DIR or ~/.cache/boo-tui/kernels)"
 CACHE_DIR_ENV = "BOO_CACHE_DIR"
 CACHE_ON_ENV = "BOO_CACHE_ON"
+CACHE_KEY_ENV = "BOO_CACHE_KEY"
 SPEC_CACHE_ENV = "BOO_SPEC_CACHE_DIR"
 DEFAULTS_TABLE_ENV = "BOO_DEFAULTS_TABLE"
 TUNING_SPEC_ENV = "BOO_TUNING_SPEC_PATH"
@@ -47,6 +49,11 @@ def _env(environ: Mapping[str, str] | None) -> Mapping[str, str]:
 def user_cache_home(environ: Mapping[str, str] | None = None) -> Path:
     """$XDG_CACHE_HOME, else ~/.cache."""
     return Path(_env(environ).get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser()
+
+
+def user_config_home(environ: Mapping[str, str] | None = None) -> Path:
+    """$XDG_CONFIG_HOME, else ~/.config."""
+    return Path(_env(environ).get("XDG_CONFIG_HOME") or Path.home() / ".config").expanduser()
 
 
 def db_path(explicit: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None) -> Path:
@@ -69,6 +76,15 @@ def cache_root(explicit: str | os.PathLike[str] | None = None, environ: Mapping[
         return Path(explicit).expanduser()
     value = _env(environ).get(CACHE_DIR_ENV)
     return Path(value).expanduser() if value else user_cache_home(environ) / "boo-tui" / "kernels"
+
+
+def cache_key_file(environ: Mapping[str, str] | None = None) -> tuple[Path, bool]:
+    """The key that signs the kernel cache's entries (compile/trust.py) and whether it is shared: $BOO_CACHE_KEY, a
+    key file a team shares on purpose, else the user's own ~/.config/boo-tui/cache-key (outside every cache)."""
+    value = (_env(environ).get(CACHE_KEY_ENV) or "").strip()
+    if value:
+        return Path(value).expanduser(), True
+    return user_config_home(environ) / "boo-tui" / "cache-key", False
 
 
 def linked_spec_dir(environ: Mapping[str, str] | None = None) -> Path:

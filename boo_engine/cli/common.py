@@ -245,13 +245,16 @@ def parse_run_flags(texts: Sequence[str], target) -> tuple[str, ...]:
 
 
 def check_cache_root(explicit: str | None) -> None:
-    """A kernel cache root that cannot be created or read is a usage error (CacheRootError), answered before
-    any work; a read-only one is fine (the session compiles into an overlay)."""
+    """A kernel cache root that cannot be created or read is a usage error (CacheRootError), and so is a key file
+    that cannot be made or is not safe to use (CacheKeyError), answered before any work; a read-only root is fine
+    (the session compiles into an overlay)."""
     from .. import locations
     from ..compile.cache import check_root
+    from ..compile.trust import cache_key
 
     if explicit or locations.cache_enabled():
         check_root(locations.cache_root(explicit).resolve())
+    cache_key()
 
 
 def gpu_id_devices(text: str, target, *, runs: bool = True) -> tuple[tuple[str, ...], str | None]:

@@ -320,6 +320,8 @@ def _measure_and_print(session, files, command, names, verbose, rows, stops, *, 
         pass
     if stops.event.is_set():
         session.interrupt()
+    if session.compile_stage.untrusted_note:   # once per run: the first cached kernel not trusted, compiled anew
+        print(f"{PROG}: warning: {session.compile_stage.untrusted_note}", file=sys.stderr)
     failed = session.failure is not None
     for text, jobs in entries:
         by_backend: dict[str, JobResult] = {}

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..compile.artifact import Artifact, artifact_from_meta
 from ..compile.build import DEFAULT_TIMEOUT_S
-from ..compile.cache import COMMAND, KernelCache
+from ..compile.cache import COMMAND, KernelCache, adopt
 from ..compile.flags import as_target, key_flags
 from ..compile.messages import Failed
 from ..compile.storage import storing
@@ -152,10 +152,12 @@ class RayCompilePool:
             raise CompileError(f"{func}: node {shipped.node} compiled with {meta.get('compiler_version')!r}, "
                                f"this host has {cache.compiler_version!r}: install the same IREE on every node")
         found = cache.load(func, key)
+        if found is None and not shipped.files:   # a node sharing our folder: signed with its key, maybe not ours
+            found = adopt(cache, func, key, shipped.meta)
         if found is None:
             if not shipped.files:
                 raise CompileError(f"{func}: node {shipped.node} wrote the kernel into a cache folder this host "
-                                   f"does not see ({shipped.node_root})")
+                                   f"does not see ({shipped.node_root}), or it changed since")
             with storing(cache.root), cache.lock(func, key):
                 if cache.load(func, key) is None:
                     self._write_entry(shipped, func, key)
@@ -166,7 +168,7 @@ class RayCompilePool:
         with contextlib.suppress(OSError):
             cache.index_record(cache.index_key(sig, flags, target.identity(), variant.key_material(func)), func, key)
         return artifact_from_meta(cache, found, target, variant, cache_hit=shipped.cache_hit,
-                                  seconds=shipped.seconds)
+                                  seconds=shipped.seconds, untrusted=shipped.untrusted)
 
     def _write_entry(self, shipped: Shipped, func: str, key: str) -> None:
         cache, here, there = self.cache, str(self.cache.root), shipped.node_root

@@ -84,6 +84,7 @@ class Shipped:
     cache_hit: bool
     node: str
     files: dict[str, bytes] = field(default_factory=dict)   # path in the entry folder -> bytes; {}: shared
+    untrusted: str = ""        # the untrusted entry the node's compile replaced (Artifact.untrusted)
 
 
 def _node_label() -> str:
@@ -128,7 +129,8 @@ def compile_task(order: CompileOrder | None) -> Any:
     mlir_path = Path(art.mlir_path)
     mlir_text = None if shared or not mlir_path.is_file() else mlir_path.read_text()
     return Shipped(meta=dict(art.meta), node_root=str(cache.root), mlir_name=mlir_name, mlir_text=mlir_text,
-                   seconds=art.compile_seconds, cache_hit=art.cache_hit, node=_node_label(), files=files)
+                   seconds=art.compile_seconds, cache_hit=art.cache_hit, node=_node_label(), files=files,
+                   untrusted=art.untrusted)
 
 
 class MeasureActor:

@@ -31,6 +31,8 @@ class Artifact:
     meta: dict[str, Any] = field(default_factory=dict)  # the entry's meta.json
     scratch_dir: str = ""           # a writable folder for this kernel's extras (reproducer inputs): `dir`
                                     # itself, or the overlay's when the entry is in a read-only cache
+    untrusted: str = ""             # the entry this compile replaced because it was not trusted (where and why,
+                                    # one line: compile/trust.py), for the front end's once-per-run notice
 
     def to_compile_info(self) -> CompileInfo:
         return CompileInfo(seconds=self.compile_seconds, cache_hit=self.cache_hit, command=list(self.command),
@@ -39,7 +41,7 @@ class Artifact:
 
 
 def artifact_from_meta(cache: KernelCache, meta: dict[str, Any], target: Target, variant: Variant, *,
-                       cache_hit: bool, seconds: float) -> Artifact:
+                       cache_hit: bool, seconds: float, untrusted: str = "") -> Artifact:
     """The Artifact of the cache entry whose validated meta.json is `meta` (where `cache.load` found it: a hit
     may live in a read-only cache)."""
     func, key = meta["func_name"], meta["key"]
@@ -49,4 +51,5 @@ def artifact_from_meta(cache: KernelCache, meta: dict[str, Any], target: Target,
                     compiler_version=meta["compiler_version"], num_dispatches=int(meta["num_dispatches"]),
                     configs_dir=str(d / CONFIGS),
                     mlir_path=str(d.parent / mlir_file_name(func, variant.export_formulation(func))),
-                    flags=list(meta["flags"]), meta=meta, scratch_dir=str(cache.entry_dir(func, key)))
+                    flags=list(meta["flags"]), meta=meta, scratch_dir=str(cache.entry_dir(func, key)),
+                    untrusted=untrusted)

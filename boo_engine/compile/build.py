@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import iree_tools
+from .. import iree_tools, locations
 from ..errors import CompileError
 from ..ops.base import OpSignature
 from ..targets import Target
@@ -51,6 +51,11 @@ def _remember_prebuilt(cache: KernelCache, sig: OpSignature, flags: list[str], i
 
 def not_prebuilt(sig: OpSignature, target: Target, cache: KernelCache) -> CompileError:
     """The one-line error for a kernel a machine without a compiler cannot resolve."""
+    if cache.untrusted:   # a carried cache, signed with a key this machine does not have
+        return CompileError(
+            f"{sig.func_name}: the kernel cache {cache.root} holds kernels not signed with your key "
+            f"({cache.key.path}), and no iree-compile is installed here to build them anew: carry the key that "
+            f"filled the cache with it and name it in ${locations.CACHE_KEY_ENV}")
     return CompileError(
         f"{sig.func_name}: not in the kernel cache {cache.root}, and no iree-compile is installed here to build "
         f"it: fill the cache where iree-base-compiler is (boo-driver --preload --commands-file FILE --target "
@@ -124,7 +129,8 @@ def compile_signature(sig: OpSignature, target: Target | str = "cpu", variant: V
         cache.index_record(ikey, func, key)
     _remember_prebuilt(cache, sig, kflags, identity, vkey, meta)
     seconds = 0.0 if hit else time.perf_counter() - t0
-    return artifact_from_meta(cache, meta, target, variant, cache_hit=hit, seconds=seconds)
+    return artifact_from_meta(cache, meta, target, variant, cache_hit=hit, seconds=seconds,
+                              untrusted="" if hit else cache.untrusted.get((func, key), ""))
 
 
 def _build(cache: KernelCache, sig: OpSignature, target: Target, variant: Variant, flags: list[str], key: str,

@@ -24,7 +24,9 @@ Root: an explicit `root` argument, else `$BOO_CACHE_DIR`, else `~/.cache/boo-tui
 Writes are atomic: an entry is built in a temporary folder next to its final place and renamed into place, so a
 reader never sees half an entry. An entry is validated as a whole when loaded (`entry_problem`: meta.json an
 object with the documented fields and types, kernel.vmfb of the recorded size and checksum, compile_command.sh,
-configs/ holding every file meta lists); anything missing or damaged is treated as absent and rebuilt.
+configs/ holding every file meta lists); anything missing or damaged is treated as absent and rebuilt. A kernel is
+native code, so an entry is loaded only when trusted (trust.py: signed with the user's key, in folders nobody else
+can write); one that is not is rebuilt too, and `untrusted` names it for the front end's once-per-run line.
 
 A machine with no iree-compile (a GPU box that is lent a cache filled elsewhere with `boo-driver --preload
 --target cuda:sm_80 --cache-dir DIR`) cannot export or compile, and its torch may not be the one that exported the
@@ -45,12 +47,10 @@ from __future__ import annotations
 import atexit
 import contextlib
 import fcntl
-import functools
 import hashlib
 import json
 import os
 import shutil
-import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
@@ -61,7 +61,13 @@ from .. import iree_tools, locations
 from ..errors import BooError, CompileError
 from ..fsutil import atomic_write, file_sha256, open_lock_file, read_regular_text
 from ..ops.base import DEFAULT_FORMULATION
-from .procs import pid_alive
+from . import trust
+from .procs import host_tag as _host_tag  # noqa: F401 - tests name it here
+from .procs import maybe_alive as _pid_alive
+from .procs import owner_pid as _owner_pid
+from .procs import owner_tag as _owner_tag
+from .sources import class_source_digest as _class_source_digest
+from .sources import torch_version  # tests replace it here (another machine's torch)
 
 VMFB = "kernel.vmfb"
 META = "meta.json"
@@ -84,7 +90,7 @@ def check_root(root: Path) -> bool:
     """Create `root` if needed and say whether it is writable (False: a read-only cache, usable for hits).
     Raises CacheRootError when it cannot be created or is not a readable folder."""
     try:
-        root.mkdir(parents=True, exist_ok=True)
+        trust.make_dirs(root)   # (never group-writable: it would not be trusted)
     except OSError as e:
         if not root.is_dir():
             raise CacheRootError(f"kernel cache {root} cannot be created: {e.strerror or e}") from None
@@ -132,39 +138,6 @@ def entry_problem(d: Path, func_name: str, key: str, meta: object) -> str | None
     return None
 
 
-@functools.cache
-def torch_version() -> str:
-    """The installed torch's version (the exported MLIR depends on it), read from its package metadata: a
-    cache lookup must not import torch (~1 s)."""
-    from importlib import metadata
-
-    try:
-        return metadata.version("torch")
-    except metadata.PackageNotFoundError:  # a source checkout on sys.path
-        import torch
-
-        return str(torch.__version__)
-
-
-def _class_source_digest(cls: type) -> str:
-    """Digest of every Python file in the package folder defining a signature class (e.g. boo_engine/ops/):
-    a change to how an op is expressed must miss the index, since the MLIR may change while the signature's
-    repr does not. Computed once per class per process."""
-    return _source_digest(cls.__module__, cls.__qualname__)
-
-
-@functools.cache
-def _source_digest(module: str, qualname: str) -> str:
-    h = hashlib.sha256(qualname.encode())
-    try:
-        folder = Path(getattr(sys.modules.get(module), "__file__", None) or "").parent
-        for f in sorted(folder.glob("*.py")):
-            h.update(f.name.encode() + b"\0" + f.read_bytes())
-    except (OSError, TypeError):
-        pass
-    return h.hexdigest()
-
-
 def _atomic_write(path: Path, data: str | bytes) -> None:
     atomic_write(path, data, make_parents=True, private=True)
 
@@ -199,25 +172,46 @@ class KernelCache:
             else:
                 root = locations.cache_root()
         self.root = Path(root).expanduser().resolve()
-        if _lower is None and not check_root(self.root):
-            self.lower, self.root = self.root, self._overlay(overlay)
+        self.key = trust.cache_key()   # a key file that is not safe to use: CacheKeyError (a usage error)
+        #: what this process saw but did not trust: (func_name, key) of an entry, or ("index"/"prebuilt", record
+        #: key) of a record -> where and why, one line
+        self.untrusted: dict[tuple[str, str], str] = {}
+        if _lower is None:
+            self._distrust_roots(overlay)
         self._compiler_version = compiler_version
         self._thread_locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
         self._found: dict[tuple[str, str], Path] = {}
 
+    def _distrust_roots(self, overlay: str | os.PathLike | None) -> None:
+        """A read-only root serves hits beside an overlay; a root others can write is not used (trust.py)."""
+        writable = check_root(self.root)
+        why = self._unsafe(self.root)
+        if why is None and writable:
+            return
+        bad, self.root = self.root, self._overlay(overlay)
+        if why is None:
+            self.lower = bad
+            return
+        self.notice = (f"kernel cache {bad} is not safe to load code from ({why}): its kernels are not used, new "
+                       f"ones are compiled into {self.root}{' (deleted at exit)' if self.temporary else ''}; make "
+                       f"it yours (chmod go-w), or give a team's cache a shared key (${locations.CACHE_KEY_ENV})")
+
+    def _unsafe(self, root: Path) -> str | None:
+        return None if self.key.shared else trust.path_problem(root)
+
     def _overlay(self, overlay: str | os.PathLike | None) -> Path:
-        """The writable cache misses are compiled into when the root is read-only."""
-        if overlay is not None:
-            path = Path(overlay).expanduser().resolve()
-            if not check_root(path):
-                raise CacheRootError(f"kernel cache {self.root} is read-only and so is the overlay {path}")
-        else:
+        """The writable cache misses are compiled into when the root is read-only or not safe: `overlay` (when it is
+        safe), else a private temporary cache deleted at exit."""
+        path = Path(overlay).expanduser().resolve() if overlay is not None else None
+        if path is not None and not check_root(path):
+            raise CacheRootError(f"kernel cache {self.root} is read-only and so is the overlay {path}")
+        if path is None or self._unsafe(path):
             path = Path(tempfile.mkdtemp(prefix="boo-kernels-overlay-")).resolve()
             self.temporary = True
             atexit.register(shutil.rmtree, str(path), True)
         self.notice = (f"kernel cache {self.root} is read-only: its kernels are used as they are, new ones are "
-                       f"compiled into {path}" + (" (deleted at exit)" if overlay is None else ""))
+                       f"compiled into {path}" + (" (deleted at exit)" if self.temporary else ""))
         return path
 
     def __repr__(self) -> str:
@@ -245,11 +239,12 @@ class KernelCache:
         for root in self.roots():
             with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
                 known = json.loads(read_regular_text(root / memo))
-                if known["stamp"] == stamp:
+                if known["stamp"] == stamp and self.key.opens("compiler", known):
                     return str(known["version"])
         version = iree_tools.compiler_version(exe, error=CompileError)
         with contextlib.suppress(OSError):
-            _atomic_write(self.root / memo, json.dumps({"stamp": stamp, "version": version}))
+            _atomic_write(self.root / memo, json.dumps(self.key.seal("compiler", {"stamp": stamp,
+                                                                                  "version": version})))
         return version
 
     # ---- keys -----------------------------------------------------------------------------------------
@@ -272,20 +267,25 @@ class KernelCache:
 
     def index_lookup(self, ikey: str) -> tuple[str, str] | None:
         """(func_name, key) recorded for an index key, or None."""
-        return self._read_record(self._index_path, ikey)
+        return self._read_record(self._index_path, ikey, "index")
 
-    def _read_record(self, path_of: Callable[[str, Path], Path], k: str) -> tuple[str, str] | None:
-        """The first readable {"func_name", "key"} record for `k` over the cache's roots, or None."""
+    def _read_record(self, path_of: Callable[[str, Path], Path], k: str, kind: str) -> tuple[str, str] | None:
+        """The first readable {"func_name", "key"} record for `k`, signed with our key, over the roots, or None."""
         for root in self.roots():
             try:
                 rec = json.loads(read_regular_text(path_of(k, root)))
-                return str(rec["func_name"]), str(rec["key"])
+                if self.key.opens(f"{kind}:{k}", rec):
+                    return str(rec["func_name"]), str(rec["key"])
+                self.untrusted[(kind, k)] = f"{path_of(k, root)}: {trust.UNSIGNED}"
             except (OSError, ValueError, KeyError, TypeError):
                 continue
         return None
 
+    def _write_record(self, path: Path, kind: str, k: str, func_name: str, key: str) -> None:
+        _atomic_write(path, json.dumps(self.key.seal(f"{kind}:{k}", {"func_name": func_name, "key": key})))
+
     def index_record(self, ikey: str, func_name: str, key: str) -> None:
-        _atomic_write(self._index_path(ikey), json.dumps({"func_name": func_name, "key": key}))
+        self._write_record(self._index_path(ikey), "index", ikey, func_name, key)
 
     def prebuilt_key(self, sig: object, flags: list[str], target_identity: str, variant_key: str) -> str:
         """The index key without the torch and compiler versions: what a machine with no compiler can compute."""
@@ -298,13 +298,13 @@ class KernelCache:
 
     def prebuilt_lookup(self, pkey: str) -> tuple[str, str] | None:
         """(func_name, key) of the kernel last built for a prebuilt key, or None."""
-        return self._read_record(self._prebuilt_path, pkey)
+        return self._read_record(self._prebuilt_path, pkey, "prebuilt")
 
     def prebuilt_record(self, pkey: str, func_name: str, key: str) -> None:
         """Remember which entry a prebuilt key resolves to (the latest build wins); skipped when already so."""
         if self.prebuilt_lookup(pkey) == (func_name, key):
             return
-        _atomic_write(self._prebuilt_path(pkey), json.dumps({"func_name": func_name, "key": key}))
+        self._write_record(self._prebuilt_path(pkey), "prebuilt", pkey, func_name, key)
 
     # ---- entries --------------------------------------------------------------------------------------
     def func_dir(self, func_name: str) -> Path:
@@ -332,17 +332,28 @@ class KernelCache:
         return path
 
     def load(self, func_name: str, key: str) -> dict[str, Any] | None:
-        """The validated meta of an entry, or None when absent, truncated or damaged in any part (then it gets
-        rebuilt, in the writable root). The writable root's copy wins over the read-only one's."""
+        """The validated meta of a trusted entry, or None when absent, truncated, damaged in any part or not
+        trusted (then it gets rebuilt, in the writable root). The writable root's copy wins over the read-only's."""
         for root in self.roots():
             d = root / func_name / key[:16]
-            try:
-                meta = json.loads(read_regular_text(d / META))
-                if entry_problem(d, func_name, key, meta) is None:
-                    self._found[(func_name, key)] = d
-                    return meta
-            except (OSError, ValueError, KeyError, TypeError):
-                continue
+            meta = self._valid(d, func_name, key)
+            if meta is not None:
+                self._found[(func_name, key)] = d
+                return meta
+        return None
+
+    def _valid(self, d: Path, func_name: str, key: str) -> dict[str, Any] | None:
+        """The meta of the entry in `d` when it is whole and trusted; an untrusted one is noted in `untrusted`."""
+        try:
+            meta = json.loads(read_regular_text(d / META))
+            if entry_problem(d, func_name, key, meta) is not None:
+                return None
+            why = trust.entry_problem(d, meta, self.key, (VMFB, COMMAND, CONFIGS))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        if why is None:
+            return meta
+        self.untrusted[(func_name, key)] = f"{d}: {why}"
         return None
 
     def staging_dir(self, func_name: str, key: str) -> Path:
@@ -372,8 +383,11 @@ class KernelCache:
         vmfb = staging / VMFB
         meta = dict(meta, schema=SCHEMA, key=key, func_name=func_name,
                     vmfb_size=vmfb.stat().st_size, vmfb_sha256=file_sha256(vmfb))
+        meta = trust.seal_entry(staging, meta, self.key, unlisted=(VMFB, META))
         (staging / META).write_text(json.dumps(meta, indent=2, sort_keys=True))
         final = self.entry_dir(func_name, key)
+        trust.harden(staging / META)
+        trust.harden(final.parent)
         self.discard(func_name, key)  # corrupt or stale: rename onto a non-empty dir would fail
         try:
             os.rename(staging, final)
@@ -429,9 +443,21 @@ class KernelCache:
             for fdir in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
                 for edir in sorted(p for p in fdir.iterdir() if p.is_dir() and not p.name.startswith(".")):
                     with contextlib.suppress(OSError, ValueError, KeyError, TypeError, AttributeError):
-                        meta = json.loads(read_regular_text(edir / META))
-                        if entry_problem(edir, fdir.name, meta["key"], meta) is None:
-                            yield fdir.name, meta["key"], edir
+                        key = json.loads(read_regular_text(edir / META))["key"]
+                        if self._valid(edir, fdir.name, key) is not None:
+                            yield fdir.name, key, edir
+
+
+def adopt(cache: KernelCache, func_name: str, key: str, meta: dict[str, Any]) -> dict[str, Any] | None:
+    """Sign with `cache`'s key the entry that a peer we trust (a Ray node sharing the folder, whose key may differ)
+    wrote and described with `meta`, when it is whole and is what `meta` says, file by file; its meta then."""
+    d = cache.entry_dir(func_name, key)
+    with cache.lock(func_name, key), contextlib.suppress(OSError, ValueError):
+        theirs = json.loads(read_regular_text(d / META))
+        same = json.dumps(theirs, sort_keys=True) == json.dumps(meta, sort_keys=True)
+        if same and entry_problem(d, func_name, key, meta) is None and trust.files_problem(d, meta) is None:
+            _atomic_write(d / META, json.dumps(cache.key.seal("entry", meta), indent=2, sort_keys=True))
+    return cache.load(func_name, key)
 
 
 def open_cache(explicit: str | os.PathLike | None = None) -> KernelCache:
@@ -461,28 +487,3 @@ def default_cache() -> KernelCache:
         if _default is None:
             _default = KernelCache()
         return _default
-
-
-@functools.cache
-def _host_tag() -> str:
-    import socket
-
-    return hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
-
-
-def _owner_tag() -> str:
-    """`PID-HOST` for a staging or trash folder's name: who made it, so its leftovers can be swept safely."""
-    return f"{os.getpid()}-{_host_tag()}"
-
-
-def _owner_pid(name: str) -> int | None:
-    """The pid in a `.tmp-KEY-PID-HOST-XXXX` / `.trash-KEY-PID-HOST-XXXX` folder made on THIS host; None for
-    anything else (other hosts' folders, entries)."""
-    parts = name.split("-")
-    if len(parts) < 5 or parts[0] not in (".tmp", ".trash") or not parts[2].isdigit() or parts[3] != _host_tag():
-        return None
-    return int(parts[2])
-
-
-def _pid_alive(pid: int) -> bool:
-    return pid_alive(pid) is not False   # unknown counts as alive: never sweep what may be in use

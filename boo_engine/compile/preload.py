@@ -29,6 +29,7 @@ class PreloadItem:
     seconds: float = 0.0        # export + compile wall time (0 for cached)
     vmfb_path: str | None = None
     error: str | None = None    # one line, for failed
+    untrusted: str = ""         # compiled anew because the cached entry was not trusted (Artifact.untrusted)
 
 
 @dataclass
@@ -94,7 +95,7 @@ def preload(commands: Iterable[Any], target: Target | str, variants: Sequence[Va
             try:
                 art = fut.result()
                 item = PreloadItem(sig.func_name, v.name, CACHED if art.cache_hit else COMPILED,
-                                   seconds=art.compile_seconds, vmfb_path=art.vmfb_path)
+                                   seconds=art.compile_seconds, vmfb_path=art.vmfb_path, untrusted=art.untrusted)
             except BooError as e:
                 item = PreloadItem(sig.func_name, v.name, FAILED, error=first_line(str(e), 300))
             except Exception as e:  # noqa: BLE001 - one kernel's failure must not stop the others
@@ -110,6 +111,10 @@ def preload(commands: Iterable[Any], target: Target | str, variants: Sequence[Va
 def format_summary(summary: PreloadSummary) -> str:
     """Human-readable report: one line per failure, then the totals."""
     lines = [f"failed  {i.func_name} [{i.variant}]: {i.error}" for i in summary.failed]
+    untrusted = [i for i in summary.items if i.untrusted]
+    if untrusted:
+        lines.append(f"{len(untrusted)} cached kernel(s) not trusted, compiled anew; the first: "
+                     f"{untrusted[0].untrusted}")
     lines.append(f"preload {summary.target}: {len(summary.compiled)} compiled, {len(summary.cached)} already "
                  f"cached, {len(summary.failed)} failed in {summary.wall_seconds:.1f} s")
     return "\n".join(lines)

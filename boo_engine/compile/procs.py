@@ -3,6 +3,8 @@ whole tree. Linux only; elsewhere the readers answer None / nothing and the kill
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
 import os
 import signal
 
@@ -88,3 +90,29 @@ def kill_tree(pid: int) -> None:
     for p in procs:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(p, signal.SIGKILL)
+
+
+@functools.cache
+def host_tag() -> str:
+    import socket
+
+    return hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+
+
+def owner_tag() -> str:
+    """`PID-HOST` for a cache's staging or trash folder's name: who made it, so its leftovers can be swept safely."""
+    return f"{os.getpid()}-{host_tag()}"
+
+
+def owner_pid(name: str) -> int | None:
+    """The pid in a `.tmp-KEY-PID-HOST-XXXX` / `.trash-KEY-PID-HOST-XXXX` folder made on THIS host; None for
+    anything else (other hosts' folders, entries)."""
+    parts = name.split("-")
+    if len(parts) < 5 or parts[0] not in (".tmp", ".trash") or not parts[2].isdigit() or parts[3] != host_tag():
+        return None
+    return int(parts[2])
+
+
+def maybe_alive(pid: int) -> bool:
+    """False only when the process is known gone: unknown counts as alive, never sweep what may be in use."""
+    return pid_alive(pid) is not False

@@ -12,6 +12,7 @@ The pool and worker modules are imported lazily: the headless front end must sta
 """
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -54,6 +55,9 @@ class CompileStage:
         self._pool_factory = pool_factory
         #: a compile of this session made it into the cache (so the cache can take writes)
         self._stored = False
+        #: said once per run, at the first cached kernel that was not trusted (and so compiled anew)
+        self.untrusted_note: str | None = None
+        self._note_lock = threading.Lock()
 
     def _ensure_pool(self) -> CompilePool:
         if self._pool is None and self._pool_factory is not None:
@@ -154,6 +158,13 @@ class CompileStage:
         return True
 
     def _compiled(self, result: JobResult, artifact: Artifact) -> None:
+        if artifact.untrusted:
+            with self._note_lock:
+                first = self.untrusted_note is None
+                if first:
+                    self.untrusted_note = untrusted_notice(artifact.untrusted)
+            if first:
+                self._state.emit(ev.Log(level="warning", message=str(self.untrusted_note)))
         info = result.compile = artifact.to_compile_info()
         self._state.emit(ev.CompileFinished(job_id=result.job_id, ok=True, seconds=info.seconds,
                                             cache_hit=info.cache_hit))
@@ -213,3 +224,8 @@ def cluster_lost(state: SessionState, e: ClusterLost) -> None:
     every unfinished job ends interrupted, and --resume continues (locally or on a cluster)."""
     if state.halt(f"{e}: the run stopped (--resume continues it)", str(e), store_broken=False):
         state.emit(ev.Log(level="error", message=f"{e}: the run stopped (--resume continues it)"))
+
+
+def untrusted_notice(untrusted: str) -> str:
+    """The run's one line for the cache entries it did not trust (compile/trust.py), from the first one's."""
+    return f"kernel cache entry {untrusted}: not loaded, compiled anew (so is every such entry of this run)"

@@ -88,10 +88,10 @@ class Session:
         self._environment_thread.start()
         self._recorder = RunRecorder(self.store, self._state, self.config, self.target.name)
         cfg, target = self.config, self.target
-        self._compiling = CompileStage(self._state, self._recorder, cfg, target, self._cache, pools)
+        self.compile_stage = CompileStage(self._state, self._recorder, cfg, target, self._cache, pools)
         self._measuring = DeviceStages(self._state, self._recorder, cfg, target, self._tmp.name, worker, workers)
         self._finalizer = Finalizer(self._state, self._recorder, self.config, self.target)
-        self._runner = Runner(self._state, self._recorder, self.target, self._compiling, self._measuring,
+        self._runner = Runner(self._state, self._recorder, self.target, self.compile_stage, self._measuring,
                               self._finalizer)
         if self.config.resume is not None:
             self._plan.resumed = self._recorder.resume(self.config.resume, self.environment)
@@ -261,7 +261,7 @@ class Session:
         """Last resort (a second Ctrl-C, just before the process exits): SIGKILL the benchmark worker and the
         compile workers with their compilers, taking no lock (the caller may interrupt a thread holding one)."""
         self._measuring.kill_now()
-        self._compiling.kill_now()
+        self.compile_stage.kill_now()
 
     def close(self) -> None:
         """Stop everything; unfinished jobs are marked interrupted, the run is closed, the DB is flushed.
@@ -271,7 +271,7 @@ class Session:
         self._closed = True
         self._stop()
         self._measuring.close()
-        self._compiling.shutdown()
+        self.compile_stage.shutdown()
         self.store.close()
         self._tmp.cleanup()
 
@@ -288,7 +288,7 @@ class Session:
         with state.lock:
             self._plan.cancel(list(self._plan.planned))
         state.wake.set()
-        self._compiling.cancel_all()
+        self.compile_stage.cancel_all()
         self._runner.join(timeout=RUNNER_JOIN_S)
         with state.lock:
             for result in self.jobs.values():
