@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from cli_support import refused, run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -260,3 +261,21 @@ def test_merging_a_damaged_database_names_it_in_one_line(cli_env, tmp_path):
     p = run(["merge", db, damaged, "-o", tmp_path / "all.db"], cli_env, tmp_path)
     refused(p, "damaged.db")
     assert not (tmp_path / "all.db").exists()
+
+
+@pytest.mark.parametrize("name", ["../../outside.txt", "/tmp/outside.txt", "configs/../../x", "a\\..\\x"])
+def test_a_node_cannot_write_outside_the_cache_entry_it_ships(tmp_path, name):
+    """A Ray node sends its compiled entry's files by name; '../x' was written wherever it pointed."""
+    from types import SimpleNamespace
+
+    from boo_engine.cluster.compiling import RayCompilePool
+    from boo_engine.cluster.remote import Shipped
+    from boo_engine.compile.cache import KernelCache
+    from boo_engine.errors import CompileError
+
+    cache = KernelCache(tmp_path / "kernels")
+    shipped = Shipped(meta={}, node_root="/node/cache", mlir_name="k.mlir", mlir_text=None, seconds=0.1,
+                      cache_hit=False, node="node-b", files={"kernel.vmfb": b"x", name: b"planted"})
+    with pytest.raises(CompileError, match="outside the cache entry"):
+        RayCompilePool._write_entry(SimpleNamespace(cache=cache), shipped, "gemm_float32_forward_8x8x8", "0" * 64)
+    assert not any(p.name == "outside.txt" for p in tmp_path.rglob("*")) and not Path("/tmp/outside.txt").exists()

@@ -16,7 +16,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ..compile.artifact import Artifact, artifact_from_meta
@@ -172,6 +172,10 @@ class RayCompilePool:
 
     def _write_entry(self, shipped: Shipped, func: str, key: str) -> None:
         cache, here, there = self.cache, str(self.cache.root), shipped.node_root
+        names = [*shipped.files, *([shipped.mlir_name] if shipped.mlir_text is not None else [])]
+        if bad := next((n for n in names if not _entry_name(n)), None):
+            # a node names the files it sends: '../x' or '/x' would be written outside the entry
+            raise CompileError(f"{func}: node {shipped.node} sent a file named {bad!r}, outside the cache entry")
         if shipped.mlir_text is not None:
             _write(cache.func_dir(func) / shipped.mlir_name, shipped.mlir_text.encode())
         staging = cache.staging_dir(func, key)
@@ -232,3 +236,10 @@ def _write(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_bytes(data)
     os.replace(tmp, path)
+
+
+def _entry_name(rel: str) -> bool:
+    """A name a node may give a file of an entry: relative, within the entry (no '..', no absolute path), plain."""
+    parts = PurePosixPath(rel).parts
+    return bool(parts) and not rel.startswith("/") and "\\" not in rel and all(
+        p not in ("..", ".") and "\0" not in p for p in parts)
