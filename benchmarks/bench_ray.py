@@ -150,7 +150,7 @@ def compile_throughput(path: str | None, count: int) -> dict:
     local_wall = time.perf_counter() - t0
     compile_s = [a.compile_seconds for a in arts]
     print(f"local pool: {local_wall:.1f} s for {len(sigs)} kernels", file=sys.stderr, flush=True)
-    with LoopbackCluster(cpus=1) as c:
+    with LoopbackCluster(cpus=1, loopback=False) as c:
         c.add_node(cpus=1)
         cluster = Cluster(c.address)
         print(f"cluster up: {len(cluster.nodes())} nodes", file=sys.stderr, flush=True)

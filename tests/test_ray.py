@@ -1,14 +1,18 @@
 """--ray: compiling and measuring on a real Ray cluster, started by the tests on loopback (127.0.0.1, no
-dashboard), and nothing of it left running afterwards. Skipped when the optional extra is not installed (CI
+dashboard; every process of it listens on loopback only, checked), and nothing of it left running afterwards. Skipped when the optional extra is not installed (CI
 installs it: scripts/setup.sh --test)."""
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -63,6 +67,116 @@ def cluster():
         pids = c.pids()
         c.stop()
         assert not _gone(pids), "processes of the test cluster are still running"
+
+
+def _listening(pids) -> dict[str, set[str]]:
+    """What each of `pids` listens on (TCP listening, UDP bound), read from /proc: {"pid comm": {"addr:port"}}."""
+    where: dict[str, str] = {}
+    for proto in ("tcp", "tcp6", "udp", "udp6"):
+        for line in Path(f"/proc/net/{proto}").read_text().splitlines()[1:]:
+            f = line.split()
+            if f[3] not in ("0A", "07"):       # LISTEN (tcp), unconnected (udp)
+                continue
+            hexaddr, port = f[1].split(":")
+            raw = bytes.fromhex(hexaddr)       # 32-bit words in host (little-endian) order
+            addr = ipaddress.ip_address(b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4)))
+            where[f[9]] = f"{addr}:{int(port, 16)}"
+    found: dict[str, set[str]] = {}
+    for pid in pids:
+        try:
+            comm = Path(f"/proc/{pid}/comm").read_text().strip()
+            fds = list(Path(f"/proc/{pid}/fd").iterdir())
+        except OSError:
+            continue
+        links = []
+        for fd in fds:
+            with contextlib.suppress(OSError):     # (closed since it was listed)
+                links.append(os.readlink(fd))
+        inodes = [link[8:-1] for link in links if link.startswith("socket:[")]
+        if socks := {where[i] for i in inodes if i in where}:
+            found[f"{pid} {comm}"] = socks
+    return found
+
+
+def _exposed(listening: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The sockets of `listening` that are not on loopback (an IPv4-mapped 127.x is loopback)."""
+    def loopback(sock: str) -> bool:
+        ip = ipaddress.ip_address(sock.rpartition(":")[0])
+        mapped = getattr(ip, "ipv4_mapped", None)
+        return ip.is_loopback or bool(mapped and mapped.is_loopback)
+    return {who: bad for who, socks in listening.items() if (bad := {s for s in socks if not loopback(s)})}
+
+
+def _tree(root: int) -> set[int]:
+    """`root` and its live descendants."""
+    parent: dict[int, int] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                parent[int(d.name)] = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                pass
+    tree, grew = {root}, True
+    while grew:
+        more = {p for p, pp in parent.items() if pp in tree and p not in tree}
+        tree |= more
+        grew = bool(more)
+    return tree
+
+
+def test_a_loopback_cluster_and_its_driver_listen_on_loopback_only(cluster):
+    """Ray replaces a loopback --node-ip-address by the machine's address, and its processes then listen on
+    every interface: the cluster (Ray's switch) and a driver joining it at 127.0.0.1 (require_ray) stay on
+    loopback: the GCS, the raylet, its agents, a worker, the client server where Ray's client is installed,
+    and this process's own server."""
+    import ray
+
+    Cluster(cluster.address)
+    assert ray.get(ray.remote(lambda: os.getpid()).remote()) in cluster.pids()    # a worker is up
+    listening = _listening([*cluster.pids(), os.getpid()])
+    names = " ".join(listening)
+    assert "gcs_server" in names and "raylet" in names and f"{os.getpid()} " in names, listening
+    if cluster.client_port:     # the client server is the cluster's too (stopped with it)
+        assert any(s.endswith(f":{cluster.client_port}") for socks in listening.values() for s in socks), listening
+    assert not _exposed(listening), listening
+
+
+def test_ray_local_starts_a_cluster_on_loopback_locked_with_a_token_of_its_own(tmp_path, cli_env):
+    """`--ray local` as users run it: every process of the cluster it starts (and the run's own) listens on
+    loopback only, the cluster asks for a token that only the run's processes hold (not written to ~/.ray,
+    where Ray 2.60 would put one that every later `ray start` of the user then asks for), and nothing of it is
+    left running when the run ends."""
+    home = tmp_path / "home"
+    home.mkdir()
+    short = Path(tempfile.mkdtemp(prefix="rl", dir="/tmp"))   # Ray's socket paths live under it: < 108 bytes
+    env = {k: v for k, v in cli_env.items() if not k.startswith(("RAY_AUTH", "RAY_ENABLE_WINDOWS"))}
+    # (HOME: where Ray would write its token; the caches stay the user's, the CPU's measured peaks with them)
+    env.update(HOME=str(home), TMPDIR=str(short), XDG_CACHE_HOME=env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache"))
+    proc = subprocess.Popen([sys.executable, "-m", "boo_tui", "--headless", "--db", str(tmp_path / "r.db"),
+                             "--target", "cpu", "--backend", "iree", "--min-time", "1.5", "--ray", "local",
+                             COMMANDS[1]], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen: dict[str, set[str]] = {}
+    gcs_env = b""
+    try:
+        while proc.poll() is None:
+            for who, socks in _listening(_tree(proc.pid)).items():
+                seen.setdefault(who, set()).update(socks)
+                if who.endswith(" gcs_server") and not gcs_env:
+                    with contextlib.suppress(OSError):
+                        gcs_env = Path(f"/proc/{who.split()[0]}/environ").read_bytes()
+            time.sleep(0.3)
+        out = proc.stdout.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        shutil.rmtree(short, ignore_errors=True)
+    assert proc.returncode == 0, out
+    names = " ".join(seen)
+    assert "gcs_server" in names and "raylet" in names and f"{proc.pid} " in names and "ray::" in names, seen
+    assert not _exposed(seen), seen
+    assert b"RAY_AUTH_MODE=token\0" in gcs_env and b"RAY_AUTH_TOKEN=" in gcs_env
+    assert not (home / ".ray" / "auth_token").exists()
+    assert not _gone([int(who.split()[0]) for who in seen])
 
 
 def _config(tmp_path: Path, cluster, **kw) -> SessionConfig:
@@ -171,7 +285,7 @@ def test_an_actor_killed_on_one_of_two_nodes_moves_its_command_to_the_other(tmp_
     if ray.is_initialized():   # the module's cluster: this test joins its own
         ray.shutdown()
     Cluster._joined = None
-    with LoopbackCluster(cpus=1) as two:
+    with LoopbackCluster(cpus=1, loopback=False) as two:    # (Ray refuses a second node on loopback)
         two.add_node(cpus=1)
         try:
             config = _config(tmp_path, two, min_time_s=1.5, backends=("iree",))
@@ -256,6 +370,39 @@ def test_ray_errors_are_one_line(tmp_path, cli_env):
     p = subprocess.run([sys.executable, "-m", "boo_tui", "--headless", COMMANDS[1]], env=env, capture_output=True,
                        text=True, timeout=120)
     assert p.returncode == 2 and "pip install" in p.stderr, p.stderr
+
+
+def test_a_ray_client_address_without_the_client_says_what_to_install(tmp_path, cli_env):
+    """ray:// needs Ray's client (grpcio, ray[client]): without it (a `grpc` that cannot be imported shadows any
+    installed one), one line saying what to install, before anything runs."""
+    fake = tmp_path / "nogrpc" / "grpc"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('no grpc here')\n")
+    env = dict(cli_env, PYTHONPATH=os.pathsep.join([str(fake.parent), cli_env.get("PYTHONPATH", "")]))
+    for argv in (["-m", "boo_tui", "--headless", "--db", str(tmp_path / "r.db"), "--ray", "ray://127.0.0.1:9",
+                  COMMANDS[1]],
+                 ["-m", "boo_engine.cli.driver", "--ray", "ray://127.0.0.1:9", "gemm", "-m", "8", "-n", "8", "-k", "8"]):
+        p = subprocess.run([sys.executable, *argv], env=env, capture_output=True, text=True, timeout=120)
+        assert p.returncode == 2, p.stderr
+        assert len(p.stderr.strip().splitlines()) == 1 and "Ray's client" in p.stderr, p.stderr
+        assert 'pip install "ray[client]' in p.stderr and '.[ray]' in p.stderr, p.stderr
+    assert not (tmp_path / "r.db").exists()
+
+
+def test_a_ray_client_address_runs_through_the_client_server(cluster, tmp_path, cli_env):
+    """--ray ray://HOST:PORT (what the [ray] extra installs the client for): the run goes through the head's
+    client server, and a client address where nothing answers is one line at once."""
+    if cluster.client_address is None:
+        pytest.skip("Ray's client (grpcio) is not installed")
+    closed = _cli("--headless", "--db", str(tmp_path / "c.db"), "--ray", "ray://127.0.0.1:9", COMMANDS[1],
+                  env=cli_env)
+    assert closed.returncode == 2 and "no Ray cluster answers at ray://127.0.0.1:9" in closed.stderr, closed.stderr
+    run = _cli("--headless", "--db", str(tmp_path / "r.db"), "--backend", "iree", "--ray", cluster.client_address,
+               COMMANDS[1], env=cli_env)
+    assert run.returncode == 0, run.stdout + run.stderr
+    con = sqlite3.connect(tmp_path / "r.db")
+    assert [(st, bool(n)) for st, n in con.execute("SELECT status, node FROM results")] == [("done", True)]
+    con.close()
 
 
 def test_tune_and_boo_driver_run_on_the_cluster(cluster, tmp_path, cli_env):

@@ -21,7 +21,8 @@ DEVICES_HELP = ("GPUs to measure on, one benchmark worker each: ids 0,1, a range
                 "the baseline is measured on the same device. Results record the device (cpu, cuda:0, hip:1)")
 
 
-RAY_HELP = ("compile and measure on the Ray cluster at ADDRESS (HOST:PORT of its head, auto, or ray://...; default "
+RAY_HELP = ("compile and measure on the Ray cluster at ADDRESS (HOST:PORT of its head, auto, ray://HOST:PORT of "
+            "its client server, or local: a cluster of this machine started for the run, on loopback; default "
             "$BOO_RAY_ADDRESS): compiles run as Ray tasks on any node's CPUs, measurements on one actor per node "
             "(cpu target) or per GPU; results record the node. Needs the optional extra: pip install -e '.[ray]'")
 
@@ -33,7 +34,7 @@ def ray_address_arg(given: str | None, devices: object = None) -> str | None:
     address = ray_address(given)
     if address is None:
         return None
-    require_ray()
+    require_ray(address)
     if devices:
         raise UsageError("--devices does not go with --ray: the cluster measures on every node's CPU or GPU")
     return address

@@ -68,7 +68,8 @@ machine lacks. --devices 0,1 | 0-3 | all: one benchmark worker per GPU, commands
 the next command; all backends of one command run on ONE GPU, so they compare on the same device).
 --flags '--iree-flag=v ...' adds iree-compile flags to every kernel (recorded with the run, part of the cache key).
 --ray ADDRESS (or $BOO_RAY_ADDRESS) compiles and measures on that Ray cluster (one actor per node's CPU or per GPU;
-results record the node); it needs the optional extra: pip install -e '.[ray]'.
+results record the node; `--ray local` starts one on this machine's loopback); it needs the optional extra:
+pip install -e '.[ray]'.
 --cache-mode cold flushes the caches before every timed call (warm, the default, leaves inputs in cache).
 On a GPU each line gives the wall time per call and, as `dispatch=`, the device time of the dispatches alone.
 --verify-numerics checks every command's IREE kernel (BOO's criteria, changed by its --numerics-* flags) and adds

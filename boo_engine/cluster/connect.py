@@ -19,12 +19,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ClusterLost, one_line
-from . import ClusterError, node_label, require_ray
+from . import AUTH_MODE_ENV, LOCAL, ClusterError, is_client, loopback_host, node_label, require_ray
 
 #: the namespace our actors live in (named per session, so a second session never takes the first one's)
 NAMESPACE = "boo-tui"
 #: how long the head's port may take to accept a connection
 PROBE_TIMEOUT_S = 3.0
+#: where a ray:// address without a port finds the cluster's client server (Ray's default)
+CLIENT_PORT = 10001
 #: what Ray's driver waits for a lost head before it exits the process by itself: long, so the run ends
 #: cleanly (interrupted, results kept) and a dashboard stays up
 RECONNECT_ENV = "RAY_gcs_rpc_server_reconnect_timeout_s"
@@ -60,7 +62,7 @@ class Cluster:
     _joined: str | None = None
 
     def __init__(self, address: str) -> None:
-        require_ray()
+        require_ray(address)
         self.address = address
         self._head = _head_endpoint(address)
         if self._head is not None and not _port_open(*self._head):
@@ -69,7 +71,7 @@ class Cluster:
         self._join()
         import ray
 
-        if self._head is None:   # "auto", or a ray:// client address: ask Ray where its head is
+        if self._head is None:   # "auto" or "local": ask Ray where its head is
             with contextlib.suppress(Exception):
                 self._head = _split_host_port(ray.get_runtime_context().gcs_address)
         self._lost = False
@@ -83,11 +85,17 @@ class Cluster:
                     raise ClusterError(f"this process is already joined to the Ray cluster at {Cluster._joined}")
                 return
             os.environ.setdefault(RECONNECT_ENV, RECONNECT_S)
+            # --ray local: no dashboard (a web server that runs jobs), and every process on loopback (require_ray)
+            local: dict[str, Any] = {"include_dashboard": False} if self.address == LOCAL else {}
             try:
                 ray.init(address=self.address, namespace=NAMESPACE, log_to_driver=False, logging_level=logging.ERROR,
-                         configure_logging=False)
+                         configure_logging=False, **local)
             except Exception as e:  # noqa: BLE001 - ConnectionError, ValueError for a bad address...: one line
-                raise ClusterError(f"cannot join the Ray cluster at {self.address}: {one_line(e)}") from None
+                hint = "" if type(e) is not ConnectionError or AUTH_MODE_ENV in os.environ else (
+                    f" (a cluster with Ray's token authentication needs {AUTH_MODE_ENV}=token here too)")
+                raise ClusterError(f"cannot join the Ray cluster at {self.address}: {_why(e)}{hint}") from None
+            if local:
+                _check_on_loopback(ray)
             Cluster._joined = self.address
         from . import remote
 
@@ -151,10 +159,34 @@ def _split_host_port(text: str) -> tuple[str, int] | None:
 
 
 def _head_endpoint(address: str) -> tuple[str, int] | None:
-    """The head's host and GCS port, for a plain HOST:PORT address; None for "auto" and ray:// (Ray finds those)."""
-    if address == "auto" or "://" in address:
+    """What answers for the cluster: the head's host and GCS port for a plain HOST:PORT address, its client
+    server's for ray://HOST[:PORT]; None for "auto" and "local" (Ray finds those)."""
+    if is_client(address):
+        rest = address[len("ray://"):].split("/", 1)[0]
+        return _split_host_port(rest) or (rest.strip("[]") or "127.0.0.1", CLIENT_PORT)
+    if "://" in address:
         return None
     return _split_host_port(address)
+
+
+def _check_on_loopback(ray: Any) -> None:
+    """--ray local: refuse a cluster that Ray put on a network address after all (a Ray without the switch)."""
+    gcs = _split_host_port(ray.get_runtime_context().gcs_address or "")
+    hosts = {str(n.get("NodeManagerAddress")) for n in ray.nodes()} | {gcs[0] if gcs else "?"}
+    exposed = sorted(h for h in hosts if not loopback_host(h))
+    if exposed:
+        ray.shutdown()
+        raise ClusterError(f"Ray started the local cluster on {', '.join(exposed)}, not on loopback, where anyone "
+                           f"who reaches this machine could run code on it: not using it")
+
+
+def _why(e: BaseException) -> str:
+    """One line for a failed join. Ray's client says "Initialization failure from server:" and then the server's
+    traceback, whose last line is the reason."""
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    if len(lines) > 1 and lines[0].endswith(":"):
+        return f"{type(e).__name__}: {lines[0]} {lines[-1]}"
+    return one_line(e)
 
 
 def _port_open(host: str, port: int) -> bool:
