@@ -164,8 +164,29 @@ def _judge_output(quads: list[tuple[torch.Tensor, ...]], criteria: NumericsCrite
         why.append(f"biased: mean err {mean:.3g} > bound {mean_bound:.3g} ({c.mean_atol:g} + "
                    f"{c.mean_rtol:g}*std {std:.3g} + sampling allowance, n={n})")
     if not math.isfinite(std) or std > c.stddev_atol + c.stddev_rtol * t_std:
-        why.append(f"noisy: std err {std:.3g} > {c.stddev_atol:g} + {c.stddev_rtol:g}*torch std {t_std:.3g}")
+        why.append(f"noisy: std err {std:.3g} > {c.stddev_atol:g} + {c.stddev_rtol:g}*torch std {t_std:.3g}"
+                   + noise_pattern(std, t_std, st["dtype"]))
     return st, why
+
+
+#: the ratio band read as "about sqrt(2)": one extra rounding (sampling spread of a std over 1000+ errors is ~3%)
+SQRT2_BAND = (1.3, 1.55)
+
+
+def noise_pattern(std: float, torch_std: float, dtype: str) -> str:
+    """What a too-noisy output's error pattern suggests, as a suffix for its reason ('' when nothing is read
+    from it). An error std about sqrt(2) times torch's in a 16-bit dtype is what two independent roundings to
+    that dtype give where torch rounds once: an intermediate (a matmul's product before the bias is added, a
+    partial sum) stored in the kernel's dtype while torch keeps it in float32. Reported, never excused: the
+    criterion stays BOO's."""
+    if not (torch_std > 0 and math.isfinite(std)):
+        return ""
+    ratio = std / torch_std
+    text = f" ({ratio:.2f}x torch's"
+    if dtype in ("float16", "bfloat16") and SQRT2_BAND[0] <= ratio <= SQRT2_BAND[1]:
+        return (text + f", about sqrt(2): consistent with an intermediate rounded to {dtype} before the last "
+                f"step, e.g. the product rounded before the bias is added, where torch rounds once)")
+    return text + ")"
 
 
 def structured_args(sig: OpSignature) -> tuple[torch.Tensor, ...]:

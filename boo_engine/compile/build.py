@@ -29,6 +29,7 @@ from . import cache as cache_mod
 from .artifact import Artifact, artifact_from_meta
 from .cache import COMMAND, CONFIGS, VMFB, KernelCache
 from .flags import as_target, compile_flags, key_flags, run_flags
+from .lowering import decompositions_in
 from .runner import run_compiler
 from .storage import storing
 
@@ -113,7 +114,8 @@ def compile_signature(sig: OpSignature, target: Target | str = "cpu", variant: V
     mlir = export_mlir(sig, formulation)
     export_s = time.perf_counter() - t0
     func = sig.func_name
-    key = cache.key_for(mlir, kflags, identity, vkey)
+    decompositions = decompositions_in(mlir)
+    key = cache.key_for(mlir, kflags, identity, vkey, decompositions)
     hit = True
     meta = cache.load(func, key)
     if meta is None:
@@ -124,7 +126,8 @@ def compile_signature(sig: OpSignature, target: Target | str = "cpu", variant: V
                 hit = False
                 mlir_path = cache.write_mlir(func, mlir, formulation)
                 meta = _build(cache, sig, target, variant, flags, key, mlir_path, timeout_s,
-                              export_s=export_s, identity=identity, variant_key=vkey)
+                              export_s=export_s, identity=identity, variant_key=vkey,
+                              decompositions=decompositions)
     with contextlib.suppress(OSError):  # the index only saves the next export: the entry itself is stored
         cache.index_record(ikey, func, key)
     _remember_prebuilt(cache, sig, kflags, identity, vkey, meta)
@@ -134,8 +137,8 @@ def compile_signature(sig: OpSignature, target: Target | str = "cpu", variant: V
 
 
 def _build(cache: KernelCache, sig: OpSignature, target: Target, variant: Variant, flags: list[str], key: str,
-           mlir_path: Path, timeout_s: float, *, export_s: float, identity: str, variant_key: str
-           ) -> dict[str, Any]:
+           mlir_path: Path, timeout_s: float, *, export_s: float, identity: str, variant_key: str,
+           decompositions: tuple[str, ...] = ()) -> dict[str, Any]:
     func = sig.func_name
     exe = iree_tools.tool_path("iree-compile", CompileError)
     final = cache.entry_dir(func, key)
@@ -169,6 +172,7 @@ def _build(cache: KernelCache, sig: OpSignature, target: Target, variant: Varian
             "compiler_version": cache.compiler_version, "compile_seconds": round(seconds, 4),
             "export_seconds": round(export_s, 4), "num_dispatches": len(configs), "configs": configs,
             "mlir_sha256": cache_mod.file_sha256(mlir_path), "created_at": time.time(),
+            "decompositions": list(decompositions),
         }
         return cache.commit(staging, func, key, meta)
     except BaseException:

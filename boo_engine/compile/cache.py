@@ -53,7 +53,7 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -248,10 +248,14 @@ class KernelCache:
         return version
 
     # ---- keys -----------------------------------------------------------------------------------------
-    def key_for(self, mlir: str, flags: list[str], target_identity: str, variant_key: str) -> str:
+    def key_for(self, mlir: str, flags: list[str], target_identity: str, variant_key: str,
+                decompositions: Sequence[str] = ()) -> str:
+        """The entry's key. `decompositions`: the ops torch decomposed for IREE's torch input (compile/lowering.py),
+        hashed as a part of their own when there are any (keys of kernels that needed none are unchanged)."""
         h = hashlib.sha256()
+        extra = (f"decompositions:{json.dumps(sorted(decompositions))}",) if decompositions else ()
         for part in (f"schema{SCHEMA}", mlir, json.dumps(list(flags)), target_identity, variant_key,
-                     self.compiler_version):
+                     self.compiler_version, *extra):
             h.update(part.encode())
             h.update(b"\0\1\0")
         return h.hexdigest()

@@ -11,6 +11,7 @@ import torch
 
 from ..errors import CompileError
 from ..ops.base import DEFAULT_FORMULATION, OpSignature
+from .lowering import lower
 
 #: name of the exported entry point; the runtime calls this function
 FUNC_NAME = "main"
@@ -20,31 +21,41 @@ def export_mlir(sig: OpSignature, formulation: str = DEFAULT_FORMULATION) -> str
     """Torch-dialect MLIR of `sig.reference` (or of the op written as `formulation`, one of
     `sig.formulations()`), with one function `main` taking `sig.input_shapes()`.
 
-    Raises CompileError when the kernel has no such formulation (one line naming those it has), or when
+    Ops IREE's torch input cannot lower are decomposed by torch first (compile/lowering.py: the rule, and the
+    MLIR's first line naming what was decomposed).
+
+    Raises CompileError when the kernel has no such formulation (one line naming those it has), when
     torch.export or the importer rejects the op (a bug in the signature or an op the importer cannot express),
-    with the underlying message kept in `stderr`."""
+    with the underlying message kept in `stderr`, or when an op is left that neither IREE nor torch can lower."""
     from iree.compiler import ir
     from iree.compiler.extras.fx_importer import FxImporter
 
     check_formulation(sig, formulation)
+
+    def import_text(program: object) -> str:
+        importer = FxImporter(context=ir.Context())
+        importer.import_frozen_program(program, func_name=FUNC_NAME)
+        return str(importer.module)
+
     try:
         sig.check()   # an aten:: call resolves its overload now, outside export's fake-tensor tracing
         args = fake_sample_args(sig)
         with torch.no_grad():
             program = torch.export.export(sig.as_module(formulation), args, strict=False)
-            if sig.decompose_for_export:
-                import warnings
-
-                with warnings.catch_warnings():   # torch 2.13 warns about its own pytree internals here
-                    warnings.simplefilter("ignore", FutureWarning)
-                    program = program.run_decompositions()
-        importer = FxImporter(context=ir.Context())
-        importer.import_frozen_program(program, func_name=FUNC_NAME)
-        text = str(importer.module)
+            text, _ = lower(export_label(sig), program, sig.decompose_for_export, import_text)
+    except CompileError:
+        raise
     except Exception as e:  # noqa: BLE001 - export failures become one clear error
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise CompileError(f"{sig.func_name}: export to MLIR failed: {first}", stderr=str(e)) from None
     return text
+
+
+def export_label(sig: OpSignature) -> str:
+    """How a lowering failure names the kernel: `aten::NAME` for a trace line (the op the user wrote), else the
+    kernel's name."""
+    name = getattr(sig, "name", None)
+    return f"aten::{name}" if sig.op == "aten" and isinstance(name, str) else sig.func_name
 
 
 def check_formulation(sig: OpSignature, formulation: str) -> None:

@@ -1,0 +1,169 @@
+"""Which ATen ops IREE's torch input cannot lower, and torch's decompositions of exactly those (torch and
+iree.compiler are imported by the functions that need them: export workers only).
+
+The rule: export the op (as it is, or through torch's default decompositions when the signature asks for them),
+import it, and run IREE's torch input conversion (`torch-to-iree`, ~10 ms in process, the same for every target)
+on the result. An aten op the importer could only write as a generic `torch.operator` (torch-mlir does not know
+it) or one the conversion fails to legalize is decomposed with torch's own decomposition of that op (torch._decomp,
+or its CompositeImplicitAutograd kernel), and the export is imported and checked again, until nothing is left
+unlowered. An op neither IREE nor torch can break down fails in one line naming it. No op list: the frontend
+decides. The decompositions applied are written in the MLIR's first line (so the text, the cache key and the
+cache's .mlir file all say them) and read back by `decompositions_in`.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import CompileError
+
+#: the most rounds of decompose-and-check (a decomposition may emit ops that need one of their own)
+MAX_ROUNDS = 8
+#: the MLIR's first line when ops were decomposed; `decompositions_in` reads it back
+HEADER = "// boo: decomposed for IREE's torch input: "
+#: the op namespaces torch.export emits (prims: what some of torch's decompositions call)
+_OP = r"torch\.(?:aten|prims)\.[\w.]+"
+_OPERATOR = re.compile(rf'torch\.operator "({_OP})"')
+_ILLEGAL = re.compile(rf"failed to legalize operation '({_OP})'")
+_ILLEGAL_OPERATOR = re.compile(rf"failed to legalize operation 'torch\.operator'[^\n]*?name = \"({_OP})\"")
+
+
+def mlir_name(op: Any) -> str:
+    """The torch-dialect name IREE's importer gives an aten OpOverload: `torch.aten.NAME[.OVERLOAD]`."""
+    schema = op._schema
+    namespace, _, name = schema.name.partition("::")
+    overload = schema.overload_name
+    return f"torch.{namespace}.{name}" + (f".{overload}" if overload else "")
+
+
+def unlowered(text: str) -> list[str]:
+    """The aten ops (torch-dialect names, sorted) of imported MLIR `text` that IREE's torch input cannot lower:
+    every generic `torch.operator "torch.aten..."`, and the aten op the torch-to-iree conversion fails to
+    legalize. [] when the conversion succeeds, or fails on something that is no aten op (iree-compile then
+    reports that failure itself)."""
+    from iree.compiler import ir, passmanager
+
+    names = set(_OPERATOR.findall(text))
+    ctx = ir.Context()
+    try:
+        module = ir.Module.parse(text, ctx)
+        passmanager.PassManager.parse("builtin.module(torch-to-iree)", ctx).run(module.operation)
+    except Exception as e:  # noqa: BLE001 - MLIRError carries the diagnostics; anything else names no op
+        message = str(e)
+        names.update(_ILLEGAL.findall(message))
+        names.update(_ILLEGAL_OPERATOR.findall(message))
+    return sorted(names)
+
+
+def decomposition_of(op: Any) -> Callable | None:
+    """Torch's decomposition of one OpOverload: its registered one (torch._decomp), else its
+    CompositeImplicitAutograd kernel; None when torch has neither."""
+    import torch
+    from torch._decomp import get_decompositions
+
+    found = get_decompositions([op]).get(op)
+    if found is not None:
+        return found
+    if torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd"):
+        return op.decompose
+    return None
+
+
+def lower(label: str, program: Any, decompose_default: bool,
+          import_text: Callable[[Any], str]) -> tuple[str, tuple[str, ...]]:
+    """MLIR text of `program` (a torch.export ExportedProgram) that IREE's torch input can lower, and the ops
+    decomposed to get there (sorted `aten.NAME.OVERLOAD`). `import_text` imports a program to MLIR text.
+
+    Raises CompileError `LABEL: IREE's torch input cannot lower torch.aten.X (no decomposition in torch either)`
+    when an op is left that neither IREE nor torch can break down."""
+    chosen: dict[Any, Callable] = {}
+    first: list[str] = []   # what the frontend could not lower in the export as it was
+    for _ in range(MAX_ROUNDS):
+        current = _decomposed(program, decompose_default, chosen)
+        text = import_text(current)
+        left = unlowered(text)
+        if not left:
+            break
+        first = first or left
+        by_name = _overloads(current)
+        for name in left:
+            op = by_name.get(name)
+            fn = decomposition_of(op) if op is not None and op not in chosen else None
+            if fn is None:
+                raise CompileError(f"{label}: {_cannot(name, first, op in chosen)}")
+            chosen[op] = fn
+    else:
+        raise CompileError(f"{label}: IREE's torch input cannot lower {', '.join(first)}: torch's decompositions "
+                           f"still leave {', '.join(left)} after {MAX_ROUNDS} rounds")
+    names = tuple(sorted(str(op) for op in chosen))
+    return (HEADER + ", ".join(names) + "\n" + text if names else text), names
+
+
+def _cannot(name: str, first: list[str], decomposed: bool) -> str:
+    """Why `name` is left: the one line a lowering failure says, naming the op the export had."""
+    if name in first and not decomposed:
+        return f"IREE's torch input cannot lower {name} (no decomposition in torch either)"
+    return (f"IREE's torch input cannot lower {', '.join(first)} (torch's decomposition emits {name}, which IREE "
+            f"cannot lower either)")
+
+
+def decompositions_in(text: str) -> tuple[str, ...]:
+    """The ops `lower` decomposed for this MLIR text (its first line), () when none."""
+    if not text.startswith(HEADER):
+        return ()
+    line = text[len(HEADER):].split("\n", 1)[0]
+    return tuple(n for n in line.split(", ") if n)
+
+
+def _decomposed(program: Any, decompose_default: bool, chosen: dict[Any, Callable]) -> Any:
+    """`program` through torch's default decompositions (when asked) and `chosen`. A decomposition may call an op
+    that mutates (torch's of _native_batch_norm_legit_no_training calls _native_batch_norm_legit, whose running
+    statistics are in-place), which export refuses in a functional graph: that op's own decomposition joins
+    `chosen` and the program is decomposed again."""
+    if not decompose_default and not chosen:
+        return program
+    import warnings
+
+    for _ in range(MAX_ROUNDS):
+        table: Any = {}
+        if decompose_default:
+            from torch.export import default_decompositions
+
+            table = default_decompositions()
+        for op, fn in chosen.items():
+            table[op] = fn
+        try:
+            with warnings.catch_warnings():   # torch 2.13 warns about its own pytree internals here
+                warnings.simplefilter("ignore", FutureWarning)
+                return program.run_decompositions(table)
+        except Exception as e:
+            op = _mutating_op(str(e))
+            inner = decomposition_of(op) if op is not None and op not in chosen else None
+            if inner is None:
+                raise
+            chosen[op] = inner
+    raise CompileError(f"torch's decompositions still call mutating ops after {MAX_ROUNDS} rounds")
+
+
+_NOT_FUNCTIONAL = re.compile(r"entirely functional graph, but found .*?target=torch\.ops\.aten\.(\w+)\.(\w+)")
+
+
+def _mutating_op(message: str) -> Any:
+    """The OpOverload export names when a decomposition left a mutating op in a graph that must be functional."""
+    import torch
+
+    m = _NOT_FUNCTIONAL.search(message)
+    packet = getattr(torch.ops.aten, m.group(1), None) if m else None
+    return getattr(packet, m.group(2), None) if m and packet is not None else None
+
+
+def _overloads(program: Any) -> dict[str, Any]:
+    """torch-dialect name -> OpOverload, for every aten call in the program's graph."""
+    import torch
+
+    found: dict[str, Any] = {}
+    for node in program.graph_module.graph.nodes:
+        if node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload):
+            found.setdefault(mlir_name(node.target), node.target)
+    return found
