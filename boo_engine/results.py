@@ -94,6 +94,7 @@ class CompileInfo:
     num_dispatches: int | None = None
     error: str | None = None        # compiler stderr on failure
     spec_applied: bool | None = None  # variants with a tuning spec: did it change the kernel?
+    decompositions: list[str] = field(default_factory=list)  # ops torch decomposed for IREE (compile/lowering.py)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -137,6 +137,8 @@ def render_detail(view: JobView, comparison: Comparison | None = None,
             t.add_row("cache key", c.key)
         if c.num_dispatches is not None:
             t.add_row("dispatches", str(c.num_dispatches))
+        if c.decompositions:   # ops IREE's torch input could not lower, decomposed by torch first
+            t.add_row("decomposed", ", ".join(c.decompositions))
         if c.spec_applied is not None:
             t.add_row("spec applied", Text(str(c.spec_applied), style="green" if c.spec_applied else "yellow"))
         if c.compiler_version:

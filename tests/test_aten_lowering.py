@@ -50,6 +50,7 @@ def test_batch_norm_eval_is_decomposed_by_rule_and_says_so(compiled):
     art = compiled[parse_command(BATCH_NORM_EVAL).func_name]
     expected = ("aten._native_batch_norm_legit.default", "aten._native_batch_norm_legit_no_training.default")
     assert art.meta["decompositions"] == list(expected)
+    assert art.to_compile_info().decompositions == list(expected)   # the dashboard's compile detail
     text = Path(art.mlir_path).read_text()
     assert text.startswith(HEADER) and decompositions_in(text) == expected
     assert "torch.operator" not in text
@@ -120,3 +121,20 @@ def test_decompositions_are_part_of_the_cache_key(cache, compiled):
     ident, vkey = as_target("cpu").identity(), BASELINE.key_material(sig.func_name)
     assert art.key == cache.key_for(text, kflags, ident, vkey, decompositions_in(text))
     assert art.key != cache.key_for(text, kflags, ident, vkey)
+
+
+def test_the_detail_pane_names_the_decompositions(compiled):
+    from rich.console import Console
+
+    from boo_engine.results import JobResult
+    from boo_tui.detail import render_detail
+    from boo_tui.model import JobView
+
+    art = compiled[parse_command(BATCH_NORM_EVAL).func_name]
+    result = JobResult(job_id="j", command=BATCH_NORM_EVAL, func_name=art.func_name, op="aten", variant="baseline",
+                       target="cpu", backend="iree", status="done", compile=art.to_compile_info())
+    console = Console(width=300, record=True)
+    console.print(render_detail(JobView(result)))
+    (line,) = [ln for ln in console.export_text().splitlines() if ln.startswith("decomposed")]
+    assert line.split(None, 1)[1].strip() == ("aten._native_batch_norm_legit.default, "
+                                              "aten._native_batch_norm_legit_no_training.default")

@@ -37,7 +37,8 @@ class Artifact:
     def to_compile_info(self) -> CompileInfo:
         return CompileInfo(seconds=self.compile_seconds, cache_hit=self.cache_hit, command=list(self.command),
                            artifact=self.vmfb_path, key=self.key, compiler_version=self.compiler_version,
-                           num_dispatches=self.num_dispatches)
+                           num_dispatches=self.num_dispatches,
+                           decompositions=[str(d) for d in self.meta.get("decompositions", [])])
 
 
 def artifact_from_meta(cache: KernelCache, meta: dict[str, Any], target: Target, variant: Variant, *,
