@@ -153,3 +153,34 @@ def test_dashboard_shows_a_model_row_with_its_breakdown(cnn_run):
         store.close()
     assert "our kernels" in text and "conv" in text
 
+
+
+ZERO_GRAD = Path(__file__).parent / "models" / "zero_grad_nets.py"
+
+
+@pytest.mark.parametrize("factory, verdict, needle", [
+    # a conv bias before a training-mode batch norm and a linear before a softmax summed into the loss: gradients
+    # zero in exact arithmetic, ~1e-8 noise on both sides (relative L2 error ~1 against 1e-4: a false alarm before)
+    ("make", "pass", None),
+    # iree_boo's column only: the conv output's gradient x1.02 / 1e-4 added to the (exactly zero) bias gradient
+    ("wrong_scale", "fail", "grad of conv.weight: rel L2 err 0.02 > 0.0001"),
+    ("wrong_bias", "fail", "grad of conv.bias: at rounding level"),
+])
+def test_model_numerics_judge_zero_gradients_by_their_rounding_floor(cli_env, tmp_path, factory, verdict, needle):
+    p = boo_model([f"{ZERO_GRAD}:{factory}", "--input", "2x3x16x16", "--backward", "--iter", "3", "--min-time",
+                   "0.02", "--rounds", "1", "--db", str(tmp_path / "r.db"), "--export", str(tmp_path / "m.json")],
+                  cli_env, tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    doc = json.loads((tmp_path / "m.json").read_text())
+    num = next(r["numerics"] for r in doc["results"] if r["backend"] == "iree")
+    assert num["verdict"] == verdict, num["stats"]
+    stats = num["stats"]
+    if verdict == "pass":
+        notes = stats["at_rounding_level"]
+        assert {"grad of conv.bias", "grad of attn.weight", "grad of attn.bias"} <= set(notes), notes
+        assert "zero in exact arithmetic (both sides at rounding level" in notes["grad of conv.bias"]
+        assert stats["rel_l2_err"]["grad of conv.bias"] > 1e-2       # what failed the check before
+        assert "numerics **fail**" not in p.stdout
+    else:
+        assert needle in stats["reason"], stats["reason"]
+        assert "numerics **fail**" in p.stdout

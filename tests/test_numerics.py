@@ -141,3 +141,44 @@ def test_min_samples_pools_seeds_and_reference_dtype():
                             criteria=NumericsCriteria(reference_dtype="float32"))
     assert info.verdict == "pass" and info.stats["outputs"][0]["n"] == 48 and info.stats["seeds"] == 3
     assert info.stats["reference"] == "float32"
+
+
+def _cancelling_gemm(scale):
+    """A gemm whose products cancel in pairs (exact output 0) and what a correct kernel summing in another order
+    than torch's returns: rounding noise, while eager torch's order is nearly exact."""
+    a, b = GEMM.get_sample_args(0)
+    a, b = a * scale, b * scale
+    a[:, 1::2] = a[:, ::2]
+    b[1::2] = -b[::2]
+    perm = torch.randperm(a.shape[1], generator=torch.Generator().manual_seed(3))
+    return (a, b), a[:, perm] @ b[perm]
+
+
+def test_output_zero_in_exact_arithmetic_passes_at_rounding_level():
+    args, out = _cancelling_gemm(100.0)
+    assert float(GEMM.reference(*[t.double() for t in args]).abs().max()) == 0.0
+    info = numerics_verdict(GEMM, args, out)
+    assert info.verdict == "pass", info.stats
+    o = info.stats["outputs"][0]
+    # the kernel's noise is 6x torch's (BOO's test alone said "noisy"), and far below the op's rounding floor
+    assert o["std_err"] > 1.2 * o["torch_std_err"] + 1e-5
+    assert o["std_err"] < o["rounding_floor"]
+    assert o["at_rounding_level"].startswith("zero in exact arithmetic")
+
+
+def test_output_at_rounding_level_that_is_wrong_still_fails():
+    args, out = _cancelling_gemm(1.0)
+    bad = out.clone()
+    bad[3, 4] = 1.0       # one element off by 1 where the terms are ~1 and the floor ~1e-3
+    info = numerics_verdict(GEMM, args, bad)
+    assert info.verdict == "fail" and "noisy" in info.stats["reason"]
+    assert "at_rounding_level" not in info.stats["outputs"][0]
+
+
+def test_ordinary_output_is_not_judged_by_the_floor():
+    """A 1.001x scaled gemm fails BOO's test; its RMS is far above the rounding noise, so no floor rescues it."""
+    args = GEMM.get_sample_args(0)
+    info = numerics_verdict(GEMM, args, GEMM.reference(*args) * 1.001)
+    o = info.stats["outputs"][0]
+    assert info.verdict == "fail" and "at_rounding_level" not in o
+    assert o["ref_max_abs"] > 1e4 * o["rounding_noise"]

@@ -11,7 +11,7 @@
   would be of thread counts.
 - **Numerics**: every output (and, with `backward`, the gradient of every input and parameter) of a compiled
   column against eager's on the same inputs: relative L2 error per tensor, the worst one judged against a
-  per-dtype tolerance.
+  per-dtype tolerance, with an absolute floor at the tensor's rounding noise (judge.py says why and how).
 - **Where the time goes**: for each compiled column, passes run with `nn.record_calls()`; per kernel of ours its
   calls and microseconds per pass, and the rest ("other": the nested backend's ops, the glue, Python).
 """
@@ -27,7 +27,7 @@ from ..bench.harness import measure
 from ..bench.stats import compute_stats
 from ..capture.model import InputSpec, _call_user, _leaves, _make_input, load_factory
 from ..errors import BooError
-from ..results import DONE, FAILED, IREE, TORCH, CompileInfo, JobResult, NumericsInfo
+from ..results import DONE, FAILED, IREE, TORCH, CompileInfo, JobResult
 from ..variants import BASELINE, Variant
 
 #: worst relative L2 error allowed per dtype of the compared tensor
@@ -113,34 +113,6 @@ def _snapshot(out: Any, inputs: Sequence[Any], named_params: Sequence[tuple[str,
             if p.grad is not None:
                 got[f"grad of {name}"] = p.grad.detach().clone()
     return got
-
-
-def compare_tensors(ref: dict[str, Any], got: dict[str, Any]) -> NumericsInfo:
-    """Relative L2 error of every tensor of `got` against `ref` (float64); the worst decides."""
-    import torch
-
-    errors: dict[str, float] = {}
-    worst_name, worst_ratio, tol_of_worst = None, -1.0, None
-    missing = sorted(set(ref) - set(got))
-    for name, r in ref.items():
-        g = got.get(name)
-        if g is None or g.shape != r.shape:
-            continue
-        r64, g64 = r.to(torch.float64), g.to(torch.float64)
-        denom = float(torch.linalg.vector_norm(r64)) or 1.0
-        err = float(torch.linalg.vector_norm(g64 - r64)) / denom
-        errors[name] = err
-        tol = TOLERANCES.get(str(r.dtype).removeprefix("torch."), 1e-4)
-        ratio = err / tol if math.isfinite(err) else math.inf
-        if ratio > worst_ratio:
-            worst_name, worst_ratio, tol_of_worst = name, ratio, tol
-    ok = not missing and bool(errors) and worst_ratio <= 1.0
-    stats: dict[str, Any] = {"compared": len(errors), "rel_l2_err": errors, "worst": worst_name,
-                             "worst_rel_err": errors.get(worst_name or "", None), "tolerance": tol_of_worst,
-                             "reference": "eager torch, same inputs and parameters"}
-    if missing:
-        stats["missing"] = missing
-    return NumericsInfo("pass" if ok else "fail", stats)
 
 
 def load_model(job: ModelJob) -> tuple[Any, list[Any]]:

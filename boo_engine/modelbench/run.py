@@ -15,7 +15,6 @@ from .bench import (
     ModelJob,
     _one_pass,
     _snapshot,
-    compare_tensors,
     compile_column,
     finish,
     load_model,
@@ -23,6 +22,7 @@ from .bench import (
     measure_interleaved,
 )
 from .breakdown import measure_breakdown
+from .judge import compare_tensors, copy_for_reference, rounding_reference
 
 Progress = Callable[[str], None]
 
@@ -84,12 +84,19 @@ def bench_model(job: ModelJob, variants: Sequence[Variant], *, iters: int = 50, 
         eager = columns[0]
         eager.run_pass = _one_pass(model, inputs, params, job.backward)
         say("eager: reference pass")
+        model64 = copy_for_reference(model) if numerics else None    # before any pass changes its buffers
+        rng_state = torch.random.get_rng_state()
         try:
             ref = _snapshot(eager.run_pass(), inputs, named, job.backward)
         except BooError:
             raise
         except Exception as e:  # noqa: BLE001 - the user's model: one line
             raise ModelBenchError(f"{job.model}: eager pass failed: {(str(e).splitlines() or [''])[0]}") from None
+        rounding = None
+        if numerics:
+            say("eager: float64 reference and its rounding noise (numerics floors)")
+            rounding = rounding_reference(model64, inputs, [n for n, _ in named], job.backward, ref, rng_state)
+            del model64
         backends: dict[str, Any] = {}
         for col in columns[1:]:
             r = col.result
@@ -105,7 +112,7 @@ def bench_model(job: ModelJob, variants: Sequence[Variant], *, iters: int = 50, 
             say(f"iree_boo {col.label}: compiled in {r.compile.seconds:.1f} s"
                 f" ({len(getattr(be, 'kernels', []) or [])} ops ours)" if r.compile else "")
             if numerics:
-                r.numerics = compare_tensors(ref, _snapshot(out, inputs, named, job.backward))
+                r.numerics = compare_tensors(ref, _snapshot(out, inputs, named, job.backward), rounding)
         say(f"measuring {sum(1 for c in columns if c.result and c.result.status != FAILED)} columns in "
             f"{rounds} interleaved rounds")
         interrupted = False
