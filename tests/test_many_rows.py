@@ -198,3 +198,26 @@ def test_weights_still_apply_to_each_copy_alone(tmp_path, n):
     path.write_text("".join(f"# boo-tui: calls={i + 1} share={i}%\n{line}\n" for i in range(n)) + f"{line}\n")
     lines = read_commands_file(path, errors="collect")
     assert [(c.command.calls, c.command.share) for c in lines] == [(1, 0.0), (2, 1.0), (3, 2.0), (None, None)]
+
+
+def test_a_row_written_again_with_fewer_fields_forgets_the_others(tmp_path):
+    """Rows bind only the columns they fill (a NULL left out is inserted as NULL: 24 -> 17 us a row); a job measured
+    and then queued again must still lose every value of its measurement."""
+    from tests.test_store import full_result
+
+    store = Store(tmp_path / "r.db")
+    run = store.start_run(command_line="t", target="cpu", config={}, environment={"host": "h"})
+    measured = full_result("j1")
+    store.record_result(run, measured)
+    store.flush()
+    again = JobResult(job_id="j1", command=measured.command, func_name=measured.func_name, op=measured.op,
+                      variant=measured.variant, target="cpu", backend="iree", status="queued")
+    store.record_result(run, again)
+    store.close()
+    (back,) = store.load_results(run)
+    assert back == again, [(f, getattr(back, f), getattr(again, f)) for f in again.__dataclass_fields__
+                           if getattr(back, f) != getattr(again, f)]
+    con = sqlite3.connect(tmp_path / "r.db")
+    assert con.execute("select count(*) from samples").fetchone()[0] == 0
+    assert con.execute("select count(*) from kernels").fetchone()[0] == 0
+    con.close()
