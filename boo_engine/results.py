@@ -125,7 +125,7 @@ class NumericsCriteria:
     max_batches: int = 64
 
 
-@dataclass
+@dataclass(slots=True)   # a session holds one per job: 200,000 of them were 1.5 KB each with a __dict__
 class JobResult:
     job_id: str
     command: str                    # the op's command text (timing args stripped)

@@ -148,6 +148,9 @@ def read_commands_file(path, extra_args=(), errors="raise"):
     extra = [str(a) for a in extra_args]
     out: list = []
     weight: Weight | None = None   # the last weight line's, for the next command line only
+    #: a line seen before -> its Command (immutable: its copies share it) or its error; a model's capture repeats
+    #: lines, and 200,000 copies of one line were parsed 200,000 times and held 200,000 equal Commands
+    seen: dict[str, Command | str] = {}
     for number, raw in enumerate(_read_lines(path), start=1):
         text = raw.strip()
         if not text:
@@ -166,14 +169,20 @@ def read_commands_file(path, extra_args=(), errors="raise"):
             continue
         calls, share = (weight.calls, weight.share) if weight is not None else (None, None)
         weight = None
-        try:
-            command = parse_invocation(_split_line(text, tsv) + extra)
-        except CommandError as exc:
+        parsed = seen.get(text)
+        if parsed is None:
+            try:
+                parsed = parse_invocation(_split_line(text, tsv) + extra)
+            except CommandError as exc:
+                parsed = str(exc)
+            seen[text] = parsed
+        if isinstance(parsed, str):
             if errors == "raise":
-                raise CommandError(f"{source}: {exc}") from None
-            out.append(CommandLine(source=source, text=elide(text), command=None, error=str(exc), calls=calls,
+                raise CommandError(f"{source}: {parsed}") from None
+            out.append(CommandLine(source=source, text=elide(text), command=None, error=parsed, calls=calls,
                                    share=share))
             continue
+        command = parsed
         if calls is not None:
             command = dataclasses.replace(command, calls=calls, share=share)
         out.append(command if errors == "raise" else CommandLine(source, text, command, None, calls, share))

@@ -25,7 +25,6 @@ from ..results import (
     CANCELLED,
     FAILED,
     FINAL_STATUSES,
-    INTERRUPTED,
     MEASURING,
     QUEUED,
     JobResult,
@@ -38,7 +37,7 @@ from .finalize import Finalizer, compare_columns, model_lines_of
 from .plan import InputEntry, Plan
 from .recording import RunRecorder, store_halt_reason
 from .runner import Runner
-from .state import Listener, SessionState, halted_error
+from .state import Listener, SessionState
 
 if TYPE_CHECKING:
     from ..bench.worker import BenchWorker
@@ -198,7 +197,10 @@ class Session:
             if self.run_id is None:
                 self._recorder.start_run(self.environment(), self.variants)
             ids = list(job_ids) if job_ids is not None else list(self.jobs)
-            for job_id in ids:
+            for i, job_id in enumerate(ids):
+                if state.stop.is_set():   # interrupt() from another thread waits for this lock: storing 200,000
+                    self._plan.skipped(ids[i:])   # rows takes seconds; the run never gets the rest
+                    return
                 result = self.jobs.get(job_id)
                 if result is not None and result.status == QUEUED:
                     state.job(job_id).prepare(iters, min_time_s)
@@ -282,8 +284,8 @@ class Session:
             return
         self._stopped = True
         state = self._state
+        state.stop.set()         # first: a start() storing the rows of a big file holds the lock until it sees this
         was_busy = state.busy()  # work in flight now means the run is interrupted, however the jobs end
-        state.stop.set()
         state.cancel_measurements()
         with state.lock:
             self._plan.cancel(list(self._plan.planned))
@@ -291,11 +293,7 @@ class Session:
         self.compile_stage.cancel_all()
         self._runner.join(timeout=RUNNER_JOIN_S)
         with state.lock:
-            for result in self.jobs.values():
-                if result.status not in FINAL_STATUSES:
-                    self._recorder.finish(result, INTERRUPTED, error=(
-                        halted_error(result, state.halt_reason or "the run stopped") if state.halted is not None
-                        else "interrupted: the session closed before this job finished"))
+            self._recorder.interrupt_unfinished()
         if self.run_id is not None and (was_busy or not state.idle_reported):
             self._recorder.end_run(self._recorder.run_status(was_busy or self._interrupted))
 

@@ -27,9 +27,11 @@ if TYPE_CHECKING:  # the pool module starts processes; the plan only names its t
 
 #: the measurement goal of a command that gives no --iter and runs under no session-wide --iter
 DEFAULT_ITERS = 100
+#: kernel names of commands remembered at most (then forgotten all at once)
+FUNC_NAMES_KEPT = 4096
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class InputEntry:
     """One input as the user gave it. `command` is None when it did not parse; `error` then says why (naming
     file:line for a commands file). `text` is what its jobs are named and identified by."""
@@ -52,7 +54,7 @@ class InputEntry:
         return cls(source=source, text=command.text, command=command, calls=command.calls, share=command.share)
 
 
-@dataclass
+@dataclass(slots=True)
 class PlannedJob:
     """What the runner needs about a job beyond its public JobResult record. The stages fill in the mutable
     fields as the job moves on (the session's state lock guards them)."""
@@ -70,6 +72,9 @@ class PlannedJob:
     load_cpu_s: float = 0.0
     load_wall_s: float = 0.0
     steal_cpu_s: float = 0.0          # the hypervisor's steal over the same rounds: sum of steal * wall_s
+    #: its row in the store: None (never asked for), True (recorded: stored, or queued for the store's writer),
+    #: False (a start() stopped by interrupt() before it got to this job: the run never had it)
+    stored: bool | None = None
 
     @property
     def is_iree_baseline(self) -> bool:
@@ -102,19 +107,21 @@ def job_id(text: str, variant: str, backend: str, target: str, taken: Container[
     return candidate
 
 
-def applies(variant: Variant, command: Command) -> bool:
+def applies(variant: Variant, command: Command, func_name: str | None = None) -> bool:
     """Edited-dispatch variants are made for one kernel (every kernel's dispatches share names, so an edited
-    dispatch would be substituted into unrelated kernels): they get no job for other commands."""
-    return variant.applies_to(command.signature.func_name)
+    dispatch would be substituted into unrelated kernels): they get no job for other commands. `func_name`: the
+    command's, when the caller has it."""
+    return variant.applies_to(command.signature.func_name if func_name is None else func_name)
 
 
-def expand(command: Command, variants: Iterable[Variant], backends: Collection[str]) -> list[tuple[Variant, Backend]]:
+def expand(command: Command, variants: Iterable[Variant], backends: Collection[str],
+           func_name: str | None = None) -> list[tuple[Variant, Backend]]:
     """The (variant, backend) pairs one command is measured as, in queue order: every variant that applies to
     it on IREE, then the torch reference (which has no variants: it is the same eager code whatever the
     compiler flags)."""
     pairs: list[tuple[Variant, Backend]] = []
     if IREE in backends:
-        pairs += [(variant, IREE) for variant in variants if applies(variant, command)]
+        pairs += [(variant, IREE) for variant in variants if applies(variant, command, func_name)]
     if TORCH in backends:
         pairs.append((BASELINE, TORCH))
     return pairs
@@ -130,26 +137,36 @@ class Plan:
         self.target = target
         self.backends = backends
         self.iters = iters
-        self.entries: list[InputEntry] = []
+        self.entries: list[InputEntry] = []   # the good ones (a variant added later gets a job for each)
         self.jobs: dict[str, JobResult] = {}
         self.planned: dict[str, PlannedJob] = {}
         #: finished results of the run being resumed, by job id: a job with such an id is not measured again
         self.resumed: Mapping[str, JobResult] = {}
+        #: a job id given more than once (the same line repeated) -> the last suffix it got: the next copy's id
+        #: is found in one step, not by trying -2, -3, ... (200,000 copies of one line would take hours)
+        self._copies: dict[str, int] = {}
+        self._func_names: dict[int, tuple[Command, str]] = {}   # id(command) -> (command, its func_name)
 
     def add_entry(self, entry: InputEntry, variants: Iterable[Variant]) -> list[JobResult]:
         """The jobs of one entry: its (variant, backend) pairs, or one FAILED job for a bad entry."""
-        self.entries.append(entry)
         if entry.command is None:
             return [self._add_failed(entry)]
-        return [self._add(entry, entry.command, variant, backend)
-                for variant, backend in expand(entry.command, variants, self.backends)]
+        self.entries.append(entry)
+        name = self._func_name(entry.command)
+        return [self._add(entry, entry.command, variant, backend, name)
+                for variant, backend in expand(entry.command, variants, self.backends, name)]
 
     def add_variant(self, variant: Variant) -> list[JobResult]:
         """The jobs a variant added mid-session gets: one per good entry so far it applies to (IREE only)."""
         if IREE not in self.backends:
             return []
-        return [self._add(entry, entry.command, variant, IREE) for entry in self.entries
-                if entry.command is not None and applies(variant, entry.command)]
+        added = []
+        for entry in self.entries:
+            if entry.command is not None:
+                name = self._func_name(entry.command)
+                if applies(variant, entry.command, name):
+                    added.append(self._add(entry, entry.command, variant, IREE, name))
+        return added
 
     def requeue(self, job_id: str) -> JobResult:
         """Reset a finished job to QUEUED for a rerun (its compile info and artifact stay)."""
@@ -166,6 +183,13 @@ class Plan:
         self.planned[job_id].reset()
         return result
 
+    def skipped(self, job_ids: Iterable[str]) -> None:
+        """A start() stopped before it got to these jobs: the ones it had never stored have no row, ever."""
+        for job_id in job_ids:
+            job = self.planned.get(job_id)
+            if job is not None and job.stored is None:
+                job.stored = False
+
     def cancel(self, job_ids: Iterable[str]) -> None:
         """Mark jobs cancelled and cancel their compiles not yet started (the caller holds the state lock)."""
         for job_id in job_ids:
@@ -174,15 +198,39 @@ class Plan:
             if job.future is not None:
                 job.future.cancel()
 
-    def _add(self, entry: InputEntry, command: Command, variant: Variant, backend: Backend) -> JobResult:
-        new_id = job_id(entry.text, variant.name, backend, self.target, self.jobs)
+    def _new_id(self, text: str, variant: str, backend: str) -> str:
+        """`job_id(...)` given the jobs so far (jobs are never removed, so the first free suffix follows the last
+        one taken)."""
+        base = job_id(text, variant, backend, self.target)
+        if base not in self.jobs:
+            return base
+        n = self._copies.get(base, 1) + 1
+        while f"{base}-{n}" in self.jobs:
+            n += 1
+        self._copies[base] = n
+        return f"{base}-{n}"
+
+    def _func_name(self, command: Command) -> str:
+        """The command's kernel name (a conv's takes ~20 us to build): once per command, and once for the copies
+        of a line, which share their Command (`read_commands_file`); the recent ones are remembered."""
+        known = self._func_names.get(id(command))
+        if known is not None and known[0] is command:
+            return known[1]
+        if len(self._func_names) >= FUNC_NAMES_KEPT:
+            self._func_names.clear()
+        name = command.signature.func_name
+        self._func_names[id(command)] = (command, name)
+        return name
+
+    def _add(self, entry: InputEntry, command: Command, variant: Variant, backend: Backend,
+             func_name: str) -> JobResult:
+        new_id = self._new_id(entry.text, variant.name, backend)
         result = self.resumed.get(new_id)
         if result is not None and entry.calls is not None:   # the weights given now win over the stored ones
             result.calls, result.share = entry.calls, entry.share
         if result is None:
-            sig = command.signature
             result = JobResult(
-                job_id=new_id, command=entry.text, func_name=sig.func_name, op=sig.op, variant=variant.name,
+                job_id=new_id, command=entry.text, func_name=func_name, op=command.signature.op, variant=variant.name,
                 target=self.target, backend=backend, status=QUEUED, source=entry.source,
                 calls=entry.calls, share=entry.share,
             )
@@ -192,7 +240,7 @@ class Plan:
         return result
 
     def _add_failed(self, entry: InputEntry) -> JobResult:
-        new_id = job_id(entry.text, NO_VARIANT, NO_BACKEND, self.target, self.jobs)
+        new_id = self._new_id(entry.text, NO_VARIANT, NO_BACKEND)
         result = JobResult(
             job_id=new_id, command=entry.text, func_name="", op=(entry.text.split() or ["?"])[0],
             variant=NO_VARIANT, target=self.target, backend=NO_BACKEND, status=FAILED,

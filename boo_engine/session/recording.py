@@ -19,10 +19,10 @@ from .. import events as ev
 from ..config import SessionConfig
 from ..environment import machine_label
 from ..errors import BooError
-from ..results import FAILED, JobResult, RunStatus, Status, is_bad_input
+from ..results import FAILED, FINAL_STATUSES, INTERRUPTED, QUEUED, JobResult, RunStatus, Status, is_bad_input
 from ..variants import BASELINE, Variant
 from .plan import InputEntry
-from .state import SessionState
+from .state import SessionState, halted_error
 
 if TYPE_CHECKING:  # the store package is imported when a Session is made, not when this module is
     from ..store import Store
@@ -159,15 +159,46 @@ class RunRecorder:
         if self.run_id is None:
             return
         job = self._state.plan.planned.get(result.job_id)
+        if job is not None:
+            job.stored = True
         if job is not None and job.command is not None and result.command not in self._registered_commands:
             self._registered_commands.add(result.command)
             sig = job.command.signature
-            self.store.register_command(result.command, op=sig.op, func_name=sig.func_name, signature=sig.describe())
+            self.store.register_command(result.command, op=sig.op, func_name=result.func_name,
+                                        signature=sig.describe())
         self.store.record_result(self.run_id, result)
 
     def record_all(self, results: Iterable[JobResult]) -> None:
         for result in results:
             self.record(result)
+
+    def interrupt_unfinished(self) -> None:
+        """The session stops: every job not final yet ends INTERRUPTED, saying why (the caller holds the state
+        lock)."""
+        state = self._state
+        error = (f"not measured: {state.halt_reason}" if state.halted is not None
+                 else "interrupted: the session closed before this job finished")
+        queued = []   # never left the queue: their rows (if any) say queued and hold nothing else
+        for result in [r for r in state.jobs.values() if r.status not in FINAL_STATUSES]:
+            if result.status == QUEUED and state.job(result.job_id).stored is not None:
+                queued.append(result)
+            else:   # it got further (compiled, measured), or never asked to run: stored with what it has
+                self.finish(result, INTERRUPTED, error=(halted_error(result, state.halt_reason or "the run stopped")
+                                                        if state.halted is not None else error))
+        self.finish_queued(queued, INTERRUPTED, error)
+
+    def finish_queued(self, results: list[JobResult], status: Status, error: str) -> None:
+        """Jobs that never left the queue reached a final status: stamped and told to the front ends one by one,
+        and their stored rows (which say queued and hold nothing else) changed in one statement: 200,000 of them
+        in a second, where a write each took minutes. A job without a row (`PlannedJob.stored` False) gets none."""
+        now = time.time()
+        for result in results:
+            result.status = status
+            result.error = error
+            result.finished_at = now
+            self._state.emit(ev.JobFinished(job_id=result.job_id, result=result))
+        if results and self.run_id is not None:
+            self.store.finish_queued(self.run_id, status, error, now)
 
     def finish(self, result: JobResult, status: Status, *, error: str | None = None) -> None:
         """A job reached a final status: stamp it, tell the front ends, store it."""

@@ -40,6 +40,7 @@ from .rows import variant_row
 from .writer import (
     Call,
     Execute,
+    FinishQueued,
     FinishRun,
     Flush,
     Item,
@@ -119,6 +120,11 @@ class Store:
         """Queue the current state of `result` (a snapshot is taken now). Upsert by (run_id, job_id): write a
         job when queued, again as it progresses, and once more when final; its samples are replaced each time."""
         self._put(WriteResult(run_id, _snapshot(result)))
+
+    def finish_queued(self, run_id: int, status: str, error: str, finished_at: float) -> None:
+        """Queue: every result of the run whose row says queued (after the writes queued before this) ends
+        `status`, with `error` and `finished_at`, in one statement (jobs that never left the queue)."""
+        self._put(FinishQueued(run_id, status, error, finished_at))
 
     def register_variant(self, run_id: int, name: str, *, flags: list[str] | tuple[str, ...] = (),
                          spec_text: str | None = None, details: dict[str, Any] | None = None) -> None:
@@ -247,7 +253,7 @@ class Store:
     def _put(self, item: Item) -> None:
         if self._closed:
             raise StoreError(f"results database {self.path} is closed")
-        if self.failure is not None and isinstance(item, (WriteResult, RegisterVariant, RegisterCommand)):
+        if self.failure is not None and isinstance(item, (WriteResult, RegisterVariant, RegisterCommand, FinishQueued)):
             return   # the file takes no more writes; the failure was reported
         self._writer.put(item)
 

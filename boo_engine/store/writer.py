@@ -1,10 +1,12 @@
-"""The store's writer thread: the queue items it takes, how it drains them, and the SQL it writes them with.
+"""The store's writer thread: the queue items it takes and how it drains them (the SQL is in sql.py).
 
 Callers (`Store`) enqueue frozen items and return; the thread takes everything waiting at once, collapses
 repeated `WriteResult`s of one job to the last one (a job is recorded when queued, as it progresses and when
-final: only its newest state is worth a write), and writes each result (row, kernel row, samples) in ONE
-transaction. Items that are not results keep their place: everything queued before a `Flush` or a call is
-written before it is answered.
+final: only its newest state is worth a write), and writes the results that follow one another in groups of at
+most GROUP_MAX, each group in ONE transaction and each result in it whole (row, kernel row, samples). A group
+that fails for any reason but the file is written again one result per transaction, so a bad result fails alone.
+Items that are not results keep their place: everything queued before a `Flush` or a call is written before it
+is answered.
 
 Errors: a call's error goes back to its caller through its `reply` future; any other write error is logged at
 once and kept for the next `Store.flush()` / `close()` to raise (`take_error`), never swallowed.
@@ -19,29 +21,31 @@ file back when it restarts: it holds a few results, not the whole run.
 """
 from __future__ import annotations
 
-import contextlib
-import datetime
 import logging
 import queue
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..results import FINAL_STATUSES, INTERRUPTED, JobResult, RunStatus
-from .connection import StoreError, StoreWriteError, connect, unwritable_reason
-from .owner import owner_row
-from .rows import dumps, environment_row, kernel_row, result_row, variant_row
+from ..results import JobResult, RunStatus
+from .connection import StoreError, StoreWriteError, unwritable_reason
+from .sql import WAL_CHECKPOINT_PAGES, WAL_SIZE_LIMIT, WriteConnection
 
 log = logging.getLogger("boo_engine.store")
 
-#: SQLite checkpoints the WAL at the first commit that leaves it over this many pages (its default: 1000)
-WAL_CHECKPOINT_PAGES = 16
-#: the WAL file is cut back to this size whenever it restarts after a checkpoint
-WAL_SIZE_LIMIT = 128 * 1024
+__all__ = ["WAL_CHECKPOINT_PAGES", "WAL_SIZE_LIMIT", "WriteConnection", "WriterThread"]
+
+#: results queued for the writer at most: a caller queueing more waits until the writer catches up (a caller with
+#: 200,000 rows to store otherwise holds a snapshot of each in the queue: memory grows with the file, and a stop
+#: waits for all of them to be written)
+MAX_PENDING = 2000
+#: results written in one transaction at most (consecutive ones of one drained batch, itself at most MAX_PENDING
+#: items): each commit may checkpoint the WAL (an fsync), 500-result groups spent a third of the time committing
+GROUP_MAX = MAX_PENDING
 
 
 # ---- queue items ------------------------------------------------------------------------------------------
@@ -67,6 +71,16 @@ class RegisterCommand:
     op: str | None
     func_name: str | None
     signature: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class FinishQueued:
+    """Every row of the run still saying queued ends `status` with `error` (the jobs never left the queue)."""
+
+    run_id: int
+    status: str
+    error: str
+    finished_at: float
 
 
 @dataclass(frozen=True)
@@ -121,7 +135,9 @@ class Execute:
 
 
 Call = StartRun | FinishRun | ResumeRun | MarkInterrupted | Execute
-Item = WriteResult | RegisterVariant | RegisterCommand | Flush | Stop | Call
+Item = WriteResult | RegisterVariant | RegisterCommand | FinishQueued | Flush | Stop | Call
+#: the items that are rows: they count against MAX_PENDING, and consecutive ones are written in one transaction
+ROWS = (WriteResult, RegisterCommand)
 
 
 def coalesce(batch: list[Item]) -> list[Item]:
@@ -158,11 +174,37 @@ class WriterThread:
         self._on_failure = on_failure
         self._stored: set[tuple[int, str]] = set()   # final results this writer committed
         self._error_lock = threading.Lock()
+        self._pending = 0                       # WriteResults queued and not taken yet (at most MAX_PENDING)
+        self._room = threading.Condition()
         self._thread = threading.Thread(target=self._main, name="boo-store-writer", daemon=True)
         self._thread.start()
 
     def put(self, item: Item) -> None:
+        """Queue `item`; a row (a result or a command) waits while MAX_PENDING rows are queued (never once the
+        writer stopped or failed: nothing would make room)."""
+        if isinstance(item, ROWS):
+            with self._room:
+                while self._pending >= MAX_PENDING and self.failure is None and self._thread.is_alive():
+                    self._room.wait(0.5)
+                self._pending += 1
         self._queue.put(item)
+
+    def _take_batch(self) -> list[Item]:
+        """Wait for an item, then take what else is waiting (at most MAX_PENDING items), and make room for as
+        many results as it took: in one step, so that a waiting caller wakes once per batch, not once per item
+        (two threads taking turns on the GIL per item made storing 2x slower)."""
+        batch = [self._queue.get()]
+        while len(batch) < MAX_PENDING:
+            try:
+                batch.append(self._queue.get_nowait())
+            except queue.Empty:
+                break
+        taken = sum(1 for item in batch if isinstance(item, ROWS))
+        if taken:
+            with self._room:
+                self._pending -= taken
+                self._room.notify_all()
+        return batch
 
     def is_alive(self) -> bool:
         return self._thread.is_alive()
@@ -187,14 +229,8 @@ class WriterThread:
             self._drain_failed()
             return
         try:
-            while True:
-                batch = [self._queue.get()]
-                while True:   # drain what else is waiting: repeated updates of one job collapse to the last
-                    try:
-                        batch.append(self._queue.get_nowait())
-                    except queue.Empty:
-                        break
-                if self._process(conn, batch):
+            while True:   # a batch of what is waiting: repeated updates of a job in it collapse to the last
+                if self._process(conn, self._take_batch()):
                     return
         finally:
             conn.close()
@@ -202,26 +238,33 @@ class WriterThread:
     def _drain_failed(self) -> None:
         """No connection: answer what comes (calls get the error, flushes are released) until a Stop."""
         while True:
-            item = self._queue.get()
-            if isinstance(item, Stop):
-                return
-            if isinstance(item, Flush):
-                item.done.set()
-            elif isinstance(item, (StartRun, FinishRun, ResumeRun, MarkInterrupted, Execute)):
-                item.reply.set_exception(self.failure or StoreError(f"results database {self.path}: not open"))
+            for item in self._take_batch():
+                if isinstance(item, Stop):
+                    return
+                if isinstance(item, Flush):
+                    item.done.set()
+                elif isinstance(item, (StartRun, FinishRun, ResumeRun, MarkInterrupted, Execute)):
+                    item.reply.set_exception(self.failure or StoreError(f"results database {self.path}: not open"))
 
     def _process(self, conn: WriteConnection, batch: list[Item]) -> bool:
         """Write one drained batch in order, then checkpoint the WAL; True once a Stop was met."""
         wrote = False
+        group: list[WriteResult | RegisterCommand] = []   # consecutive rows, written together
         for item in coalesce(batch):
-            if self.failure is not None and not isinstance(item, (Stop, Flush, StartRun, FinishRun, ResumeRun,
-                                                                  MarkInterrupted, Execute)):
-                continue   # the file takes no more writes: the failure was reported once, drop the rest
-            match item:
-                case WriteResult(run_id=run_id, result=result):
+            if isinstance(item, ROWS):
+                if self.failure is None:   # else the file takes no more writes: the failure was reported once
                     wrote = True
-                    if self._guard("write_result", conn.write_result, run_id, result) is True:
-                        self._stored.add((run_id, result.job_id))
+                    group.append(item)
+                    if len(group) >= GROUP_MAX:
+                        self._write_group(conn, group)
+                        group = []
+                continue
+            if group:
+                self._write_group(conn, group)
+                group = []
+            if self.failure is not None and isinstance(item, (RegisterVariant, FinishQueued)):
+                continue
+            match item:
                 case Stop():
                     self._checkpoint(conn, wrote)
                     return True
@@ -230,14 +273,43 @@ class WriterThread:
                     done.set()
                 case RegisterVariant(run_id=run_id, name=name, row=row):
                     self._guard("variant", conn.variant, run_id, name, row)
-                case RegisterCommand(text=text, op=op, func_name=func_name, signature=signature):
+                case FinishQueued(run_id=run_id, status=status, error=error, finished_at=finished_at):
                     wrote = True
-                    self._guard("command", conn.command, text, op, func_name, signature)
+                    self._guard("finish_queued", conn.finish_queued, run_id, status, error, finished_at)
                 case StartRun() | FinishRun() | ResumeRun() | MarkInterrupted() | Execute():
                     wrote = True
                     self._answer(conn, item)
+        if group:
+            self._write_group(conn, group)
         self._checkpoint(conn, wrote)
         return False
+
+    def _write_group(self, conn: WriteConnection, group: list[WriteResult | RegisterCommand]) -> None:
+        """Write consecutive rows in one transaction; when that fails for a reason other than the file, each in
+        its own (the bad one's error recorded, the others stored)."""
+        if self.failure is not None:
+            return
+        finals: list[bool] = []   # per row: a final result (it counts as stored once committed)
+        try:
+            with conn.transaction() as c:
+                for item in group:
+                    if isinstance(item, WriteResult):
+                        finals.append(conn.result_in(c, item.run_id, item.result))
+                    else:
+                        conn.command_in(c, item.text, item.op, item.func_name, item.signature)
+                        finals.append(False)
+        except Exception as e:
+            if unwritable_reason(e) is not None:
+                self._fail(e)
+            elif len(group) == 1:
+                self._record_error(e, "write_result" if isinstance(group[0], WriteResult) else "command")
+            else:
+                for item in group:
+                    self._write_group(conn, [item])
+            return
+        for item, final in zip(group, finals):
+            if final and isinstance(item, WriteResult):
+                self._stored.add((item.run_id, item.result.job_id))
 
     def _checkpoint(self, conn: WriteConnection, wrote: bool) -> bool:
         """Checkpoint the WAL into the database file after writes (a full disk shows here too); always False:
@@ -303,186 +375,3 @@ class WriterThread:
         with self._error_lock:
             if self._error is None:
                 self._error = e
-
-
-# ---- the SQL ----------------------------------------------------------------------------------------------
-
-def _inserted_id(cur: sqlite3.Cursor) -> int:
-    """The id of the row the INSERT on `cur` just made (sqlite3 types it optional: None before any insert)."""
-    if cur.lastrowid is None:
-        raise StoreError("an INSERT returned no row id")
-    return cur.lastrowid
-
-
-def _now_iso() -> str:
-    return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
-
-
-class WriteConnection:
-    """Owns the write connection; used only on the writer thread."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.conn = connect(path)
-        self.conn.execute("PRAGMA synchronous=NORMAL")   # with WAL: durable across a process kill, far faster
-        self.conn.execute("PRAGMA foreign_keys=ON")      # a result for an unknown run is an error, not an orphan
-        self.conn.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_PAGES}")
-        self.conn.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
-        self.variants: dict[tuple[int, str], dict[str, Any]] = {}
-
-    def checkpoint(self) -> None:
-        """Copy the WAL into the database file without waiting for readers; the WAL restarts (cut back to
-        WAL_SIZE_LIMIT) at the next write."""
-        self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-
-    def close(self) -> None:
-        self.conn.close()
-
-    @contextlib.contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction; IMMEDIATE takes the write lock up front so another process writing the same
-        file makes us wait (busy timeout) rather than fail half-way."""
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield self.conn
-            self.conn.execute("COMMIT")   # a full disk may show only here: then it rolls back as well
-        except BaseException:
-            if self.conn.in_transaction:   # some errors (disk full) already rolled it back
-                with contextlib.suppress(sqlite3.Error):   # the first error is the one to report
-                    self.conn.execute("ROLLBACK")
-            raise
-
-    def execute(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
-        with self._tx() as c:
-            return fn(c)
-
-    # run lifecycle
-
-    def start_run(self, command_line: str, target: str, config: dict[str, Any], environment: dict[str, Any]) -> int:
-        from .. import __version__
-
-        env = environment_row(environment)
-        with self._tx() as c:
-            env_id = self._upsert_returning_id(c, "environments", env, "hash")
-            owner = owner_row()
-            cur = c.execute(
-                "INSERT INTO runs (started_at, status, command_line, tool_version, target, config, environment_id,"
-                " owner_pid, owner_host, owner_started) VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)",
-                (_now_iso(), command_line, __version__, target, dumps(config), env_id,
-                 owner["owner_pid"], owner["owner_host"], owner["owner_started"]),
-            )
-            return _inserted_id(cur)
-
-    def finish_run(self, run_id: int, status: RunStatus) -> None:
-        with self._tx() as c:
-            cur = c.execute("UPDATE runs SET status = ?, finished_at = ? WHERE id = ?", (status, _now_iso(), run_id))
-            if cur.rowcount == 0:
-                raise StoreError(f"no run {run_id} in {self.path}")
-
-    def resume_run(self, run_id: int) -> None:
-        with self._tx() as c:
-            owner = owner_row()   # this process owns the run now
-            cur = c.execute("UPDATE runs SET status = 'running', finished_at = NULL, owner_pid = ?, owner_host = ?,"
-                            " owner_started = ? WHERE id = ?",
-                            (owner["owner_pid"], owner["owner_host"], owner["owner_started"], run_id))
-            if cur.rowcount == 0:
-                raise StoreError(f"no run {run_id} in {self.path}")
-
-    def mark_interrupted(self, run_id: int) -> int:
-        marks = ",".join("?" * len(FINAL_STATUSES))
-        with self._tx() as c:
-            if c.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
-                raise StoreError(f"no run {run_id} in {self.path}")
-            cur = c.execute(
-                f"UPDATE results SET status = ? WHERE run_id = ? AND status NOT IN ({marks})",
-                (INTERRUPTED, run_id, *FINAL_STATUSES),
-            )
-            c.execute(
-                "UPDATE runs SET status = 'interrupted', finished_at = COALESCE(finished_at, ?)"
-                " WHERE id = ? AND status = 'running'",
-                (_now_iso(), run_id),
-            )
-            return cur.rowcount
-
-    # descriptions
-
-    def variant(self, run_id: int, name: str, row: dict[str, Any]) -> None:
-        self.variants[(run_id, name)] = row
-
-    def command(self, text: str, op: str | None, func_name: str | None, signature: dict[str, Any] | None) -> None:
-        with self._tx() as c:
-            self._command_id(c, text, op, func_name)
-            if signature is not None:
-                c.execute("UPDATE commands SET signature = ? WHERE text = ?", (dumps(signature), text))
-
-    # results
-
-    def write_result(self, run_id: int, r: JobResult) -> bool:
-        """Upsert one result in one transaction; True when it was a final one (it counts as stored)."""
-        with self._tx() as c:
-            command_id = self._command_id(c, r.command, r.op, r.func_name)
-            variant_id = self._variant_id(c, run_id, r.variant)
-            old = c.execute("SELECT id, kernel_id FROM results WHERE run_id = ? AND job_id = ?",
-                            (run_id, r.job_id)).fetchone()
-            kernel_id = self._write_kernel(c, r, variant_id, old["kernel_id"] if old else None)
-            row = result_row(r)
-            row.update(run_id=run_id, command_id=command_id, variant_id=variant_id, kernel_id=kernel_id)
-            cols = list(row)
-            updates = ", ".join(f"{k} = excluded.{k}" for k in cols if k not in ("run_id", "job_id"))
-            result_id = c.execute(
-                f"INSERT INTO results ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
-                f" ON CONFLICT (run_id, job_id) DO UPDATE SET {updates} RETURNING id",
-                [row[k] for k in cols],
-            ).fetchone()[0]
-            c.execute("DELETE FROM samples WHERE result_id = ?", (result_id,))
-            if r.samples_us and len(r.cpu_us) == len(r.samples_us):
-                c.executemany("INSERT INTO samples (result_id, idx, latency_us, cpu_us) VALUES (?, ?, ?, ?)",
-                              ((result_id, i, float(s), float(t))
-                               for i, (s, t) in enumerate(zip(r.samples_us, r.cpu_us))))
-            elif r.samples_us:
-                c.executemany("INSERT INTO samples (result_id, idx, latency_us) VALUES (?, ?, ?)",
-                              ((result_id, i, float(s)) for i, s in enumerate(r.samples_us)))
-        return r.status in FINAL_STATUSES
-
-    def _variant_id(self, c: sqlite3.Connection, run_id: int, name: str) -> int:
-        """The registered description of this run's variant; else the one this run used before under that name
-        (a resumed run in a new process need not register again); else a row with the name only."""
-        vrow = self.variants.get((run_id, name))
-        if vrow is None:
-            row = c.execute("SELECT v.id FROM results r JOIN variants v ON v.id = r.variant_id"
-                            " WHERE r.run_id = ? AND v.name = ? ORDER BY r.id DESC LIMIT 1", (run_id, name)).fetchone()
-            if row is not None:
-                return int(row[0])
-            vrow = variant_row(name)
-        return self._upsert_returning_id(c, "variants", vrow, "content_hash")
-
-    def _write_kernel(self, c: sqlite3.Connection, r: JobResult, variant_id: int, old_id: int | None) -> int | None:
-        krow = kernel_row(r, variant_id)
-        if krow is None:
-            if old_id is not None:
-                c.execute("UPDATE results SET kernel_id = NULL WHERE id IN "
-                          "(SELECT id FROM results WHERE kernel_id = ?)", (old_id,))
-                c.execute("DELETE FROM kernels WHERE id = ?", (old_id,))
-            return None
-        cols = list(krow)
-        if old_id is not None:
-            c.execute(f"UPDATE kernels SET {', '.join(f'{k} = ?' for k in cols)} WHERE id = ?",
-                      [krow[k] for k in cols] + [old_id])
-            return old_id
-        cur = c.execute(f"INSERT INTO kernels ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-                        [krow[k] for k in cols])
-        return _inserted_id(cur)
-
-    @staticmethod
-    def _command_id(c: sqlite3.Connection, text: str, op: str | None, func_name: str | None) -> int:
-        c.execute("INSERT INTO commands (text, op, func_name) VALUES (?, ?, ?) ON CONFLICT (text) DO NOTHING",
-                  (text, op, func_name))
-        return int(c.execute("SELECT id FROM commands WHERE text = ?", (text,)).fetchone()[0])
-
-    @staticmethod
-    def _upsert_returning_id(c: sqlite3.Connection, table: str, row: dict[str, Any], unique: str) -> int:
-        """Insert `row` unless a row with the same `unique` value exists; the id either way."""
-        cols = list(row)
-        c.execute(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
-                  f" ON CONFLICT ({unique}) DO NOTHING", [row[k] for k in cols])
-        return int(c.execute(f"SELECT id FROM {table} WHERE {unique} = ?", (row[unique],)).fetchone()[0])
