@@ -279,3 +279,14 @@ def test_a_node_cannot_write_outside_the_cache_entry_it_ships(tmp_path, name):
     with pytest.raises(CompileError, match="outside the cache entry"):
         RayCompilePool._write_entry(SimpleNamespace(cache=cache), shipped, "gemm_float32_forward_8x8x8", "0" * 64)
     assert not any(p.name == "outside.txt" for p in tmp_path.rglob("*")) and not Path("/tmp/outside.txt").exists()
+
+
+def test_a_home_that_cannot_take_the_cache_key_still_runs_and_says_so(cli_env, tmp_path):
+    """The user's own cache key is made on first use under ~/.config; where that cannot be written (a read-only
+    home), every compile stopped with exit 2. The run signs with a key of its own instead, and says so once."""
+    env = dict(cli_env, XDG_CONFIG_HOME="/dev/null/config", BOO_CACHE_DIR=str(tmp_path / "kernels"))
+    env.pop("BOO_CACHE_KEY", None)
+    p = run([CMD, "--db", tmp_path / "r.db", "--headless", "--rounds", "1", "--max-time", "0.05"], env, tmp_path)
+    assert p.returncode == 0, p.stderr[-2000:]
+    said = [line for line in p.stderr.splitlines() if "cannot be made" in line]
+    assert len(said) == 1 and "a key of its own" in said[0], p.stderr

@@ -173,6 +173,7 @@ class KernelCache:
                 root = locations.cache_root()
         self.root = Path(root).expanduser().resolve()
         self.key = trust.cache_key()   # a key file that is not safe to use: CacheKeyError (a usage error)
+        self.notice = self.key.notice
         #: what this process saw but did not trust: (func_name, key) of an entry, or ("index"/"prebuilt", record
         #: key) of a record -> where and why, one line
         self.untrusted: dict[tuple[str, str], str] = {}

@@ -61,6 +61,9 @@ class CacheKey:
     secret: bytes = field(repr=False)
     path: Path
     shared: bool      # named by $BOO_CACHE_KEY: a team's; its holders are trusted wherever their entries are
+    #: set when the user's own key could not be made (a read-only home): this process's key, said once, and the
+    #: entries it signs are recompiled by the next process
+    notice: str | None = None
 
     def _mac(self, purpose: str, body: dict[str, Any]) -> bytes:
         text = json.dumps([purpose, body], sort_keys=True, separators=(",", ":"))
@@ -91,7 +94,16 @@ def cache_key() -> CacheKey:
         key = _keys.get((str(path), shared))
         if key is None:
             if not shared:
-                _make_key(path)
+                try:
+                    _make_key(path)
+                except CacheKeyError as e:
+                    # A home that cannot be written (some CI machines): refusing would stop every compile, and
+                    # a key no other process knows still keeps a planted entry out. Said once, with the way out.
+                    key = _keys[(str(path), shared)] = CacheKey(
+                        secrets.token_bytes(KEY_BYTES), path, shared,
+                        notice=f"{e}: this run signs its kernels with a key of its own, so the next run compiles "
+                               "them again")
+                    return key
             key = _keys[(str(path), shared)] = CacheKey(_read_key(path, shared), path, shared)
     return key
 
