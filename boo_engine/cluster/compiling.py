@@ -16,7 +16,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from ..compile.artifact import Artifact, artifact_from_meta
@@ -25,6 +25,7 @@ from ..compile.cache import COMMAND, KernelCache, adopt
 from ..compile.flags import as_target, key_flags
 from ..compile.messages import Failed
 from ..compile.storage import storing
+from ..compile.trust import inside_entry
 from ..errors import ClusterLost, CompileError, one_line
 from ..ops.base import OpSignature
 from ..targets import Target
@@ -173,7 +174,7 @@ class RayCompilePool:
     def _write_entry(self, shipped: Shipped, func: str, key: str) -> None:
         cache, here, there = self.cache, str(self.cache.root), shipped.node_root
         names = [*shipped.files, *([shipped.mlir_name] if shipped.mlir_text is not None else [])]
-        if bad := next((n for n in names if not _entry_name(n)), None):
+        if bad := next((n for n in names if not inside_entry(n)), None):
             # a node names the files it sends: '../x' or '/x' would be written outside the entry
             raise CompileError(f"{func}: node {shipped.node} sent a file named {bad!r}, outside the cache entry")
         if shipped.mlir_text is not None:
@@ -237,9 +238,3 @@ def _write(path: Path, data: bytes) -> None:
     tmp.write_bytes(data)
     os.replace(tmp, path)
 
-
-def _entry_name(rel: str) -> bool:
-    """A name a node may give a file of an entry: relative, within the entry (no '..', no absolute path), plain."""
-    parts = PurePosixPath(rel).parts
-    return bool(parts) and not rel.startswith("/") and "\\" not in rel and all(
-        p not in ("..", ".") and "\0" not in p for p in parts)

@@ -37,7 +37,7 @@ import tempfile
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from .. import locations
@@ -244,13 +244,21 @@ def entry_problem(d: Path, meta: dict[str, Any], key: CacheKey, members: Iterabl
     return None
 
 
+def inside_entry(rel: str) -> bool:
+    """Whether `rel` names a file inside an entry's folder: relative, plain, no '..' (a meta.json's list, the
+    names a Ray node ships its entry under)."""
+    parts = PurePosixPath(rel).parts
+    return bool(parts) and not rel.startswith("/") and "\\" not in rel and all(
+        p not in ("..", ".") and "\0" not in p for p in parts)
+
+
 def files_problem(d: Path, meta: dict[str, Any]) -> str | None:
     """Which file of those `meta` lists (with their sha256) is not in `d` as listed, or None."""
     files = meta.get(FILES)
     if not isinstance(files, dict):
         return "meta.json lists no files"
     for rel, digest in files.items():
-        if Path(rel).is_absolute() or ".." in Path(rel).parts:
+        if not inside_entry(rel):
             return f"meta.json lists {rel!r}"
         try:
             if file_sha256(d / rel) != digest:

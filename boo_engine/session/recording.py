@@ -176,16 +176,14 @@ class RunRecorder:
         """The session stops: every job not final yet ends INTERRUPTED, saying why (the caller holds the state
         lock)."""
         state = self._state
-        error = (f"not measured: {state.halt_reason}" if state.halted is not None
-                 else "interrupted: the session closed before this job finished")
+        halted, closed = state.halted is not None, "interrupted: the session closed before this job finished"
         queued = []   # never left the queue: their rows (if any) say queued and hold nothing else
         for result in [r for r in state.jobs.values() if r.status not in FINAL_STATUSES]:
             if result.status == QUEUED and state.job(result.job_id).stored is not None:
                 queued.append(result)
             else:   # it got further (compiled, measured), or never asked to run: stored with what it has
-                self.finish(result, INTERRUPTED, error=(halted_error(result, state.halt_reason or "the run stopped")
-                                                        if state.halted is not None else error))
-        self.finish_queued(queued, INTERRUPTED, error)
+                self.finish(result, INTERRUPTED, error=halted_error(result, state.halt_reason) if halted else closed)
+        self.finish_queued(queued, INTERRUPTED, f"not measured: {state.halt_reason}" if halted else closed)
 
     def finish_queued(self, results: list[JobResult], status: Status, error: str) -> None:
         """Jobs that never left the queue reached a final status: stamped and told to the front ends one by one,

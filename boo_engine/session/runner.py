@@ -93,7 +93,7 @@ class Runner:
         """The run halted: the jobs it had not finished were not measured, and end INTERRUPTED with the reason."""
         state = self._state
         with state.lock:
-            self._end_unfinished(INTERRUPTED, state.halt_reason or "the run stopped", halted=True)
+            self._end_unfinished(INTERRUPTED, state.halt_reason, halted=True)
             idle_reported, state.idle_reported = state.idle_reported, True
         if not idle_reported:
             self._recorder.end_run(RunStatus.INTERRUPTED)
