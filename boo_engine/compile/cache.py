@@ -160,8 +160,6 @@ class KernelCache:
     def __init__(self, root: str | os.PathLike | None = None, *, compiler_version: str | None = None,
                  overlay: str | os.PathLike | None = None, _lower: str | None = None):
         self.temporary = False
-        #: a line for the user when the cache is not what they asked for (a read-only root with an overlay)
-        self.notice: str | None = None
         #: a read-only cache whose valid entries are hits; `root` (the overlay) takes every write
         self.lower: Path | None = Path(_lower) if _lower else None
         if root is None:
@@ -173,7 +171,8 @@ class KernelCache:
                 root = locations.cache_root()
         self.root = Path(root).expanduser().resolve()
         self.key = trust.cache_key()   # a key file that is not safe to use: CacheKeyError (a usage error)
-        self.notice = self.key.notice
+        #: a line for the user when the cache is not what they asked for (a read-only root, a key of this process)
+        self.notice: str | None = self.key.notice
         #: what this process saw but did not trust: (func_name, key) of an entry, or ("index"/"prebuilt", record
         #: key) of a record -> where and why, one line
         self.untrusted: dict[tuple[str, str], str] = {}
