@@ -95,6 +95,10 @@ class CompileInfo:
     error: str | None = None        # compiler stderr on failure
     spec_applied: bool | None = None  # variants with a tuning spec: did it change the kernel?
     decompositions: list[str] = field(default_factory=list)  # ops torch decomposed for IREE (compile/lowering.py)
+    #: how the kernel was built, one line: "ours" (our export, this machine's per-op defaults), "boo:
+    #: iree-turbine 3.9.0" (BOO's export and flags) or "boo: our export (why BOO's is not used)"; None: unknown
+    #: (a kernel cached before builds were recorded)
+    build: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -42,6 +42,12 @@ CUDA_FALLBACK_ARCH = "sm_80"
 
 CPU_DRIVERS = ("local-sync", "local-task")
 
+#: how a kernel is built (`Target.build`, `Variant.base`): BOO's own build (iree-turbine's export of the op, BOO's
+#: compile flags: `boo_flags`), or ours (our export, the target's flags and this machine's per-op defaults)
+BOO_BUILD = "boo"
+OUR_BUILD = "ours"
+BUILDS = (BOO_BUILD, OUR_BUILD)
+
 
 def cpu_driver(threads: int) -> str:
     """THE CPU driver rule: one thread runs on `local-sync` (inline, the most stable measurement, and what the
@@ -76,6 +82,10 @@ class Target:
     #: PTX fallback the driver JIT-compiles on load (e.g. "sm_90" on an H100); None otherwise. Not in the
     #: identity: the artifact is the `arch` build.
     runs_on: str | None = None
+    #: how a variant that names no `base` builds its kernels, the baseline included: OUR_BUILD (the engine's
+    #: default: tune, tune --defaults and the torch backends build this way) or BOO_BUILD (a run's `boo` column,
+    #: what the front ends ask for). In the flags and the MLIR, hence the cache key; not in the identity.
+    build: str = OUR_BUILD
 
     def __post_init__(self) -> None:
         checks: dict[str, Callable[[str], object]] = {
@@ -86,6 +96,8 @@ class Target:
                               "'hip:gfx942' | 'cuda:sm_80')")
         if self.threads < 1:
             raise TargetError(f"target threads must be >= 1, got {self.threads}")
+        if self.build not in BUILDS:
+            raise TargetError(f"target build {self.build!r}: expected one of {', '.join(BUILDS)}")
 
     @property
     def name(self) -> str:
@@ -104,6 +116,24 @@ class Target:
         if self.kind == "hip":
             return ["--iree-hal-target-device=hip", f"--iree-rocm-target={self.arch}"]
         return ["--iree-hal-target-device=cuda", f"--iree-cuda-target={self.arch}"]
+
+    def boo_flags(self) -> list[str]:
+        """The flags iree-turbine's BOO compiles a kernel for this target with (3.9.0: runtime/device.py's
+        DEVICE_TARGET_COMPILE_FLAGS and the arch flag its devices add, then kernel/boo/runtime/launch.py's
+        `default_compiler_flags_callback`), in that order. Two spellings are IREE 3.13's instead of BOO's, which
+        this compiler refuses ("Unknown command line argument"): the arch as `--iree-rocm-target` (BOO:
+        `--iree-hip-target`) and `--iree-cuda-target` (BOO: `--iree-hal-cuda-llvm-target-arch`). The tuning spec
+        BOO adds on HIP from $BOO_TUNING_SPEC_PATH is a variant here (variants/parsing.py), built on top of these."""
+        if self.kind == "cpu":
+            return ["--iree-hal-target-backends=llvm-cpu", "--iree-llvmcpu-target-cpu-features=host",
+                    "--iree-opt-level=O1"]
+        if self.kind == "hip":
+            return ["--iree-hal-target-backends=rocm", f"--iree-rocm-target={self.arch}", "--iree-opt-level=O3",
+                    "--iree-dispatch-creation-enable-fuse-padding-into-linalg-consumer-ops",
+                    "--iree-dispatch-creation-enable-split-reduction",
+                    "--iree-preprocessing-pass-pipeline=builtin.module("
+                    "iree-preprocessing-convert-conv-filter-to-channels-last)"]
+        return ["--iree-hal-target-backends=cuda", f"--iree-cuda-target={self.arch}", "--iree-opt-level=O1"]
 
     @property
     def notice(self) -> str | None:
@@ -150,7 +180,7 @@ def cuda_target(arch: str) -> Target:
 
 #: the names of every flag `Target.compile_flags` gives, whatever the kind (what "the target's own flags" are)
 _TARGET_FLAG_NAMES = {f.split("=", 1)[0] for t in (Target("cpu"), Target("hip", "gfx942"), Target("cuda", "sm_80"))
-                      for f in t.compile_flags()}
+                      for f in t.compile_flags() + t.boo_flags()[:2]}
 
 
 def is_target_flag(flag: str) -> bool:

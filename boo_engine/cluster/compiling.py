@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..compile.artifact import Artifact, artifact_from_meta
-from ..compile.build import DEFAULT_TIMEOUT_S
+from ..compile.build import DEFAULT_TIMEOUT_S, kernel_key_material
 from ..compile.cache import COMMAND, KernelCache, adopt
 from ..compile.flags import as_target, key_flags
 from ..compile.messages import Failed
@@ -167,7 +167,8 @@ class RayCompilePool:
                 raise CompileError(f"{func}: the kernel shipped by node {shipped.node} does not validate here")
         flags = key_flags(sig, target, variant, extra)
         with contextlib.suppress(OSError):
-            cache.index_record(cache.index_key(sig, flags, target.identity(), variant.key_material(func)), func, key)
+            vkey = kernel_key_material(sig, target, variant)
+            cache.index_record(cache.index_key(sig, flags, target.identity(), vkey), func, key)
         return artifact_from_meta(cache, found, target, variant, cache_hit=shipped.cache_hit,
                                   seconds=shipped.seconds, untrusted=shipped.untrusted)
 

@@ -102,7 +102,7 @@ def compile_task(order: CompileOrder | None) -> Any:
     if order is None:
         return _node_label()
     from ..compile.build import compile_signature
-    from ..compile.cache import mlir_file_name, open_cache
+    from ..compile.cache import open_cache
     from ..compile.messages import Failed
     from ..compile.storage import CacheStoreError
     from ..errors import CompileError
@@ -126,9 +126,8 @@ def compile_task(order: CompileOrder | None) -> Any:
         for p in sorted(entry.rglob("*")):
             if p.is_file() and p.name != META:
                 files[str(p.relative_to(entry))] = p.read_bytes()
-    func = art.func_name
-    mlir_name = mlir_file_name(func, order.variant.export_formulation(func))
     mlir_path = Path(art.mlir_path)
+    mlir_name = mlir_path.name
     mlir_text = None if shared or not mlir_path.is_file() else mlir_path.read_text()
     return Shipped(meta=dict(art.meta), node_root=str(cache.root), mlir_name=mlir_name, mlir_text=mlir_text,
                    seconds=art.compile_seconds, cache_hit=art.cache_hit, node=_node_label(), files=files,

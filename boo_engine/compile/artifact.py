@@ -38,7 +38,15 @@ class Artifact:
         return CompileInfo(seconds=self.compile_seconds, cache_hit=self.cache_hit, command=list(self.command),
                            artifact=self.vmfb_path, key=self.key, compiler_version=self.compiler_version,
                            num_dispatches=self.num_dispatches,
-                           decompositions=[str(d) for d in self.meta.get("decompositions", [])])
+                           decompositions=[str(d) for d in self.meta.get("decompositions", [])],
+                           build=self.build)
+
+    @property
+    def build(self) -> str | None:
+        """How the kernel was built, in one line ("ours", "boo: iree-turbine 3.9.0", "boo: our export (why)");
+        None for an entry from before builds were recorded."""
+        b = self.meta.get("build")
+        return b if isinstance(b, str) else None
 
 
 def artifact_from_meta(cache: KernelCache, meta: dict[str, Any], target: Target, variant: Variant, *,
@@ -51,6 +59,14 @@ def artifact_from_meta(cache: KernelCache, meta: dict[str, Any], target: Target,
                     command=list(meta["command"]), compile_seconds=seconds, cache_hit=cache_hit,
                     compiler_version=meta["compiler_version"], num_dispatches=int(meta["num_dispatches"]),
                     configs_dir=str(d / CONFIGS),
-                    mlir_path=str(d.parent / mlir_file_name(func, variant.export_formulation(func))),
+                    mlir_path=str(d.parent / _mlir_name(meta, func, variant)),
                     flags=list(meta["flags"]), meta=meta, scratch_dir=str(cache.entry_dir(func, key)),
                     untrusted=untrusted)
+
+
+def _mlir_name(meta: dict[str, Any], func: str, variant: Variant) -> str:
+    """The entry's source file beside it: as meta.json names it, else (an older entry) its formulation's."""
+    name = meta.get("mlir_name")
+    if isinstance(name, str) and name and "/" not in name and name not in (".", ".."):
+        return name
+    return mlir_file_name(func, variant.export_formulation(func))

@@ -12,6 +12,7 @@ is then a CompileError, never the death of the caller, every compile gets its ow
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shlex
 import shutil
@@ -23,17 +24,52 @@ from typing import Any
 from .. import iree_tools, locations
 from ..errors import CompileError
 from ..ops.base import OpSignature
-from ..targets import Target
+from ..targets import BOO_BUILD, OUR_BUILD, Target
 from ..variants import BASELINE, Variant
 from . import cache as cache_mod
 from .artifact import Artifact, artifact_from_meta
 from .cache import COMMAND, CONFIGS, VMFB, KernelCache
-from .flags import as_target, compile_flags, key_flags, run_flags
+from .flags import as_target, compile_flags, kernel_build, key_flags, run_flags
 from .lowering import decompositions_in
 from .runner import run_compiler
 from .storage import storing
+from .turbine import NotBoo, boo_problem, turbine_version
 
 DEFAULT_TIMEOUT_S = 600.0
+#: the file name label (cache.mlir_file_name) of iree-turbine's MLIR of a kernel, beside our formulations'
+BOO_MLIR = "boo"
+
+
+def kernel_key_material(sig: OpSignature, target: Target, variant: Variant) -> str:
+    """What keys the kernel beyond its flags: the variant's own files and formulation (`Variant.key_material`)
+    and, for BOO's build, where its MLIR comes from (iree-turbine and its version, or our export), so installing
+    turbine, or another version of it, never reuses a kernel built from the other source."""
+    vkey = variant.key_material(sig.func_name)
+    if kernel_build(target, variant) != BOO_BUILD:
+        return vkey
+    problem = boo_problem(sig, variant.export_formulation(sig.func_name))
+    source = f"iree-turbine {turbine_version()}" if problem is None else OUR_BUILD
+    return hashlib.sha256(f"{vkey}\0{BOO_BUILD}\0{source}".encode()).hexdigest()
+
+
+def export_kernel(sig: OpSignature, target: Target, variant: Variant) -> tuple[str, str, str]:
+    """(MLIR, its file label, the build in one line) of the kernel `variant` builds: our export of its
+    formulation ("ours"), or for BOO's build iree-turbine's export ("boo: iree-turbine 3.9.0"), else our export
+    compiled with BOO's flags, saying why ("boo: our export (bnorm is not an op BOO has)")."""
+    from .export import export_mlir  # imports iree.compiler (~70 ms): only when a compile may be needed
+
+    formulation = variant.export_formulation(sig.func_name)
+    if kernel_build(target, variant) != BOO_BUILD:
+        return export_mlir(sig, formulation), formulation, OUR_BUILD
+    problem = boo_problem(sig, formulation)
+    if problem is None:
+        from .turbine import export_boo
+
+        try:
+            return export_boo(sig), BOO_MLIR, f"{BOO_BUILD}: iree-turbine {turbine_version()}"
+        except NotBoo as e:
+            problem = str(e)
+    return export_mlir(sig, formulation), formulation, f"{BOO_BUILD}: our export ({problem})"
 
 
 def _prebuilt(cache: KernelCache, sig: OpSignature, flags: list[str], identity: str, vkey: str, target: Target,
@@ -69,7 +105,7 @@ def lookup_cached(sig: OpSignature, target: Target | str, variant: Variant = BAS
     target = as_target(target)
     cache = cache or cache_mod.default_cache()
     flags = key_flags(sig, target, variant, extra_flags)
-    identity, vkey = target.identity(), variant.key_material(sig.func_name)
+    identity, vkey = target.identity(), kernel_key_material(sig, target, variant)
     if not iree_tools.compiler_here():
         return _prebuilt(cache, sig, flags, identity, vkey, target, variant)
     found = cache.index_lookup(cache.index_key(sig, flags, identity, vkey))
@@ -93,7 +129,7 @@ def compile_signature(sig: OpSignature, target: Target | str = "cpu", variant: V
     cache = cache or cache_mod.default_cache()
     flags = compile_flags(sig, target, variant, extra_flags)
     kflags = key_flags(sig, target, variant, extra_flags)   # the variant's files by content, not path
-    identity, vkey = target.identity(), variant.key_material(sig.func_name)
+    identity, vkey = target.identity(), kernel_key_material(sig, target, variant)
     if not iree_tools.compiler_here():
         art = _prebuilt(cache, sig, kflags, identity, vkey, target, variant)
         if art is None:
@@ -107,11 +143,8 @@ def compile_signature(sig: OpSignature, target: Target | str = "cpu", variant: V
             _remember_prebuilt(cache, sig, kflags, identity, vkey, meta)
             return artifact_from_meta(cache, meta, target, variant, cache_hit=True, seconds=0.0)
 
-    from .export import export_mlir  # imports iree.compiler (~70 ms): only when a compile may be needed
-
     t0 = time.perf_counter()
-    formulation = variant.export_formulation(sig.func_name)
-    mlir = export_mlir(sig, formulation)
+    mlir, label, build = export_kernel(sig, target, variant)
     export_s = time.perf_counter() - t0
     func = sig.func_name
     decompositions = decompositions_in(mlir)
@@ -124,10 +157,10 @@ def compile_signature(sig: OpSignature, target: Target | str = "cpu", variant: V
             meta = cache.load(func, key)  # another process may have built it while we waited
             if meta is None:
                 hit = False
-                mlir_path = cache.write_mlir(func, mlir, formulation)
+                mlir_path = cache.write_mlir(func, mlir, label)
                 meta = _build(cache, sig, target, variant, flags, key, mlir_path, timeout_s,
                               export_s=export_s, identity=identity, variant_key=vkey,
-                              decompositions=decompositions)
+                              decompositions=decompositions, build=build)
     with contextlib.suppress(OSError):  # the index only saves the next export: the entry itself is stored
         cache.index_record(ikey, func, key)
     _remember_prebuilt(cache, sig, kflags, identity, vkey, meta)
@@ -138,7 +171,7 @@ def compile_signature(sig: OpSignature, target: Target | str = "cpu", variant: V
 
 def _build(cache: KernelCache, sig: OpSignature, target: Target, variant: Variant, flags: list[str], key: str,
            mlir_path: Path, timeout_s: float, *, export_s: float, identity: str, variant_key: str,
-           decompositions: tuple[str, ...] = ()) -> dict[str, Any]:
+           decompositions: tuple[str, ...] = (), build: str = OUR_BUILD) -> dict[str, Any]:
     func = sig.func_name
     exe = iree_tools.tool_path("iree-compile", CompileError)
     final = cache.entry_dir(func, key)
@@ -172,7 +205,7 @@ def _build(cache: KernelCache, sig: OpSignature, target: Target, variant: Varian
             "compiler_version": cache.compiler_version, "compile_seconds": round(seconds, 4),
             "export_seconds": round(export_s, 4), "num_dispatches": len(configs), "configs": configs,
             "mlir_sha256": cache_mod.file_sha256(mlir_path), "created_at": time.time(),
-            "decompositions": list(decompositions),
+            "decompositions": list(decompositions), "build": build, "mlir_name": mlir_path.name,
         }
         return cache.commit(staging, func, key, meta)
     except BaseException:

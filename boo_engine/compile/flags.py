@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from ..ops.base import OpSignature
-from ..targets import Target, is_target_flag, parse_target, per_op_default_flags
+from ..targets import BOO_BUILD, Target, is_target_flag, parse_target, per_op_default_flags
 from ..variants import BASELINE, Variant
 
 
@@ -35,11 +35,20 @@ def _placeholder(_path: str) -> str:
     return "<file>"
 
 
+def kernel_build(target: Target, variant: Variant) -> str:
+    """How `variant` builds its kernels for `target`: its own `base`, else the target's build."""
+    return variant.base or target.build
+
+
 def _flags(sig: OpSignature, target: Target, variant: Variant, extra_flags: Sequence[str],
            path_of: Callable[[str], str]) -> list[str]:
+    own = variant.compile_flags(path_of) + variant.flags_for(sig.func_name, path_of) + list(extra_flags)
+    if kernel_build(target, variant) == BOO_BUILD:
+        # BOO's flags, verbatim: iree-compile detects the input (turbine's util/hal MLIR, or our torch-dialect
+        # export where BOO has no such kernel), and no per-op default of ours is added
+        return sig.required_compile_flags() + target.boo_flags() + own
     return (["--iree-input-type=torch"] + sig.required_compile_flags() + target.compile_flags()
-            + per_op_default_flags(sig, target)
-            + variant.compile_flags(path_of) + variant.flags_for(sig.func_name, path_of) + list(extra_flags))
+            + per_op_default_flags(sig, target) + own)
 
 
 #: How iree-compile runs, not what it builds (measured byte-identical vmfbs for cpu, gfx942 and sm_80): MLIR's

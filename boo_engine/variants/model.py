@@ -44,14 +44,23 @@ class Variant:
     #: "cold" / "warm": measure this variant with that --cache-mode (None: the run's). Not a compile setting: a
     #: variant of only `cache=cold` runs the baseline's kernel, flushed, so cold vs warm is a compared column
     cache_mode: str | None = None
+    #: the build this variant's change applies to: "boo" (iree-turbine's export of the op and BOO's flags) or
+    #: "ours" (our export with this machine's per-op defaults: what `boo-tui tune` measures and writes); None:
+    #: the run's build (`Target.build`: "boo" in a run the front ends start, so a variant is the baseline plus
+    #: its change)
+    base: str | None = None
+    #: the `best` column (BEST): "?" until the session resolves it per kernel, then what chose the kernel's
+    #: configuration ("rules", "table", "tune N"). "" for every other variant. Not in the key: it changes no
+    #: kernel (the configuration it chose does).
+    best: str = ""
 
     @property
     def is_baseline(self) -> bool:
-        """No spec, flag, substitution, preprocess step, formulation (even "default", named on purpose) or cache
-        mode."""
+        """No spec, flag, substitution, preprocess step, formulation (even "default", named on purpose), cache
+        mode or build of its own."""
         return not (self.tuning_specs or self.flags or self.substitutions or self.preprocess or self.kernel_flags
                     or self.kernel_formulations or self.kernel_substitutions or self.formulation is not None
-                    or self.cache_mode is not None)
+                    or self.cache_mode is not None or self.base is not None or self.best)
 
     def flags_for(self, func_name: str, path_of: Callable[[str], str] = str) -> list[str]:
         """The kernel-specific flags of this variant for `func_name` (after compile_flags()): its substituted
@@ -163,6 +172,10 @@ class Variant:
             d["formulation"] = self.formulation
         if self.cache_mode is not None:
             d["cache_mode"] = self.cache_mode
+        if self.base is not None:
+            d["base"] = self.base
+        if self.best:
+            d["best"] = self.best
         return d
 
     @classmethod
@@ -177,7 +190,8 @@ class Variant:
                                              for k, v in (d.get("kernel_formulations") or {}).items()),
                    kernel_substitutions=tuple((str(f), str(k), str(n), str(p))
                                               for f, k, n, p in d.get("kernel_substitutions") or ()),
-                   formulation=d.get("formulation") or None, cache_mode=d.get("cache_mode") or None)
+                   formulation=d.get("formulation") or None, cache_mode=d.get("cache_mode") or None,
+                   base=d.get("base") or None, best=str(d.get("best") or ""))
 
 
 def _substitute_flag(kind: str, executable: str, path: str) -> str:
