@@ -33,6 +33,9 @@ class SessionConfig:
     resume: int | str | None = None           # continue this run id (or "last") without redoing finished jobs
     command_line: str = ""                    # recorded with the run
     per_op_defaults: bool = True              # cpu: this machine's per-op-class flags (False: IREE's plain defaults)
+    build: str = "ours"                       # how the baseline (and every variant without a base) is built:
+                                              # "ours" (our export, the per-op defaults: the engine's default, what
+                                              # tune measures) or "boo" (iree-turbine's BOO: the front ends' runs)
     cache_mode: str = "warm"                  # "cold": flush the caches before every timed call (bench/flush.py)
     compile_flags: tuple[str, ...] = ()       # --flags: iree-compile flags added to EVERY IREE job of the run,
                                               # baseline included (after the variant's own); part of the cache key

@@ -17,8 +17,10 @@ machine, keyed by the resolved CPU (LLVM name + a digest of its features, `HostC
                                             "ratio": 28.1, "ci": [27.5, 28.8], "verdict": "slower"},
                             "im2col": {"flags": [...], "error": "first line of the compiler's error"}}}}}}}
 
-Only `flags` is read back; the rest says why. A file that cannot be read as this format is ignored with one
-warning line (never a traceback) and the rules decide; `tune --defaults` then writes a whole new file.
+Only `flags` and `formulation` (how the `best` column writes the class's kernels, when measured; absent in a
+table written before formulations were measured) are read back; the rest says why. A file that cannot be read as
+this format is ignored with one warning line (never a traceback) and the rules decide; `tune --defaults` then
+writes a whole new file.
 A leaf module: imports only locations and fsutil.
 """
 from __future__ import annotations
@@ -49,6 +51,9 @@ class TableState:
 
     path: Path | None                   # None: tables are switched off ($BOO_DEFAULTS_TABLE=off)
     classes: dict[str, tuple[str, ...]] = field(default_factory=dict)   # op class -> flags; {} when none apply
+    #: op class -> the formulation `tune --defaults` chose for the `best` column ("default" included); only
+    #: classes whose formulations were measured
+    formulations: dict[str, str] = field(default_factory=dict)
     digest: str | None = None           # of `classes` (sha256 of their canonical JSON, 12 hex): None when empty
     warning: str | None = None          # one line when the file exists but is ignored
 
@@ -111,7 +116,10 @@ def _parse(path: Path, key: str) -> TableState:
     if entry is None:
         return TableState(path=path)
     classes = {name: tuple(c["flags"]) for name, c in entry["classes"].items()}
-    return TableState(path=path, classes=classes, digest=classes_digest(classes) if classes else None)
+    forms = {name: c["formulation"] for name, c in entry["classes"].items() if isinstance(c.get("formulation"), str)}
+    keyed: dict[str, tuple[str, ...]] = {**classes, **{f"{k}#formulation": (v,) for k, v in forms.items()}}
+    digest = classes_digest(keyed) if classes else None
+    return TableState(path=path, classes=classes, formulations=forms, digest=digest)
 
 
 def _warn(path: Path, problem: str) -> str:
@@ -135,6 +143,8 @@ def check_document(doc: Any) -> str | None:
             flags = c.get("flags") if isinstance(c, dict) else None
             if not isinstance(flags, list) or not all(isinstance(f, str) and f.startswith("-") for f in flags):
                 return f"has a class without a list of flags ({str(cname)[:60]})"
+            if c.get("formulation") is not None and not isinstance(c.get("formulation"), str):
+                return f"has a class whose formulation is not a name ({str(cname)[:60]})"
     return None
 
 

@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .columns import build_label, columns_note, geomean_vs_torch, torch_ratios
 from .compare import (
     BASELINE_LABEL,
     DEFAULT_MIN_EFFECT,
@@ -63,9 +64,9 @@ CSV_COLUMNS = [
     "n", "min_us", "median_us", "mean_us", "max_us", "stddev_us", "p10_us", "p90_us", "iqr_us", "gflops", "gbps",
     "roofline_us", "pct_roofline",
     "numerics", "noisy", "noise_reason", "host_load", "steal", "disturbed", "rounds", "block_k", "warmup_calls",
-    "compile_seconds", "cache_hit", "num_dispatches", "spec_applied", "compile_flags",
+    "compile_seconds", "cache_hit", "num_dispatches", "spec_applied", "compile_flags", "build", "chosen_by",
     "ratio_vs_baseline", "ci_low", "ci_high", "p_value", "verdict", "verdict_reason",
-    "calls", "share", "weighted_us",
+    "calls", "share", "weighted_us", "ratio_vs_torch",
     "error", "source", "reproducer", "job_id",
 ]
 #: the `command` and `status` of a CSV row holding a model line (`weights.ModelLine`): its `median_us` is the
@@ -253,7 +254,7 @@ def _csv_text(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     return buf.getvalue()
 
 
-def _result_record(r: JobResult, comparisons: Comparisons) -> dict[str, Any]:
+def _result_record(r: JobResult, comparisons: Comparisons, vs_torch: Mapping[str, float]) -> dict[str, Any]:
     d: dict[str, Any] = {
         "command": r.command, "func_name": r.func_name, "op": r.op, "variant": r.variant, "target": r.target,
         "device": r.device,
@@ -269,7 +270,9 @@ def _result_record(r: JobResult, comparisons: Comparisons) -> dict[str, Any]:
     c = r.compile
     d.update(compile_seconds=c.seconds if c else None, cache_hit=c.cache_hit if c else None,
              num_dispatches=c.num_dispatches if c else None, spec_applied=c.spec_applied if c else None,
-             compile_flags=" ".join(chosen_flags(c.command)) if c else None)
+             compile_flags=" ".join(chosen_flags(c.command)) if c else None,
+             build=c.build if c else None, chosen_by=c.chosen_by if c else None,
+             ratio_vs_torch=vs_torch.get(r.job_id))
     cmp = comparisons.get(comparison_key(r))
     d.update(ratio_vs_baseline=cmp.ratio if cmp else None, ci_low=cmp.ci_low if cmp else None,
              ci_high=cmp.ci_high if cmp else None, p_value=cmp.p_value if cmp else None,
@@ -301,7 +304,8 @@ def render_csv(results: Sequence[JobResult], comparisons: Comparisons,
                model: Sequence[ModelLine] | None = None) -> str:
     """One row per result, in the given order, then one per model line (status `model`). Each row goes into the
     text as it is made (a list of every row's cells first was 0.7 KB a row more at the peak: 136 MB for 200,000)."""
-    records = (_result_record(r, comparisons) for r in results)
+    vs_torch = torch_ratios(results)
+    records = (_result_record(r, comparisons, vs_torch) for r in results)
     lines = (_model_record(line) for line in model or ())
     return _csv_text(CSV_COLUMNS, ([_cell(rec[k]) for k in CSV_COLUMNS] for rec in itertools.chain(records, lines)))
 
@@ -322,11 +326,13 @@ def _json_safe(v: Any) -> Any:
 def render_json(results: Sequence[JobResult], *, environment: dict[str, Any] | None, run: dict[str, Any] | None,
                 comparisons: Comparisons, model: Sequence[ModelLine] | None = None) -> str:
     out_results = []
+    vs_torch = torch_ratios(results)
     for r in results:
         d = r.to_dict()
         cmp = comparisons.get(comparison_key(r))
         d["column"] = column_label(r)
         d["comparison"] = cmp.to_dict() if cmp else None
+        d["ratio_vs_torch"] = vs_torch.get(r.job_id)
         out_results.append(d)
     doc = {
         "format": "boo-tui-results",
@@ -334,6 +340,8 @@ def render_json(results: Sequence[JobResult], *, environment: dict[str, Any] | N
         "exported_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "environment": environment,
         "run": run,
+        "columns": columns_note(results),
+        "vs_torch": {label: {"geomean": g, "commands": n} for label, (g, n) in geomean_vs_torch(results).items()},
         "results": out_results,
         "comparisons": [
             {"target": t, "command": cmd, "variant": label, "baseline": BASELINE_LABEL, **c.to_dict()}
@@ -374,7 +382,10 @@ def render_boo_driver_csv(rows: Sequence[tuple[str, Mapping[str, JobResult]]], *
     several_devices = len({r.where for r in results if r.device}) > 1   # GPUs, or Ray nodes
     if several_devices:
         header.append("device")
-    ours = (len(backends) if roof else 0) + (len(backends) if dispatch else 0) + several_devices
+    # how each IREE column's kernels were built (BOO's build for iree_boo; best: what chose its configuration)
+    built = [b for b in backends if any((r := by.get(b)) is not None and build_label(r) for _, by in rows)]
+    header += [f"{b} build" for b in built]
+    ours = (len(backends) if roof else 0) + (len(backends) if dispatch else 0) + several_devices + len(built)
     out = []
     for arguments, by_backend in rows:
         line = [arguments]
@@ -397,6 +408,7 @@ def render_boo_driver_csv(rows: Sequence[tuple[str, Mapping[str, JobResult]]], *
                      else NA for b in backends]
         if several_devices:
             line.append(" ".join(sorted({r.where for r in by_backend.values() if r.device})) or NA)
+        line += [(build_label(r) if (r := by_backend.get(b)) is not None else None) or NA for b in built]
         out.append(line)
     if weighted:
         out.append(_boo_driver_model_row(rows, backends, len(header) - ours) + [NA] * ours)

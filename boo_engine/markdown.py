@@ -9,6 +9,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .columns import columns_note, vs_torch_line
 from .compare import (
     BASELINE_LABEL,
     DEFAULT_MIN_EFFECT,
@@ -155,6 +156,9 @@ def render_markdown(results: Sequence[JobResult], *, environment: dict[str, Any]
     if model is None:
         model = model_lines(results, comparisons, min_effect=min_effect)
     lines = _header_lines(results, environment, run)
+    note = columns_note(results)
+    if note:
+        lines += [_md_escape(note), ""]
     labels: list[str] = []
     cells: dict[tuple[str, str], dict[str, JobResult]] = {}
     for r in results:
@@ -187,6 +191,9 @@ def render_markdown(results: Sequence[JobResult], *, environment: dict[str, Any]
                          + (f", {s.unclear} unclear" if s.unclear else "")
                          + (f", {s.insufficient} too few samples" if s.insufficient else "") + ")")
         lines += ["", "Geomean latency ratio vs baseline (< 1 is faster): " + " · ".join(parts)]
+    vs_torch = vs_torch_line(results)
+    if vs_torch:
+        lines += ["", vs_torch]
     if model:
         lines += ["", "Model time in these kernels (sum of calls x median; ratio vs the baseline's sum over the same"
                   " kernels, 95% CI, verdict): " + " · ".join(_model_md(m, multi_target) for m in model)]

@@ -99,6 +99,8 @@ class CompileInfo:
     #: iree-turbine 3.9.0" (BOO's export and flags) or "boo: our export (why BOO's is not used)"; None: unknown
     #: (a kernel cached before builds were recorded)
     build: str | None = None
+    #: the `best` column: what chose this kernel's configuration ("rules", "table", "tune N"); None otherwise
+    chosen_by: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

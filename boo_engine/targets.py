@@ -305,17 +305,21 @@ DATA_TILING = "--iree-opt-data-tiling"
 @dataclass(frozen=True)
 class OpClass:
     """The class of a kernel that per-op defaults are chosen for: op, dtype, layout (channels-last or not),
-    filter (pointwise 1x1 or not) and mode (forward / backward). `str()` is its key in the defaults table,
-    e.g. `conv:bfloat16:nhwc:1x1:forward`; layout and filter are `-` for ops without them."""
+    filter (pointwise 1x1 or not), mode (forward / backward) and, for convs, what decides how to write the
+    kernel (`detail`: the gradient a backward conv computes, `data`, `data-strided`, `weight`, `bias` or `all`,
+    and `grouped`). `str()` is its key in the defaults table, e.g. `conv:bfloat16:nhwc:1x1:forward` or
+    `conv:float32:nchw:kxk:backward:data-strided`; layout and filter are `-` for ops without them."""
 
     op: str             # conv, conv-transposed, gemm, layernorm, bnorm
     dtype: str          # float32, float16, bfloat16
     layout: str = "-"   # nhwc (channels-last) / nchw, convs only
     filter: str = "-"   # 1x1 / kxk, convs only
     mode: str = "forward"
+    detail: str = ""    # convs: the gradient kind, "grouped" (dash-joined); "" for a plain forward conv
 
     def __str__(self) -> str:
-        return f"{self.op}:{self.dtype}:{self.layout}:{self.filter}:{self.mode}"
+        base = f"{self.op}:{self.dtype}:{self.layout}:{self.filter}:{self.mode}"
+        return f"{base}:{self.detail}" if self.detail else base
 
     @property
     def is_conv(self) -> bool:
@@ -330,17 +334,28 @@ class OpClass:
         return self.filter == "1x1"
 
 
+_GRADIENT = {"input_backward": "data", "weight_backward": "weight", "bias_backward": "bias"}
+
+
 def op_class(sig: OpSignature) -> OpClass:
     """The class `sig`'s kernel belongs to (no torch import: describe() is plain data)."""
     d = sig.describe()
-    mode = "forward" if str(d.get("mode", sig.mode)).startswith("forward") else "backward"
+    word = str(d.get("mode", sig.mode))
+    mode = "forward" if word.startswith("forward") else "backward"
     if sig.op != "conv":
         return OpClass(sig.op, sig.dtype_name, mode=mode)
     layout = str(d.get("in_layout") or "").upper()
     fil = d.get("filter_spatial") or _filter_spatial(d, sig)
+    parts = []
+    if mode == "backward":
+        kind = _GRADIENT.get(word, "all")
+        strided = any(int(s) > 1 for s in d.get("stride") or ())
+        parts.append(f"{kind}-strided" if kind == "data" and strided else kind)
+    if int(d.get("groups") or 1) > 1:
+        parts.append("grouped")
     return OpClass("conv-transposed" if d.get("transposed") else "conv", sig.dtype_name,
                    "nhwc" if len(layout) >= 3 and layout.endswith("C") else "nchw",
-                   "1x1" if fil and all(int(k) == 1 for k in fil) else "kxk", mode)
+                   "1x1" if fil and all(int(k) == 1 for k in fil) else "kxk", mode, "-".join(parts))
 
 
 def rule_flags(cls: OpClass, features: Collection[str]) -> list[str]:
@@ -370,6 +385,29 @@ def rule_flags(cls: OpClass, features: Collection[str]) -> list[str]:
         if cls.dtype == "float16" and "avx512f" in features:
             return [DATA_TILING]
     return []
+
+
+#: formulations (ops/conv_forms.py) the rules choose for the `best` column
+MATMUL, FWDCONV = "matmul", "fwdconv"
+
+
+def rule_formulation(cls: OpClass) -> str | None:
+    """The built-in formulation of a class for the `best` column (None: the op's default export), where the cause
+    is known. IREE 3.13 lowers `aten.convolution_backward` to generic ops no im2col applies to, and a grouped
+    forward conv to a grouped linalg conv IREE has no im2col for either: written as an explicit im2col and a
+    matmul (`matmul`), they are tiled as matmuls. Measured on a 2-core Zen 3, one thread (docs/performance.md,
+    "Kernel formulations"): backward-weight 3x3 36.8 -> 2.7 ms, backward-data 9.2 -> 0.61 ms, grouped g4 2.1 ->
+    0.22 ms, bf16 gradients 29.5 / 19.2 -> 1.36 / 1.48 ms, NHWC gradients 91 / 121 -> 7.2 / 10.8 ms, all three
+    gradients 45.7 -> 4.3 ms. A STRIDED data gradient is the exception: im2col and matmul multiply the zeros the
+    stride inserts (7.9 ms), where the gradient as a forward conv of the dilated dLdy (`fwdconv`) takes 1.9 ms
+    (default 48.2 ms). Transposed convs (written as ordinary convs already) and everything else: none. A
+    kernel that lacks the formulation (a bias gradient alone has no conv to rewrite) keeps its default."""
+    if cls.op != "conv":
+        return None
+    details = cls.detail.split("-") if cls.detail else []
+    if cls.mode == "backward":
+        return FWDCONV if "strided" in details else MATMUL
+    return MATMUL if "grouped" in details else None
 
 
 def defaults_state() -> TableState:

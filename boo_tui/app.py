@@ -192,6 +192,9 @@ class BooApp(TuneMixin, ActionsMixin, LiveTableMixin, App[int]):
             self.notify(msg, severity="error", timeout=10)
         target = getattr(getattr(session, "target", None), "name", None) or getattr(self.config, "target", "")
         self.title = f"boo-tui  {target}" if target else "boo-tui"
+        legend = run_legend(self.config)
+        if legend:
+            self._log_line("info", legend)
         self._update_subtitle()
         self._ask_for_verdicts()            # a resumed run's finished commands
         if self.autostart and any(v.status == Status.QUEUED for v in self.model.jobs.values()):
@@ -339,6 +342,19 @@ class BooApp(TuneMixin, ActionsMixin, LiveTableMixin, App[int]):
     def _error(self, message: str) -> None:
         self._log_line("error", message)
         self.notify(message, severity="error", timeout=10)
+
+
+def run_legend(config: Any) -> str | None:
+    """What the run's IREE columns are, for the Log (the table's "vs boo" header points at it)."""
+    names = [getattr(v, "name", "") for v in getattr(config, "variants", [])]
+    parts = []
+    if getattr(config, "build", None) == "boo" and "baseline" in names:
+        parts.append("baseline = boo: each kernel as iree-turbine's BOO builds it (its export, BOO's flags); "
+                     "every ratio is vs boo")
+    if "best" in names:
+        parts.append("best = the best known configuration of each kernel for this machine (detail pane: what "
+                     "chose it)")
+    return "columns: " + "; ".join(parts) if parts else None
 
 
 #: (action, title, help) of every command the palette offers: derived from the key bindings.

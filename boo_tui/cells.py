@@ -39,10 +39,11 @@ COLUMNS: list[tuple[str, str]] = [
 WEIGHT_COLUMNS: list[tuple[str, str]] = [("share", "share %"), ("calls", "calls")]
 
 
-def columns(weighted: bool, several_devices: bool = False) -> list[tuple[str, str]]:
+def columns(weighted: bool, several_devices: bool = False, baseline: str = "base") -> list[tuple[str, str]]:
     """The table's columns: the weight columns only when some command has a weight, the device column (after the
-    backend) only when results came from more than one device (--devices)."""
-    cols = COLUMNS
+    backend) only when results came from more than one device (--devices). `baseline`: what the ratio column is
+    against, in its header ("vs boo" when the baseline is BOO's build)."""
+    cols = [(k, f"vs {baseline}" if k == "vs_base" else label) for k, label in COLUMNS]
     if several_devices:
         at = [k for k, _ in cols].index("backend") + 1
         cols = cols[:at] + [("device", "device")] + cols[at:]

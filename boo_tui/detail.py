@@ -8,6 +8,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from boo_engine.columns import build_label
 from boo_engine.compare import Comparison
 from boo_engine.compile.flags import chosen_flags
 from boo_engine.exporters import verdict_legend
@@ -131,6 +132,8 @@ def render_detail(view: JobView, comparison: Comparison | None = None,
         parts.append(Text("\ncompile", style="bold"))
         t = _kv_table()
         t.add_row("how", "cache hit" if c.cache_hit else f"{c.seconds:.2f} s")
+        if build_label(r):   # BOO's build (the baseline) or ours, and for best what chose its configuration
+            t.add_row("build", str(build_label(r)))
         if c.artifact:
             t.add_row("artifact", c.artifact)
         if c.key:

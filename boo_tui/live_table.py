@@ -76,8 +76,10 @@ class LiveTableMixin(_AppBase):
     @property
     def table_columns(self) -> list[tuple[str, str]]:
         """(key, label) of the table's columns: the weight columns only for a file with weights, the device
-        column only once results came from several devices."""
-        return columns(self.model.weighted, len(self.model.devices) > 1)
+        column only once results came from several devices; the ratios are "vs boo" where the run's baseline is
+        BOO's build (the legend in the Log says what the columns are)."""
+        base = "boo" if getattr(getattr(self, "config", None), "build", None) == "boo" else "base"
+        return columns(self.model.weighted, len(self.model.devices) > 1, base)
 
     # ---- rows --------------------------------------------------------------------------------------------
     def settled(self) -> bool:

@@ -48,9 +48,15 @@ def test_export_all_formats_and_db(env, tmp_path):
     for col in ("command", "func_name", "variant", "target", "status", "n", "min_us", "median_us", "mean_us",
                 "max_us", "stddev_us", "p10_us", "p90_us", "gflops", "gbps", "numerics", "error"):
         assert col in rows[0], col
-    # two commands x (iree + torch)
-    assert len(rows) == 4
+    # two commands x (boo + best + torch): the baseline is BOO's build, `best` beside it, each says how it was built
+    assert len(rows) == 6
     assert {r["status"] for r in rows} == {"done"}
+    assert sorted((r["variant"], r["backend"]) for r in rows if r["command"] == GEMM) == [
+        ("baseline", "iree"), ("baseline", "torch"), ("best", "iree")]
+    assert {r["build"] for r in rows if r["variant"] == "baseline" and r["backend"] == "iree"} == {
+        "boo: iree-turbine 3.9.0"}
+    assert {r["chosen_by"] for r in rows if r["variant"] == "best"} == {"rules"}
+    assert all(float(r["ratio_vs_torch"]) > 0 for r in rows if r["backend"] == "iree")
     iree_rows = [r for r in rows if r["backend"] == "iree"]
     assert all(r["numerics"] == "pass" for r in iree_rows)
     assert all(int(r["n"]) == 20 for r in rows)
@@ -64,19 +70,21 @@ def test_export_all_formats_and_db(env, tmp_path):
     assert all(r["reproducer"].startswith("iree-benchmark-module") for r in results if r["backend"] == "iree")
 
     md = (tmp_path / "r.md").read_text()
-    assert "| `gemm -k 16 -m 32 -n 16` |" in md and "torch vs baseline" in md
+    assert "| `gemm -k 16 -m 32 -n 16` |" in md and "torch vs baseline" in md and "best vs baseline" in md
+    assert "the baseline is `boo`: each kernel as iree-turbine's BOO builds it" in md
+    assert data["columns"].startswith("Columns: the baseline is `boo`")
 
     con = sqlite3.connect(db)
     assert con.execute("pragma integrity_check").fetchone()[0] == "ok"
     assert con.execute("select status from runs").fetchone()[0] == "done"
     n_samples = con.execute("select count(*) from samples").fetchone()[0]
-    assert n_samples == 80
+    assert n_samples == 120
 
 
 def test_bad_line_is_a_failed_row_and_the_rest_runs(env, tmp_path):
     cmds = tmp_path / "mixed.txt"
     cmds.write_text(f"{GEMM}\nconv -n 2 --no-such-flag 3\n")
-    p = boo_tui([str(cmds), "--iter", "10", "--backend", "iree", "--db", str(tmp_path / "r.db"),
+    p = boo_tui([str(cmds), "--iter", "10", "--backend", "iree", "--no-best", "--db", str(tmp_path / "r.db"),
                  "--export", "out.csv"], env, tmp_path)
     assert p.returncode == 1, p.stderr
     rows = list(csv.DictReader(open(tmp_path / "out.csv")))
@@ -106,7 +114,7 @@ def test_kill_mid_run_then_resume(env, tmp_path):
     sizes = [16, 24, 32, 40, 48, 56]
     cmds.write_text("".join(f"gemm -k {s} -m {s} -n {s}\n" for s in sizes))
     db = tmp_path / "r.db"
-    args = [str(cmds), "--iter", "30", "--min-time", "0.6", "--backend", "iree", "--no-numerics",
+    args = [str(cmds), "--iter", "30", "--min-time", "0.6", "--backend", "iree", "--no-best", "--no-numerics",
             "--db", str(db), "--export", "out.json"]
     proc = subprocess.Popen([sys.executable, "-m", "boo_tui", *args], env=env, cwd=tmp_path,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -160,7 +168,10 @@ def test_boo_driver_csv_and_exit_codes(env, tmp_path):
     assert header == ["arguments",
                       "iree_boo min", "iree_boo max", "iree_boo mean", "iree_boo stddev", "iree_boo num_dispatches",
                       "torch min", "torch max", "torch mean", "torch stddev", "torch num_dispatches",
-                      "iree_boo pct_roofline", "torch pct_roofline"]   # ours after iree-boo-driver's own
+                      "iree_boo pct_roofline", "torch pct_roofline",   # ours after iree-boo-driver's own
+                      "iree_boo build"]   # iree_boo is BOO's own build: iree-turbine's export, BOO's flags
+    assert dict(zip(header, list(csv.reader(open(tmp_path / "d.csv")))[1]))["iree_boo build"].startswith(
+        "boo: iree-turbine")
 
     cmds = tmp_path / "c.txt"
     cmds.write_text(f"{GEMM}\ngemm -k 0\n")
@@ -199,7 +210,7 @@ def test_boo_driver_verify_numerics_csv_and_tolerance_flags(env, tmp_path):
     assert header[:6] == ["arguments", "iree_boo min", "iree_boo max", "iree_boo mean", "iree_boo stddev",
                           "iree_boo num_dispatches"]
     assert header[6:17] == BOO_NUMERICS and header[17:] == ["numerics_max_rel_err", "numerics_reason",
-                                                            "iree_boo pct_roofline"]
+                                                            "iree_boo pct_roofline", "iree_boo build"]
     good = dict(zip(header, rows[1]))
     assert good["numerics_pass"] == "PASS" and good["structured_test"] == "N.A."   # skipped
     assert float(good["boo_vs_ref_stddev"]) > 0 and "e" in good["boo_vs_ref_max"]  # BOO's %.6e
@@ -235,11 +246,11 @@ def test_miopen_verify_and_ignored_flags(env, tmp_path):
     assert rows[0][6] == "numerics_pass" and rows[1][6] == "PASS" and rows[2][6] == "N.A."
 
     p = boo_tui([f"{GEMM} -V 1", "--no-numerics", "--iter", "5", "--db", db, "--export", "a.csv"], env, tmp_path)
-    assert p.returncode == 0, p.stderr
-    assert [r["numerics"] for r in csv.DictReader(open(tmp_path / "a.csv")) if r["backend"] == "iree"] == ["pass"]
+    assert p.returncode == 0, p.stderr   # (both IREE columns: boo and best)
+    assert [r["numerics"] for r in csv.DictReader(open(tmp_path / "a.csv")) if r["backend"] == "iree"] == ["pass"] * 2
     p = boo_tui([f"{GEMM} -V 0", "--iter", "5", "--db", db, "--export", "b.csv"], env, tmp_path)
     assert p.returncode == 0, p.stderr
-    assert [r["numerics"] for r in csv.DictReader(open(tmp_path / "b.csv")) if r["backend"] == "iree"] == ["pass"]
+    assert [r["numerics"] for r in csv.DictReader(open(tmp_path / "b.csv")) if r["backend"] == "iree"] == ["pass"] * 2
 
 
 def test_boo_driver_preload_cross_compiles_without_running(env, tmp_path):
@@ -316,8 +327,8 @@ def test_signal_mid_run_stores_interrupted_and_resume_measures_it(env, tmp_path,
     cmds = tmp_path / "cmds.txt"
     cmds.write_text(f"{GEMM}\ngemm -k 24 -m 24 -n 24\n")
     db = tmp_path / "r.db"
-    args = [str(cmds), "--iter", "20", "--min-time", "2", "--backend", "iree", "--no-numerics", "--db", str(db),
-            "--export", "out.csv", "--export", "out.md"]
+    args = [str(cmds), "--iter", "20", "--min-time", "2", "--backend", "iree", "--no-best", "--no-numerics",
+            "--db", str(db), "--export", "out.csv", "--export", "out.md"]
     proc = _start_and_wait_measuring(args, env, tmp_path, db)
     os.killpg(proc.pid, sig)
     _, err = proc.communicate(timeout=60)
@@ -347,7 +358,7 @@ def test_killed_run_reads_interrupted_and_resume_without_inputs_runs_its_command
     from boo_engine.store import Store
 
     db = tmp_path / "r.db"
-    args = [GEMM, "gemm -k 24 -m 24 -n 24", "--iter", "20", "--min-time", "2", "--backend", "iree",
+    args = [GEMM, "gemm -k 24 -m 24 -n 24", "--iter", "20", "--min-time", "2", "--backend", "iree", "--no-best",
             "--no-numerics", "--db", str(db), "--headless"]
     proc = _start_and_wait_measuring(args, env, tmp_path, db)
     os.killpg(proc.pid, signal.SIGKILL)

@@ -62,7 +62,8 @@ def test_dump_dispatches_then_measure_the_folder_as_a_variant(tmp_path):
     (folder,) = [d for d in (tmp_path / "dumps").iterdir() if d.is_dir()]
     sources = [f for f in folder.glob("*.mlir") if not f.name.startswith("configured_")]
     assert sources, list(folder.iterdir())
-    base_args = [cmd, "--variant", f"edited={folder}/", "--backend", "iree", "--iter", "10", "--export", "out.csv",
+    base_args = [cmd, "--variant", f"edited={folder}/", "--backend", "iree", "--no-best", "--iter", "10",
+                 "--export", "out.csv",
                  "--db", str(tmp_path / "r.db")]
     # an unedited folder would measure the baseline's kernel again: refused up front
     p = subprocess.run([sys.executable, "-m", "boo_tui", *base_args], env=env, cwd=tmp_path, capture_output=True,

@@ -64,7 +64,8 @@ def full_result(job_id: str = "j1", n: int = 7, **kw) -> JobResult:
         numerics=NumericsInfo(verdict="fail", stats={"max_abs": 0.5, "mean_error": -1e-7, "nested": {"a": [1, 2]}}),
         compile=CompileInfo(seconds=1.75, cache_hit=True, command=["iree-compile", "in.mlir", "-o", "out.vmfb"],
                             artifact="/cache/x/out.vmfb", key="abc123", compiler_version="IREE 3.13",
-                            num_dispatches=2, error="remark: something", spec_applied=False),
+                            num_dispatches=2, error="remark: something", spec_applied=False,
+                            build="ours: matmul formulation", chosen_by="tune 3"),
         reproducer="iree-benchmark-module --module=/cache/x/out.vmfb --device=local-sync",
         node="hostA/1a2b3c4d",
         started_at=1763700000.125,
@@ -203,7 +204,7 @@ def test_migrations_idempotent(tmp_path):
         with sqlite3.connect(path) as conn:
             names = [r[0] for r in conn.execute("SELECT name FROM _sqlite_migrations")]
         assert names == ["m001_initial", "m002_run_owner", "m003_tunes", "m004_weights", "m005_limits", "m006_models",
-                         "m007_nodes", "m008_timing_evidence"]
+                         "m007_nodes", "m008_timing_evidence", "m009_builds"]
 
 
 def test_two_stores_on_one_file_at_once(tmp_path):

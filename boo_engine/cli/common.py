@@ -66,7 +66,11 @@ def add_session_args(p: argparse.ArgumentParser) -> None:
                         "flushed caches: cold vs warm compared); repeatable")
     g.add_argument("--variants-file", action="append", default=[], metavar="TOML",
                    help="variants defined in a TOML file; repeatable")
-    g.add_argument("--no-baseline", action="store_true", help="do not measure the baseline (no spec, no flags)")
+    g.add_argument("--no-baseline", action="store_true",
+                   help="do not measure the baseline (`boo`: the kernel as iree-turbine's BOO builds it)")
+    g.add_argument("--no-best", action="store_true",
+                   help="do not measure the `best` column (each kernel in the best known configuration for this "
+                        "machine: one more IREE job per command)")
     g.add_argument("--backend", action="append", choices=[IREE, TORCH],
                    help="iree and/or torch (eager PyTorch on the same device); default: both")
     g.add_argument("--devices", default=None, metavar="LIST", help=DEVICES_HELP)
@@ -150,8 +154,9 @@ def env_variant(variants: Sequence[Any]) -> list[Any]:
 def config_from_args(args: argparse.Namespace):
     """SessionConfig from parsed arguments; raises a BooError subclass with a one-line message."""
     from ..config import SessionConfig
-    from ..targets import parse_target
-    from ..variants import build_variants, preflight_variant
+    from ..targets import BOO_BUILD, parse_target
+    from ..variants import BEST, build_variants, preflight_variant
+    from ..variants.parsing import check_names
 
     if args.iter is not None and args.iter <= 0:
         raise UsageError(f"--iter must be positive, got {args.iter}")
@@ -165,10 +170,13 @@ def config_from_args(args: argparse.Namespace):
     if target.notice and args.target is not None:   # (a detected GPU's notice comes from the session's log)
         print(f"note: {target.notice}", file=sys.stderr)
     variants = build_variants(args.variant, args.variants_file, include_baseline=not args.no_baseline)
+    if not getattr(args, "no_best", False):
+        variants.insert(1 if not args.no_baseline else 0, BEST)
+        check_names(variants)
     from_env = env_variant(variants)
     variants += from_env
     if not variants:
-        raise UsageError("--no-baseline needs at least one --variant")
+        raise UsageError("--no-baseline needs at least one --variant (or the best column)")
     for v in variants:
         preflight_variant(v, target)
     for v in from_env:
@@ -207,6 +215,7 @@ def config_from_args(args: argparse.Namespace):
         devices=devices,
         ray_address=ray,
         compile_flags=run_flags,
+        build=BOO_BUILD,
         command_line=" ".join(shlex.quote(a) for a in [os.path.basename(sys.argv[0])] + sys.argv[1:]),
     )
 

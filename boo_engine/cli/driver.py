@@ -10,6 +10,7 @@ Exit code 1 when any command failed, 2 on usage errors. Every result also lands 
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from collections.abc import Sequence
@@ -35,7 +36,11 @@ PROG = "boo-driver"
 BACKENDS = {
     "iree": IREE, "iree_boo": IREE, "iree_boo_experimental": IREE, "iree_boo_legacy": IREE,
     "torch": TORCH, "pytorch": TORCH,
+    # ours: each kernel in the best known configuration for this machine, beside BOO's (the `best` column)
+    "best": IREE,
 }
+#: the backend name of the best column
+BEST_BACKEND = "best"
 # flag -> number of values (0: a switch)
 FLAGS = {
     "--commands-file": 1, "--csv": 1, "--backend": 1, "--verify-numerics": 0, "--cache-dir": 1,
@@ -61,7 +66,8 @@ USAGE = """usage: boo-driver [COMMAND ...] [--commands-file FILE] [--csv FILE] [
 
 A drop-in for iree-boo-driver: COMMAND is an MIOpenDriver command (conv*, layernorm*, gemm*), with its own
 --iter (and -t/--time, accepted and ignored: every kernel is timed).
---backend: iree (also iree_boo, iree_boo_experimental, iree_boo_legacy) and/or torch; default iree.
+--backend: iree (also iree_boo, iree_boo_experimental, iree_boo_legacy: the kernel as iree-turbine's BOO builds
+  it), best (each kernel in the best known configuration for this machine) and/or torch; default iree.
 --preload compiles every command into the cache (in parallel) without running anything.
 --gpu-id N measures on GPU N (-1: every GPU, as --devices all); refused on the cpu target and for a GPU this
 machine lacks. --devices 0,1 | 0-3 | all: one benchmark worker per GPU, commands spread over them (a free GPU takes
@@ -209,7 +215,7 @@ def _run(opts: dict[str, list[str]], command: list[str]) -> int:
     names = opts.get("--backend") or ["iree_boo"]
     for name in names:
         if name not in BACKENDS:
-            raise BooError(f"--backend {name!r} is not supported here (use iree, iree_boo or torch)")
+            raise BooError(f"--backend {name!r} is not supported here (use iree, iree_boo, best or torch)")
     backends = tuple(dict.fromkeys(BACKENDS[n] for n in names))
     criteria = numerics_criteria(opts)
     if "--cache-dir" in opts:
@@ -221,10 +227,12 @@ def _run(opts: dict[str, list[str]], command: list[str]) -> int:
         raise BooError("give either a command or --commands-file, not both")
 
     # The tuning spec replaces the baseline, as in iree-boo-driver (BOO_TUNING_SPEC_PATH is honoured too).
-    from ..targets import default_target, parse_target
+    from ..targets import BOO_BUILD, default_target, parse_target
 
     target_text = _last(opts, "--target")
-    target = parse_target(target_text) if target_text else default_target()
+    # iree_boo is BOO's own build (iree-turbine's export, BOO's flags), as iree-boo-driver runs it: measured and
+    # preloaded alike
+    target = dataclasses.replace(parse_target(target_text) if target_text else default_target(), build=BOO_BUILD)
     if target.notice:
         print(f"{PROG}: note: {target.notice}", file=sys.stderr)
     variant = Variant()
@@ -243,10 +251,13 @@ def _run(opts: dict[str, list[str]], command: list[str]) -> int:
 
     from ..config import SessionConfig
     from ..session import Session
+    from ..variants import BEST
 
     config = SessionConfig(
         target=target.name,
-        variants=[variant],
+        build=BOO_BUILD,
+        variants=[variant] * any(BACKENDS[n] == IREE and n != BEST_BACKEND for n in names)
+        + [BEST] * (BEST_BACKEND in names),
         backends=backends,
         threads=_number(opts, "--threads", int, 1),
         seed=_number(opts, "--seed", int, 0),
@@ -333,7 +344,7 @@ def _measure_and_print(session, files, command, names, verbose, rows, stops, *, 
                 print(f">>> FAILED: {job.error}")
                 failed = True
                 continue
-            name = next(n for n in names if BACKENDS[n] == job.backend)
+            name = _backend_name(names, job)
             by_backend[name] = job
             print(_line(name, job, len(names) > 1 or verbose))
             failed = failed or not job_succeeded(job)
@@ -343,6 +354,13 @@ def _measure_and_print(session, files, command, names, verbose, rows, stops, *, 
                     print("\n".join(_numerics_details(job.numerics)))
         rows.append((text, by_backend))
     return failed
+
+
+def _backend_name(names: Sequence[str], job: JobResult) -> str:
+    """The --backend name a job answers: `best` for the best column, else the name of its backend."""
+    if job.variant == BEST_BACKEND:
+        return BEST_BACKEND
+    return next(n for n in names if BACKENDS[n] == job.backend and n != BEST_BACKEND)
 
 
 def _line(name: str, job: JobResult, show_backend: bool) -> str:

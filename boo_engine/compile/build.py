@@ -23,7 +23,7 @@ from typing import Any
 
 from .. import iree_tools, locations
 from ..errors import CompileError
-from ..ops.base import OpSignature
+from ..ops.base import DEFAULT_FORMULATION, OpSignature
 from ..targets import BOO_BUILD, OUR_BUILD, Target
 from ..variants import BASELINE, Variant
 from . import cache as cache_mod
@@ -54,13 +54,15 @@ def kernel_key_material(sig: OpSignature, target: Target, variant: Variant) -> s
 
 def export_kernel(sig: OpSignature, target: Target, variant: Variant) -> tuple[str, str, str]:
     """(MLIR, its file label, the build in one line) of the kernel `variant` builds: our export of its
-    formulation ("ours"), or for BOO's build iree-turbine's export ("boo: iree-turbine 3.9.0"), else our export
-    compiled with BOO's flags, saying why ("boo: our export (bnorm is not an op BOO has)")."""
+    formulation ("ours", "ours: matmul formulation"), or for BOO's build iree-turbine's export ("boo:
+    iree-turbine 3.9.0"), else our export compiled with BOO's flags, saying why ("boo: our export (bnorm is not an
+    op BOO has)")."""
     from .export import export_mlir  # imports iree.compiler (~70 ms): only when a compile may be needed
 
     formulation = variant.export_formulation(sig.func_name)
     if kernel_build(target, variant) != BOO_BUILD:
-        return export_mlir(sig, formulation), formulation, OUR_BUILD
+        ours = OUR_BUILD if formulation == DEFAULT_FORMULATION else f"{OUR_BUILD}: {formulation} formulation"
+        return export_mlir(sig, formulation), formulation, ours
     problem = boo_problem(sig, formulation)
     if problem is None:
         from .turbine import export_boo

@@ -30,6 +30,7 @@ from ..results import (
     JobResult,
 )
 from ..targets import Target
+from ..variants.best import TunedLookup, best_variant, is_unresolved
 from .recording import RunRecorder
 from .state import SessionState
 
@@ -57,6 +58,10 @@ class CompileStage:
         self._stored = False
         #: said once per run, at the first cached kernel that was not trusted (and so compiled anew)
         self.untrusted_note: str | None = None
+        #: why BOO's build of some kernel is our export with BOO's flags, each reason said once per run
+        self.boo_notes: list[str] = []
+        #: a finished tune's winner of a kernel on this machine, for the best column (the session sets it)
+        self.tuned: TunedLookup | None = None
         self._note_lock = threading.Lock()
 
     def _ensure_pool(self) -> CompilePool:
@@ -76,6 +81,11 @@ class CompileStage:
         if job.artifact is not None or job.cancelled or job.command is None:
             return
         from ..compile.pool import lookup_cached
+
+        if is_unresolved(job.variant):   # the best column: this kernel's best known configuration, now
+            resolved = best_variant(job.command.signature, self._target, self.tuned)
+            with self._state.lock:
+                job.variant = resolved
 
         pool = self._ensure_pool()
         # A cache hit costs a few file reads and no export: cached kernels never wait for a worker.
@@ -166,9 +176,26 @@ class CompileStage:
             if first:
                 self._state.emit(ev.Log(level="warning", message=str(self.untrusted_note)))
         info = result.compile = artifact.to_compile_info()
+        best = self._state.job(result.job_id).variant.best
+        info.chosen_by = best or None
+        self._boo_note(result, info.build)
         self._state.emit(ev.CompileFinished(job_id=result.job_id, ok=True, seconds=info.seconds,
                                             cache_hit=info.cache_hit))
         self._state.set_status(result, CACHED)
+
+    def _boo_note(self, result: JobResult, build: str | None) -> None:
+        """A kernel BOO's build could not take from iree-turbine: one line per reason and run (the kernel named
+        for the first), e.g. `iree-turbine is not installed`, `bnorm is not an op BOO has`."""
+        why = boo_fallback(build)
+        if why is None:
+            return
+        with self._note_lock:
+            if why in self.boo_notes:
+                return
+            self.boo_notes.append(why)
+        self._state.emit(ev.Log(job_id=result.job_id, level="warning",
+                                message=f"{result.func_name}: the {result.variant} column is our export compiled "
+                                        f"with BOO's flags here: {why}"))
 
     def cancel_all(self) -> None:
         """Cancel every queued and running compile (closing). Best effort: the pool may already be broken."""
@@ -224,6 +251,14 @@ def cluster_lost(state: SessionState, e: ClusterLost) -> None:
     every unfinished job ends interrupted, and --resume continues (locally or on a cluster)."""
     if state.halt(f"{e}: the run stopped (--resume continues it)", str(e), store_broken=False):
         state.emit(ev.Log(level="error", message=f"{e}: the run stopped (--resume continues it)"))
+
+
+def boo_fallback(build: str | None) -> str | None:
+    """Why a kernel of BOO's build is our export ("boo: our export (WHY)" -> WHY), else None."""
+    prefix = "boo: our export ("
+    if build is None or not build.startswith(prefix):
+        return None
+    return build[len(prefix):].removesuffix(")")
 
 
 def untrusted_notice(untrusted: str) -> str:

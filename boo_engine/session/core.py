@@ -57,8 +57,7 @@ class Session:
 
     def __init__(self, config: SessionConfig | None = None, listener: Listener | None = None, *,
                  worker: BenchWorker | None = None) -> None:
-        """`worker`: a BenchWorker the caller started early (so its torch import overlapped the caller's); the
-        session owns and closes it."""
+        """`worker`: a BenchWorker started early (its torch import overlapped the caller's); the session owns it."""
         from ..compile.cache import open_cache
         from ..store import Store, default_db_path
 
@@ -86,14 +85,16 @@ class Session:
         self._environment_thread = threading.Thread(target=self._collect_environment, name="boo-env", daemon=True)
         self._environment_thread.start()
         self._recorder = RunRecorder(self.store, self._state, self.config, self.target.name)
+        if self.config.resume is not None:   # (a resumed run keeps the build it was measured with: its target)
+            self._plan.resumed = self._recorder.resume(self.config.resume, self.environment)
+        self.target = session_target(self.config)
         cfg, target = self.config, self.target
         self.compile_stage = CompileStage(self._state, self._recorder, cfg, target, self._cache, pools)
+        self.compile_stage.tuned = tuned_lookup(target, self.store)
         self._measuring = DeviceStages(self._state, self._recorder, cfg, target, self._tmp.name, worker, workers)
         self._finalizer = Finalizer(self._state, self._recorder, self.config, self.target)
         self._runner = Runner(self._state, self._recorder, self.target, self.compile_stage, self._measuring,
                               self._finalizer)
-        if self.config.resume is not None:
-            self._plan.resumed = self._recorder.resume(self.config.resume, self.environment)
 
     @property
     def failure(self) -> str | None:
@@ -149,7 +150,7 @@ class Session:
         with its variants (unless variants were given) and its session-wide --iter (unless one was given)."""
         entries, variants, backends, iters = self._recorder.resumed_inputs()
         with self._state.lock:
-            if variants and all(v.is_baseline for v in self.variants):   # no --variant given
+            if variants and all(v.is_baseline or v.best for v in self.variants):   # no --variant: the run's own
                 self.variants = variants
             if backends:
                 self._plan.backends = backends
@@ -352,10 +353,22 @@ class Session:
 
 
 def session_target(config: SessionConfig) -> Target:
-    """The config's target (else a detected GPU, else the cpu); compiling with IREE's plain defaults when the
-    config turns the per-op defaults off (what tune --defaults measures against)."""
+    """The config's target (else a detected GPU, else the cpu), building the config's way (`build`: BOO's or
+    ours); compiling with IREE's plain defaults when the config turns the per-op defaults off (what tune
+    --defaults measures against)."""
     target = parse_target(config.target) if config.target else default_target()
-    return target if config.per_op_defaults else dataclasses.replace(target, per_op_defaults=False)
+    return dataclasses.replace(target, build=config.build, per_op_defaults=target.per_op_defaults
+                               and config.per_op_defaults)
+
+
+def tuned_lookup(target: Target, store: Any) -> Any:
+    """The best column's first source, a finished tune's winners measured on this machine (store/tuned.py): cpu
+    targets only (GPU tunes substitute dispatches, not carried over)."""
+    if target.kind != "cpu":
+        return None
+    from ..store.tuned import TunedLookup
+
+    return TunedLookup(store=store)
 
 
 def join_cluster(config: SessionConfig, target: Target, cache: Any, state: SessionState,

@@ -20,6 +20,7 @@ from ..config import SessionConfig
 from ..environment import machine_label
 from ..errors import BooError
 from ..results import FAILED, FINAL_STATUSES, INTERRUPTED, QUEUED, JobResult, RunStatus, Status, is_bad_input
+from ..targets import OUR_BUILD
 from ..variants import BASELINE, Variant
 from .plan import InputEntry
 from .state import SessionState, halted_error
@@ -59,6 +60,8 @@ class RunRecorder:
             raise BooError(f"--resume: run {run_id} is still running (pid {info['owner_pid']}): stop it first")
         _same_machine(run_id, info.get("environment") or {}, environment())
         self._adopt_run_flags(run_id, (info.get("config") or {}).get("compile_flags") or [])
+        # the build its plain variants had: a run stored before builds were recorded built ours
+        self._config.build = str((info.get("config") or {}).get("build") or OUR_BUILD)
         self.store.mark_interrupted(run_id)  # repair a run whose process was killed
         done = self.store.finished_job_ids(run_id)
         resumed = {r.job_id: r for r in self.store.load_results(run_id) if r.job_id in done}
@@ -231,6 +234,7 @@ def config_dict(cfg: SessionConfig, variants: list[Variant]) -> dict[str, Any]:
         "min_effect": cfg.min_effect,
         "extra_args": list(cfg.extra_args),
         "per_op_defaults": cfg.per_op_defaults,
+        "build": cfg.build,
         "devices": list(cfg.devices),
         "compile_flags": list(cfg.compile_flags),
         "tool_version": __version__,

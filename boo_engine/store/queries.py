@@ -20,7 +20,7 @@ FROM runs LEFT JOIN environments e ON e.id = runs.environment_id
 RESULT_SELECT = """
 SELECT r.*, c.text AS command, c.op AS op, v.name AS variant,
        k.artifact, k.cache_key, k.compile_seconds, k.cache_hit, k.compiler_version, k.num_dispatches,
-       k.compile_command, k.compile_error, k.spec_applied
+       k.compile_command, k.compile_error, k.spec_applied, k.build, k.chosen_by
 FROM results r
 JOIN commands c ON c.id = r.command_id
 JOIN variants v ON v.id = r.variant_id

@@ -88,6 +88,8 @@ def kernel_row(result: JobResult, variant_id: int) -> dict[str, Any] | None:
         "compile_command": dumps(list(c.command)),
         "compile_error": c.error,
         "spec_applied": None if c.spec_applied is None else int(bool(c.spec_applied)),
+        "build": c.build,
+        "chosen_by": c.chosen_by,
     }
 
 
@@ -145,6 +147,8 @@ def job_result_from_row(row: dict[str, Any], samples: list[float], cpu: list[flo
             num_dispatches=row["num_dispatches"],
             error=row["compile_error"],
             spec_applied=_bool_or_none(row["spec_applied"]),
+            build=row.get("build"),
+            chosen_by=row.get("chosen_by"),
         )
     return JobResult(
         job_id=row["job_id"],

@@ -305,6 +305,14 @@ def m008_timing_evidence(db: Database) -> None:
         db.execute(f"ALTER TABLE results ADD COLUMN {col} {typ}")
 
 
+@migrations()
+def m009_builds(db: Database) -> None:
+    """How each kernel was built ("ours", "boo: iree-turbine 3.9.0", "boo: our export (why)") and, for the best
+    column, what chose its configuration ("rules", "table", "tune N"): NULL for kernels stored before."""
+    db.execute("ALTER TABLE kernels ADD COLUMN build TEXT")
+    db.execute("ALTER TABLE kernels ADD COLUMN chosen_by TEXT")
+
+
 def apply(db: Database) -> None:
     """Bring `db` to the current schema. Safe to call on every open and from several processes at once: the
     whole check-and-apply runs under one write lock (BEGIN IMMEDIATE), so two processes opening a new file

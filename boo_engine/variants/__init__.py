@@ -26,10 +26,10 @@ a compile and lives there: `boo_engine.compile.dump.dump_dispatches` (or `Compil
 from __future__ import annotations
 
 from .applied import NOT_APPLIED, AppliedCheck, spec_applied
-from .common import BASELINE_NAME, DUMP_MANIFEST, KINDS, SPEC_MARKER, SPEC_SUFFIXES, TUNING_SPEC_ENV
+from .common import BASELINE_NAME, BEST_NAME, DUMP_MANIFEST, KINDS, SPEC_MARKER, SPEC_SUFFIXES, TUNING_SPEC_ENV
 from .dispatches import read_manifest, refuse_to_clobber_edits, substitutions_from_dir
 from .linking import merged_spec_path, spec_cache_dir
-from .model import BASELINE, Variant
+from .model import BASELINE, BEST, Variant
 from .parsing import build_variants, load_variants_file, parse_variant_arg, variant_from_env
 from .preflight import check_named_kernels, preflight_variant
 from .specs import preflight_spec, spec_backend, spec_has_marker
@@ -37,6 +37,8 @@ from .specs import preflight_spec, spec_backend, spec_has_marker
 __all__ = [
     "BASELINE",
     "BASELINE_NAME",
+    "BEST",
+    "BEST_NAME",
     "DUMP_MANIFEST",
     "KINDS",
     "NOT_APPLIED",

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..ops.base import DEFAULT_FORMULATION
-from .common import BASELINE_NAME, file_bytes
+from .common import BASELINE_NAME, BEST_NAME, file_bytes
 from .linking import merged_spec_path
 
 
@@ -199,3 +199,7 @@ def _substitute_flag(kind: str, executable: str, path: str) -> str:
 
 
 BASELINE = Variant()
+#: the `best` column: every kernel in the best known configuration for this machine, built our way. "?" until the
+#: session resolves it per kernel (session/best.py): then a Variant of this name with that kernel's formulation
+#: and flags, and in `best` what chose them
+BEST = Variant(name=BEST_NAME, base="ours", best="?")

@@ -12,7 +12,7 @@ from typing import Any
 from .. import locations
 from ..errors import VariantError
 from ..ops import FORMULATIONS
-from .common import BASELINE_NAME, NAME_RE, SPEC_SUFFIXES, TUNING_SPEC_ENV, one_line, safe_name
+from .common import BASELINE_NAME, BEST_NAME, NAME_RE, SPEC_SUFFIXES, TUNING_SPEC_ENV, one_line, safe_name
 from .dispatches import substitutions_from_dir
 from .model import BASELINE, Variant
 
@@ -20,6 +20,8 @@ from .model import BASELINE, Variant
 FORMULATION_KEY = "formulation"
 #: `--variant NAME=cache=cold`, and the TOML key `cache`: measured with flushed (or warm) caches
 CACHE_KEY = "cache"
+#: `--variant NAME=base=ours`, and the TOML key `base`: the build the variant's change applies to (targets.BUILDS)
+BASE_KEY = "base"
 
 
 def parse_variant_arg(text: str, *, base_dir: str | os.PathLike[str] | None = None) -> Variant:
@@ -33,6 +35,9 @@ def parse_variant_arg(text: str, *, base_dir: str | os.PathLike[str] | None = No
                                 convolutions; `formulation=FORM` alone is named FORM)
       NAME=cache=cold           measured with the caches flushed before every call (`cache=cold` alone is named
                                 cold): the baseline's kernel, cold vs warm as a compared column
+      NAME=base=ours|boo        the build the change applies to (default: the run's, BOO's in a run of the front
+                                ends): `ours` is our export with this machine's per-op defaults, what `boo-tui tune`
+                                measures (`base=ours` alone, named ours, is that build as a column)
     Tokens may be mixed (NAME="spec.mlir --flag", NAME="formulation=fwdconv --flag"). Relative paths resolve
     against `base_dir` (default: cwd).
     """
@@ -41,8 +46,8 @@ def parse_variant_arg(text: str, *, base_dir: str | os.PathLike[str] | None = No
         raise VariantError("--variant: empty value (expected NAME=spec.mlir, NAME='--flag ...' or NAME=DIR/)")
     name: str | None = None
     head, eq, rest = raw.partition("=")
-    if eq and not head.startswith("-") and NAME_RE.match(head.strip()) and head.strip() not in (FORMULATION_KEY,
-                                                                                                  CACHE_KEY):
+    if eq and not head.startswith("-") and NAME_RE.match(head.strip()) and head.strip() not in (
+            FORMULATION_KEY, CACHE_KEY, BASE_KEY):
         name, raw = head.strip(), rest.strip()
     try:
         tokens = shlex.split(raw)
@@ -50,7 +55,8 @@ def parse_variant_arg(text: str, *, base_dir: str | os.PathLike[str] | None = No
         raise VariantError(f"--variant {text!r}: {e}") from None
     # NAME="'--a --b'" (quotes kept, e.g. typed in the dashboard): the flags arrive as one quoted word
     tokens = [w for t in tokens
-              for w in (shlex.split(t) if t.startswith(("-", FORMULATION_KEY + "=", CACHE_KEY + "=")) and " " in t
+              for w in (shlex.split(t) if t.startswith(("-", FORMULATION_KEY + "=", CACHE_KEY + "=", BASE_KEY + "="))
+                        and " " in t
                         else [t])]
     if not tokens:
         raise VariantError(f"--variant {text!r}: nothing after '='")
@@ -63,9 +69,13 @@ def parse_variant_arg(text: str, *, base_dir: str | os.PathLike[str] | None = No
     dir_names: list[str] = []
     formulation: str | None = None
     cache_mode: str | None = None
+    build: str | None = None
     for tok in tokens:
         if tok.startswith("-"):
             flags.append(tok)
+            continue
+        if tok.startswith(BASE_KEY + "="):
+            build = _base(tok.partition("=")[2], f"variant {label}")
             continue
         if tok.startswith(CACHE_KEY + "="):
             cache_mode = _cache_mode(tok.partition("=")[2], f"variant {label}")
@@ -93,9 +103,9 @@ def parse_variant_arg(text: str, *, base_dir: str | os.PathLike[str] | None = No
                 "compiler flag (--flag=value) nor formulation=NAME")
     if name is None:
         name = _default_name(specs, dir_names, flags, formulation) if (specs or dir_names or flags or formulation) \
-            else safe_name(cache_mode or "cache")
+            else safe_name(cache_mode or build or "cache")
     v = _make(name, specs, flags, subs, None, kernels, where=f"variant {name}", formulation=formulation)
-    return dataclasses.replace(v, cache_mode=cache_mode) if cache_mode else v
+    return dataclasses.replace(v, cache_mode=cache_mode, base=build)
 
 
 def load_variants_file(path: str | os.PathLike[str]) -> list[Variant]:
@@ -106,6 +116,7 @@ def load_variants_file(path: str | os.PathLike[str]) -> list[Variant]:
         preprocess = "builtin.module(canonicalize)" | "tool args"
         formulation = "fwdconv"                      (how the kernel is written for export)
         cache = "cold"                               (measured with the caches flushed before every call)
+        base = "ours" | "boo"                        (the build the change applies to; default: the run's)
         [NAME.kernels.FUNC_NAME] flags = [...]  formulation = "..."   (that kernel only, as `boo-tui tune` writes)
                                  substitute_sources = {EXE = "f.mlir"}  substitute_configurations = {...}
     Paths are relative to the TOML file."""
@@ -133,7 +144,7 @@ def load_variants_file(path: str | os.PathLike[str]) -> list[Variant]:
 
 
 _TABLE_KEYS = ("specs", "flags", "dispatches", "substitute_sources", "substitute_configurations", "preprocess",
-               "formulation", "kernels", "cache")
+               "formulation", "kernels", "cache", "base")
 
 
 def _variant_from_table(name: str, t: dict[str, Any], base: Path, where: str) -> Variant:
@@ -185,9 +196,14 @@ def _variant_from_table(name: str, t: dict[str, Any], base: Path, where: str) ->
         if not isinstance(mode, str):
             raise VariantError(f"{where}: cache must be \"warm\" or \"cold\"")
         v = dataclasses.replace(v, cache_mode=_cache_mode(mode, where))
+    if t.get(BASE_KEY) is not None:
+        build = t[BASE_KEY]
+        if not isinstance(build, str):
+            raise VariantError(f"{where}: base must be \"ours\" or \"boo\"")
+        v = dataclasses.replace(v, base=_base(build, where))
     if v.is_baseline:
         raise VariantError(f"{where}: defines nothing (give specs, flags, dispatches, substitutions, preprocess, "
-                           "formulation or cache)")
+                           "formulation, cache or base)")
     return v
 
 
@@ -251,13 +267,21 @@ def build_variants(cli_args: Iterable[str] | None, files: Iterable[str] | str | 
         files = [files]
     for f in files or ():
         out.extend(load_variants_file(f))
-    seen: set[str] = set()
-    for v in out:
-        if v.name in seen or (v.name == BASELINE_NAME and not v.is_baseline):
-            why = "is reserved for the compiler defaults" if v.name == BASELINE_NAME else "is given twice"
-            raise VariantError(f"variant name {v.name!r} {why}: give each variant its own name")
-        seen.add(v.name)
+    check_names(out)
     return out
+
+
+def check_names(variants: Iterable[Variant]) -> None:
+    """VariantError for a name given twice, or a reserved one taken by another variant: `baseline` (the run's
+    baseline) and `best` (its best-known column)."""
+    seen: set[str] = set()
+    for v in variants:
+        reserved = (v.name == BASELINE_NAME and not v.is_baseline) or (v.name == BEST_NAME and not v.best)
+        if v.name in seen or reserved:
+            why = {BASELINE_NAME: "is reserved for the baseline", BEST_NAME: "is reserved for the best known kernels"}
+            said = why[v.name] if reserved else "is given twice"
+            raise VariantError(f"variant name {v.name!r} {said}: give each variant its own name")
+        seen.add(v.name)
 
 
 def _make(name: str, specs: list[str], flags: list[str], subs: list[tuple[str, str, str]], pre: str | None,
@@ -282,6 +306,15 @@ def _formulation(value: str, where: str) -> str:
     if form not in FORMULATIONS:
         raise VariantError(f"{where}: unknown formulation {form!r} (kernels have: {', '.join(FORMULATIONS)})")
     return form
+
+
+def _base(value: str, where: str) -> str:
+    from ..targets import BUILDS
+
+    build = value.strip().lower()
+    if build not in BUILDS:
+        raise VariantError(f"{where}: base={value!r}: expected {' or '.join(f'base={b}' for b in BUILDS)}")
+    return build
 
 
 def _cache_mode(value: str, where: str) -> str:

@@ -1,0 +1,141 @@
+"""The tuning store the `best` column reads: every kernel a finished `boo-tui tune` improved on THIS machine, with
+the winner's configuration, read from the results database's tune tables (`tunes`, `tune_kernels`,
+`tune_candidates`: store/schema.py m003).
+
+A tune's winner counts only where it was measured on this machine: the same target (`cpu`), the same resolved
+CPU (LLVM's name and its key features, as the tune's stored environment says) and the same `iree-compile
+--version`. Nothing measured on another CPU (a database merged from a Zen 5 and a Zen 3, or carried from a
+laptop) is used. The newest tune of a kernel wins. Looked up by kernel name (`func_name` spells every shape,
+layout, dtype and mode; an aten call's carries a digest of the whole call).
+
+The winner becomes a Variant built our way (`base="ours"`, what the tuner measured against): the candidate's
+flags, its formulation, and its tuning spec (the text the tune stored, written once to a content-named file in
+the linked-spec folder, so the cache key, which holds the spec's CONTENT, finds the kernel the tune built).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import locations
+from ..fsutil import atomic_write
+from ..ops.base import OpSignature
+from ..targets import OUR_BUILD
+from ..variants import BEST_NAME, Variant
+
+#: the tune_kernels status of a kernel whose tune found a significantly faster configuration
+IMPROVED = "improved"
+
+
+@dataclass(frozen=True)
+class TunedWinner:
+    tune_id: int
+    func_name: str
+    flags: tuple[str, ...]
+    formulation: str | None
+    spec: str | None
+    ratio: float | None
+
+    def variant(self) -> Variant:
+        """The best column's variant for this kernel: the winner, built our way."""
+        specs = (str(spec_file(self.spec)),) if self.spec else ()
+        func = self.func_name
+        return Variant(name=BEST_NAME, base=OUR_BUILD, best=f"tune {self.tune_id}", tuning_specs=specs,
+                       kernel_flags=((func, self.flags),) if self.flags else (),
+                       kernel_formulations=((func, self.formulation),) if self.formulation else ())
+
+
+def this_machine() -> dict[str, Any]:
+    """What a tune's environment must say to count here: the target, resolved CPU and compiler."""
+    from ..iree_tools import compiler_here, compiler_version
+    from ..targets import host_cpu
+
+    cpu = host_cpu()
+    version = compiler_version() if compiler_here() else cpu.compiler_version
+    return {"target": "cpu", "cpu_name": cpu.name, "cpu_features": cpu.key_features,
+            "iree_compile_version": version}
+
+
+def same_machine(env: Mapping[str, Any], machine: Mapping[str, Any]) -> bool:
+    """The tune's stored environment is this machine's (see the module docstring)."""
+    def first(v: Any) -> str:
+        return (str(v or "").strip().splitlines() or [""])[0]
+
+    return (bool(machine.get("cpu_name")) and env.get("cpu_name") == machine.get("cpu_name")
+            and sorted(env.get("cpu_features") or []) == sorted(machine.get("cpu_features") or [])
+            and first(env.get("iree_compile_version")) == first(machine.get("iree_compile_version"))
+            and bool(first(machine.get("iree_compile_version"))))
+
+
+_WINNERS = """
+SELECT t.id AS tune_id, t.target, t.environment, k.func_name, k.ratio, c.params, c.spec
+FROM tune_kernels k
+JOIN tunes t ON t.id = k.tune_id
+JOIN tune_candidates c ON c.tune_id = k.tune_id AND c.func_name = k.func_name AND c.key = k.best_key
+WHERE k.status = ?
+ORDER BY t.id DESC
+"""
+
+
+def tuned_winners(conn: sqlite3.Connection, machine: Mapping[str, Any]) -> dict[str, TunedWinner]:
+    """func_name -> the newest winner measured on `machine` (this_machine()), from an open database."""
+    out: dict[str, TunedWinner] = {}
+    for row in conn.execute(_WINNERS, (IMPROVED,)).fetchall():
+        tune_id, target, env_text, func, ratio, params_text, spec = tuple(row)
+        if func in out or target != machine.get("target"):
+            continue
+        try:
+            env = json.loads(env_text or "{}")
+            params = json.loads(params_text or "{}")
+        except ValueError:
+            continue
+        if not isinstance(env, dict) or not isinstance(params, dict) or not same_machine(env, machine):
+            continue
+        flags = tuple(str(f) for f in params.get("flags") or ())
+        form = params.get("formulation")
+        out[func] = TunedWinner(int(tune_id), str(func), flags, str(form) if form else None,
+                                str(spec) if spec else None, float(ratio) if ratio is not None else None)
+    return out
+
+
+class TunedLookup:
+    """The best column's lookup (variants.best.TunedLookup): kernel -> its winner's variant, or None. Reads the
+    winners once, on first use (a database that cannot be read has none: the table and rules decide)."""
+
+    def __init__(self, winners: Mapping[str, TunedWinner] | None = None, *, store: Any = None) -> None:
+        self.winners = dict(winners) if winners is not None else None
+        self._store = store
+        self._lock = threading.Lock()
+
+    def __call__(self, sig: OpSignature) -> Variant | None:
+        with self._lock:
+            if self.winners is None:
+                self.winners = self._read()
+        winner = self.winners.get(sig.func_name)
+        return winner.variant() if winner is not None else None
+
+    def _read(self) -> dict[str, TunedWinner]:
+        try:
+            with self._store._reader() as conn:
+                return tuned_winners(conn, this_machine())
+        except Exception:  # noqa: BLE001 - no winners is a valid answer: the table and rules decide
+            return {}
+
+
+def spec_file(text: str) -> Path:
+    """A tuned spec's text as a file named by its content (written once), for a variant to name."""
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    path = locations.linked_spec_dir() / f"tuned-{digest}.mlir"
+    try:
+        if path.read_text() == text:
+            return path
+    except (OSError, ValueError):
+        pass
+    atomic_write(path, text, make_parents=True)
+    return path

@@ -1,0 +1,63 @@
+"""The `best` column: each kernel in the best known configuration for this machine, built our way (our export,
+this machine's per-op default flags) in the formulation and with the changes that measured fastest HERE.
+
+`best_variant(sig, target, tuned)` resolves the BEST marker for one kernel, in this order (the first that knows
+the kernel wins; nothing measured on another CPU is used):
+
+1. `tuned`: a finished `boo-tui tune`'s winner for this kernel, measured on this machine (the caller's lookup:
+   the session reads the results database's tune tables; see store/tuned.py) -> "tune N";
+2. the per-machine table `tune --defaults` measured (defaults_table.py, keyed by the resolved CPU and compiler):
+   its flags are the class's per-op defaults already, its formulation is taken from here -> "table";
+3. the built-in rules, keyed on the op class (targets.rule_formulation; targets.rule_flags through the per-op
+   defaults) -> "rules".
+
+The result is a Variant named `best` (so job ids stay what they are) that says in `best` what chose it, and
+builds the kernel our way (`base="ours"`) with that kernel's formulation and flags.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from ..ops.base import DEFAULT_FORMULATION, OpSignature
+from ..targets import OUR_BUILD, Target, defaults_state, op_class, rule_formulation
+from .common import BEST_NAME
+from .model import BEST, Variant
+
+#: the marker of an unresolved best column (BEST.best)
+UNRESOLVED = BEST.best
+
+#: a finished tune's winner for a kernel on this machine (a Variant built our way), or None
+TunedLookup = Callable[[OpSignature], "Variant | None"]
+
+
+def is_unresolved(variant: Variant) -> bool:
+    return variant.best == UNRESOLVED
+
+
+def best_variant(sig: OpSignature, target: Target, tuned: TunedLookup | None = None) -> Variant:
+    """The BEST column's variant for kernel `sig` on `target` (see the module docstring)."""
+    winner = tuned(sig) if tuned is not None else None
+    if winner is not None:
+        return dataclasses.replace(winner, name=BEST_NAME, base=OUR_BUILD)
+    form, chosen_by = best_formulation(sig, target)
+    func = sig.func_name
+    return Variant(name=BEST_NAME, base=OUR_BUILD, best=chosen_by,
+                   kernel_formulations=((func, form),) if form != DEFAULT_FORMULATION else ())
+
+
+def best_formulation(sig: OpSignature, target: Target) -> tuple[str, str]:
+    """(formulation, what chose it: "table" or "rules") of kernel `sig` for the best column. Rules apply to the
+    cpu target only (their figures are CPU ones); a formulation the kernel lacks gives its default."""
+    if target.kind != "cpu":
+        return DEFAULT_FORMULATION, "rules"
+    cls = str(op_class(sig))
+    state = defaults_state() if target.per_op_defaults else None
+    if state is not None and cls in state.classes:
+        form = state.formulations.get(cls) or rule_formulation(op_class(sig)) or DEFAULT_FORMULATION
+        chosen_by = "table"
+    else:
+        form, chosen_by = rule_formulation(op_class(sig)) or DEFAULT_FORMULATION, "rules"
+    if sig.formulation_problem(form) is not None:
+        form = DEFAULT_FORMULATION
+    return form, chosen_by

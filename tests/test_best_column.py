@@ -1,0 +1,130 @@
+"""The `best` column: each kernel in the best known configuration for this machine, from (in this order) a
+finished tune's winner measured here, the per-machine `tune --defaults` table, the built-in rules; and a run
+that measures it beside BOO's build, recording what chose it. Real tables, a real results database, real
+compiles and kernels."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from boo_engine.commands import parse_command
+from boo_engine.config import SessionConfig
+from boo_engine.defaults_table import machine_key, store_machine
+from boo_engine.locations import DEFAULTS_TABLE_ENV
+from boo_engine.results import DONE, IREE
+from boo_engine.session import Session
+from boo_engine.store import Store
+from boo_engine.store.tuned import TunedLookup, this_machine, tuned_winners
+from boo_engine.targets import Target, host_cpu, op_class
+from boo_engine.tune.records import IMPROVED, Tried, TunedKernel, TuneRecords
+from boo_engine.variants import BASELINE, BEST
+from boo_engine.variants.best import best_variant
+
+CPU = Target("cpu")
+BWD_DATA = "conv -n 2 -c 8 -H 10 -W 10 -k 8 -y 3 -x 3 -p 1 -q 1 -F 2"
+GEMM = "gemm -k 32 -m 32 -n 32"
+
+
+def formulation(variant) -> str | None:
+    forms = dict(variant.kernel_formulations)
+    return next(iter(forms.values()), None)
+
+
+@pytest.mark.parametrize("command, cls, form", [
+    (BWD_DATA, "conv:float32:nchw:kxk:backward:data", "matmul"),
+    ("conv -n 2 -c 8 -H 10 -W 10 -k 8 -y 3 -x 3 -p 1 -q 1 -u 2 -v 2 -F 2",
+     "conv:float32:nchw:kxk:backward:data-strided", "fwdconv"),
+    ("conv -n 2 -c 8 -H 10 -W 10 -k 8 -y 3 -x 3 -p 1 -q 1 -F 4", "conv:float32:nchw:kxk:backward:weight", "matmul"),
+    ("conv -n 2 -c 8 -H 10 -W 10 -k 8 -y 3 -x 3 -p 1 -q 1 -g 4", "conv:float32:nchw:kxk:forward:grouped", "matmul"),
+    ("conv -n 2 -c 8 -H 10 -W 10 -k 8 -y 3 -x 3 -p 1 -q 1", "conv:float32:nchw:kxk:forward", None),
+    (GEMM, "gemm:float32:-:-:forward", None),
+])
+def test_rules_choose_the_formulation_by_class(command, cls, form):
+    sig = parse_command(command)
+    assert str(op_class(sig)) == cls
+    v = best_variant(sig, CPU)
+    assert (v.name, v.base, v.best) == ("best", "ours", "rules")
+    assert formulation(v) == form
+
+
+def test_a_kernel_without_the_rules_formulation_keeps_its_own():
+    """A bias gradient alone has no conv to rewrite: the rule's matmul does not exist for it."""
+    sig = parse_command("conv -n 2 -c 8 -H 10 -W 10 -k 8 -y 3 -x 3 -p 1 -q 1 -F 7")
+    assert str(op_class(sig)) == "conv:float32:nchw:kxk:backward:bias"
+    v = best_variant(sig, CPU)
+    assert v.best == "rules" and v.kernel_formulations == ()
+
+
+def test_this_machines_table_beats_the_rules(tmp_path, monkeypatch):
+    table = tmp_path / "defaults.json"
+    cpu = host_cpu()
+    sig = parse_command(BWD_DATA)
+    store_machine(machine_key(cpu.machine_key, cpu.compiler_version),
+                  {"classes": {str(op_class(sig)): {"flags": [], "formulation": "fwdconv"}}}, table)
+    monkeypatch.setenv(DEFAULTS_TABLE_ENV, str(table))
+    v = best_variant(sig, CPU)
+    assert v.best == "table" and formulation(v) == "fwdconv"
+    # another machine's entry (a Zen 5 measured it) is not used here
+    other = tmp_path / "other.json"
+    store_machine(machine_key("znver5+0123456789ab", cpu.compiler_version),
+                  {"classes": {str(op_class(sig)): {"flags": [], "formulation": "fwdconv"}}}, other)
+    monkeypatch.setenv(DEFAULTS_TABLE_ENV, str(other))
+    assert best_variant(sig, CPU).best == "rules"
+
+
+def _tuned(store: Store, func: str, command: str, environment: dict, flags: list[str]) -> int:
+    rec = TuneRecords(store)
+    tid = rec.start(command_line="boo-tui tune", target="cpu", out_dir="tuned", settings={},
+                    environment=environment)
+    rec.save_candidate(Tried(func_name=func, key="k1", params={"flags": flags, "formulation": None},
+                             variant="t-k1", ratio=0.5))
+    rec.save_kernel(TunedKernel(func_name=func, command=command, status=IMPROVED, best_key="k1", ratio=0.5))
+    rec.finish("done")
+    store.flush()
+    return tid
+
+
+def test_a_tune_measured_here_wins_one_from_another_cpu_does_not(tmp_path):
+    sig = parse_command(GEMM)
+    here = this_machine()
+    with Store(tmp_path / "r.db") as store:
+        theirs = _tuned(store, sig.func_name, GEMM, {**here, "cpu_name": "znver5"}, ["--iree-opt-data-tiling=true"])
+        assert theirs and tuned_winners_of(store) == {}
+        tid = _tuned(store, sig.func_name, GEMM, here, ["--iree-llvmcpu-enable-ukernels=all"])
+        v = best_variant(sig, CPU, TunedLookup(store=store))
+    assert v.best == f"tune {tid}" and v.flags_for(sig.func_name) == ["--iree-llvmcpu-enable-ukernels=all"]
+
+
+def tuned_winners_of(store: Store) -> dict:
+    with store._reader() as conn:
+        return tuned_winners(conn, this_machine())
+
+
+def test_a_run_measures_boo_and_best_side_by_side(tmp_path):
+    """BOO's build as the baseline, `best` beside it: the backward conv in the matmul formulation (rules), the
+    gemm as a tune measured here left it; both numerically right, each recording how it was built."""
+    gemm = parse_command(GEMM)
+    db = tmp_path / "r.db"
+    with Store(db) as store:
+        tid = _tuned(store, gemm.func_name, GEMM, this_machine(), ["--iree-llvmcpu-enable-ukernels=all"])
+    cfg = SessionConfig(target="cpu", build="boo", variants=[BASELINE, BEST], backends=(IREE,), iters=5,
+                        rounds=1, db_path=str(db), cache_dir=str(tmp_path / "cache"))
+    with Session(cfg) as s:
+        s.add_command(BWD_DATA)
+        s.add_command(GEMM)
+        s.start()
+        s.wait()
+        jobs = {(r.command, r.variant): r for r in s.jobs.values()}
+    for r in jobs.values():
+        assert r.status == DONE and r.numerics is not None and r.numerics.verdict == "pass", (r.variant, r.error)
+    assert jobs[(BWD_DATA, "baseline")].compile.build.startswith("boo: iree-turbine")
+    best = jobs[(BWD_DATA, "best")].compile
+    assert (best.build, best.chosen_by) == ("ours: matmul formulation", "rules")
+    tuned = jobs[(GEMM, "best")].compile
+    assert tuned.chosen_by == f"tune {tid}" and "--iree-llvmcpu-enable-ukernels=all" in tuned.command
+    with Store(db) as store:   # what chose it is stored with the result
+        (run,) = store.list_runs()
+        stored = {(r.command, r.variant): r for r in store.load_results(run["id"])}
+    assert stored[(GEMM, "best")].compile.chosen_by == f"tune {tid}"
+    assert json.dumps(stored[(BWD_DATA, "baseline")].compile.build).count("iree-turbine") == 1
