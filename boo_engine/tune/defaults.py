@@ -7,7 +7,9 @@ avx512bf16 and 28x slower on a Zen 3 without), so they are measured here rather 
    forward or backward), the classes `per_op_default_flags` chooses flags for.
 2. Every command is compiled first (the compile pool, into the kernel cache) with IREE's plain defaults (a target
    with `per_op_defaults=False`: no table or rule of ours on the line, so a set's flags measure against plain
-   IREE) and with each candidate flag set: im2col, data-tiling, im2col + data-tiling (im2col only for convs). A
+   IREE) and with each candidate: the flag sets im2col, data-tiling, im2col + data-tiling (im2col only for
+   convs), aggressive fusion, split reduction and both (reductions: layer norms, batch norms, aten ops), and for
+   convs the formulations matmul and fwdconv (the kernel written another way, for the `best` column). A
    set that fails to compile for a command of the class is dropped for the class, with the compiler's first error
    line. A set that compiles to the same kernel as the plain one (the same dumped executables and
    configurations: im2col leaves backward and grouped convs alone, data-tiling leaves layer norms alone) is not
@@ -21,7 +23,10 @@ avx512bf16 and 28x slower on a Zen 3 without), so they are measured here rather 
    class is not FASTER for it. A set wins only when FASTER; among winners the fastest, unless one with fewer
    flags is not significantly slower than it (compared directly, by the same rule). Otherwise the class keeps
    IREE's plain default (stored as no flags).
-5. The winners are stored in the per-machine table (defaults_table.py) under this machine's resolved CPU and
+5. A class's flags are the flag sets' winner; its formulation (the `best` column's, variants/best.py) is the
+   formulations' winner, measured with IREE's plain flags ("default" when none was faster, which then beats the
+   built-in rule on this machine).
+6. The winners are stored in the per-machine table (defaults_table.py) under this machine's resolved CPU and
    compiler version, merged with the classes measured before; `per_op_default_flags` applies them from then on.
 
 Data-tiling is measured for gemm classes but never chosen there: with it IREE 3.13 cannot apply a tuning spec to
@@ -52,6 +57,7 @@ from ..locations import defaults_table
 from ..results import DONE, FAILED, IREE, JobResult
 from ..targets import DATA_TILING, IM2COL, OpClass, Target, host_cpu, op_class, parse_target
 from ..variants import BASELINE, Variant
+from .space import AGGRESSIVE_FUSION, SPLIT_REDUCTION
 
 PROG = "boo-tui tune --defaults"
 PLAIN = "IREE default"
@@ -60,12 +66,18 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 @dataclass(frozen=True)
 class Candidate:
-    """A global flag set tried on every command of the classes it applies to."""
+    """A global flag set, or a formulation (how the kernel is written for export: ops/conv_forms.py), tried on
+    every command of the classes it applies to."""
 
     name: str
     flags: tuple[str, ...]
+    formulation: str | None = None
 
     def applies_to(self, cls: OpClass) -> bool:
+        if self.formulation is not None:
+            return cls.is_conv
+        if AGGRESSIVE_FUSION in self.flags or SPLIT_REDUCTION in self.flags:
+            return not cls.is_conv and cls.op != "gemm"   # reductions and elementwise kernels
         return IM2COL not in self.flags or cls.is_conv
 
     def ineligible(self, cls: OpClass) -> str | None:
@@ -76,7 +88,12 @@ class Candidate:
 
 
 CANDIDATES = (Candidate("im2col", (IM2COL,)), Candidate("data-tiling", (DATA_TILING,)),
-              Candidate("im2col+data-tiling", (IM2COL, DATA_TILING)))
+              Candidate("im2col+data-tiling", (IM2COL, DATA_TILING)),
+              # what the tuner's whole-kernel stage tries on reductions (tune/space.py global_choices)
+              Candidate("fusion", (AGGRESSIVE_FUSION,)), Candidate("split-reduction", (SPLIT_REDUCTION,)),
+              Candidate("fusion+split", (AGGRESSIVE_FUSION, SPLIT_REDUCTION)),
+              # the formulations, for the `best` column (the class's flags stay the flag sets' winner)
+              Candidate("matmul", (), "matmul"), Candidate("fwdconv", (), "fwdconv"))
 
 
 @dataclass(frozen=True)
@@ -97,6 +114,7 @@ class Outcome:
     name: str
     flags: tuple[str, ...]
     comparison: Comparison | None = None
+    formulation: str | None = None
     geomean_us: float | None = None
     error: str | None = None        # compile failure (the compiler's first error line), numerics, ...
     note: str | None = None         # measured but never chosen (why)
@@ -123,11 +141,16 @@ class ClassResult:
     outcomes: list[Outcome] = field(default_factory=list)   # IREE's plain default first
     winner: Outcome | None = None                           # None: not decided (the plain default failed)
     skipped: list[str] = field(default_factory=list)        # commands left out: their plain kernel failed
+    #: the formulation sets' winner (the plain default when none was faster), None where none applies
+    form_winner: Outcome | None = None
 
     def entry(self) -> dict[str, Any]:
         assert self.winner is not None
-        return {"flags": list(self.winner.flags), "winner": self.winner.name, "commands": self.commands,
-                "candidates": {o.name: o.describe() for o in self.outcomes}}
+        d = {"flags": list(self.winner.flags), "winner": self.winner.name, "commands": self.commands,
+             "candidates": {o.name: o.describe() for o in self.outcomes}}
+        if self.form_winner is not None:
+            d["formulation"] = self.form_winner.formulation or "default"
+        return d
 
 
 def _round(x: float) -> float | None:
@@ -196,7 +219,8 @@ def _compile_all(classes: dict[OpClass, list[Command]], cfg: SessionConfig, out:
 
     target = Target("cpu", threads=cfg.threads, per_op_defaults=False)
     jobs = [(c, v) for cls, cmds in classes.items() for c in cmds
-            for v in [BASELINE] + [Variant(name=k.name, flags=k.flags) for k in CANDIDATES if k.applies_to(cls)]]
+            for v in [BASELINE] + [Variant(name=k.name, flags=k.flags, formulation=k.formulation)
+                                   for k in CANDIDATES if k.applies_to(cls)]]
     print(f"  compiling {len(jobs)} kernels", file=out, flush=True)
     built: dict[tuple[str, str], Built] = {}
     with CompilePool(cfg.compile_workers, cfg.compile_timeout_s, open_cache(cfg.cache_dir)) as pool:
@@ -229,7 +253,7 @@ def _variants(classes: dict[OpClass, list[Command]], built: dict[tuple[str, str]
                         if (b := built.get((f, cand.name))) is not None and b.error is None
                         and not _same_kernel(b, built.get((f, BASELINE.name))))
         if kernels:  # (kernels=() would mean every kernel)
-            variants.append(Variant(name=cand.name, flags=cand.flags, kernels=kernels))
+            variants.append(Variant(name=cand.name, flags=cand.flags, kernels=kernels, formulation=cand.formulation))
     return variants
 
 
@@ -300,7 +324,7 @@ def _decide(cls: OpClass, cmds: list[Command], built: dict[tuple[str, str], Buil
     for cand in CANDIDATES:
         if not cand.applies_to(cls):
             continue
-        o = Outcome(cand.name, cand.flags, note=cand.ineligible(cls))
+        o = Outcome(cand.name, cand.flags, note=cand.ineligible(cls), formulation=cand.formulation)
         res.outcomes.append(o)
         comps, medians = [], []
         for f in kept:
@@ -325,7 +349,10 @@ def _decide(cls: OpClass, cmds: list[Command], built: dict[tuple[str, str], Buil
             o.note = o.note or SAME_KERNEL
         o.comparison = class_comparison(comps, min_effect)
         o.geomean_us = geomean(medians)
-    res.winner = choose(res.outcomes, min_effect, seed=seed)
+    res.winner = choose([o for o in res.outcomes if o.formulation is None], min_effect, seed=seed)
+    forms = [o for o in res.outcomes if o.formulation is not None]
+    if forms:   # the best column's formulation for the class: the plain one unless another is FASTER
+        res.form_winner = choose([plain, *forms], min_effect, seed=seed)
     return res
 
 
@@ -386,7 +413,8 @@ def print_table(decided: list[ClassResult], out: TextIO) -> None:
             if o is not None and (o.error or o.note):
                 why = o.error or (o.note if o.note == SAME_KERNEL else f"not chosen: {o.note}")
                 notes.append(f"  {res.cls} {name}: {why}")
-        row.append(res.winner.name if res.winner else "not decided")
+        won = res.winner.name if res.winner else "not decided"
+        row.append(won if res.form_winner is None else f"{won}; best: {res.form_winner.name}")
         rows.append(row)
         notes += [f"  {res.cls}: left out {s}" for s in res.skipped]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
