@@ -14,6 +14,8 @@ Nothing else in the engine or the dashboard reads `os.environ` for these.
 | the resolved host CPU, remembered per compiler build | - | ~/.cache/boo-tui/host-cpu.json |
 | the measured peaks (`boo-tui peak`), per machine | BOO_PEAKS_FILE | ~/.cache/boo-tui/peaks.json |
 | a tuning spec as a variant | BOO_TUNING_SPEC_PATH | none (iree-boo-driver's variable) |
+| the kernels torch calls get (`iree_boo`, `boo_engine.nn`) | BOO_KERNELS (best, boo) | best |
+| iree-turbine, for the boo column (installed there by setup.sh) | BOO_TURBINE_DIR | ~/.cache/boo-tui/iree-turbine |
 | child processes' output | BOO_CHILD_LOG | the parent's terminal (the dashboard sets a log file) |
 | tracebacks for internal errors | BOO_DEBUG | off |
 """
@@ -35,6 +37,8 @@ CACHE_KEY_ENV = "BOO_CACHE_KEY"
 SPEC_CACHE_ENV = "BOO_SPEC_CACHE_DIR"
 DEFAULTS_TABLE_ENV = "BOO_DEFAULTS_TABLE"
 TUNING_SPEC_ENV = "BOO_TUNING_SPEC_PATH"
+KERNELS_ENV = "BOO_KERNELS"
+TURBINE_DIR_ENV = "BOO_TURBINE_DIR"
 CHILD_LOG_ENV = "BOO_CHILD_LOG"
 DEBUG_ENV = "BOO_DEBUG"
 PEAKS_FILE_ENV = "BOO_PEAKS_FILE"
@@ -120,6 +124,18 @@ def peaks_file(environ: Mapping[str, str] | None = None) -> Path:
 def tuning_spec_from_env(environ: Mapping[str, str] | None = None) -> str | None:
     """$BOO_TUNING_SPEC_PATH, stripped; None when unset or empty."""
     return (_env(environ).get(TUNING_SPEC_ENV) or "").strip() or None
+
+
+def turbine_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """Where scripts/setup.sh installs iree-turbine (pip --target), off sys.path: turbine registers torch.compile
+    backends named iree_boo and iree_boo_inductor too, which would shadow ours in an environment holding both."""
+    value = _env(environ).get(TURBINE_DIR_ENV)
+    return Path(value).expanduser() if value else user_cache_home(environ) / "boo-tui" / "iree-turbine"
+
+
+def kernels_from_env(environ: Mapping[str, str] | None = None) -> str | None:
+    """$BOO_KERNELS, stripped and lower-cased: which kernels torch's calls get (best, boo); None when unset."""
+    return (_env(environ).get(KERNELS_ENV) or "").strip().lower() or None
 
 
 def child_log(environ: Mapping[str, str] | None = None) -> str | None:

@@ -34,6 +34,15 @@ extras=""
 # the tests also cover the optional Ray extra (--ray): CI installs it so they run
 if [ "${1:-}" = "--test" ]; then extras="[test,ray]"; fi
 "$PY" -m pip install -q -e ".${extras}"
+# iree-turbine, for the boo column (each kernel as iree-turbine's BOO builds it: its own export), in a folder of
+# its own, off sys.path: it registers torch.compile backends named iree_boo and iree_boo_inductor, which would
+# shadow ours. Pure Python, ~300 KB; its dependencies are boo-tui's (--no-deps keeps numpy and IREE as they are).
+turbine_dir=$("$PY" -c "from boo_engine import locations; print(locations.turbine_dir())")
+if ! "$PY" -c "import sys; sys.path.append('$turbine_dir'); import importlib.metadata as m; \
+        v = [d.version for d in m.distributions(name='iree-turbine', path=['$turbine_dir'])]; \
+        sys.exit(0 if v and v[0].startswith('3.9.') else 1)" >/dev/null 2>&1; then
+    "$PY" -m pip install -q --no-deps --upgrade --target "$turbine_dir" "iree-turbine>=3.9,<3.10"
+fi
 # pyenv only exposes new console scripts (boo-tui, boo-driver) after a rehash.
 if command -v pyenv >/dev/null 2>&1; then pyenv rehash || true; fi
 echo "setup: boo-tui installed for $("$PY" -c 'import sys; print(sys.executable)')" >&2

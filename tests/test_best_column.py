@@ -128,3 +128,17 @@ def test_a_run_measures_boo_and_best_side_by_side(tmp_path):
         stored = {(r.command, r.variant): r for r in store.load_results(run["id"])}
     assert stored[(GEMM, "best")].compile.chosen_by == f"tune {tid}"
     assert json.dumps(stored[(BWD_DATA, "baseline")].compile.build).count("iree-turbine") == 1
+
+
+def test_a_run_stored_before_builds_resumes_with_the_build_it_had(tmp_path):
+    """A run from before the boo column (no `build` in its config) built its baseline our way: resumed by a
+    front end that asks for BOO's build, its remaining jobs still build ours; a new run keeps what it asked."""
+    db = tmp_path / "r.db"
+    with Store(db) as store:
+        old = store.start_run(command_line="boo-tui old", target="cpu", config={"variants": [BASELINE.describe()]},
+                              environment={})
+        store.finish_run(old, "interrupted")
+    with Session(SessionConfig(target="cpu", build="boo", db_path=str(db), resume=old)) as s:
+        assert s.target.build == "ours" and s.compile_stage._target.build == "ours"
+    with Session(SessionConfig(target="cpu", build="boo", db_path=str(db))) as s:
+        assert s.target.build == "boo"

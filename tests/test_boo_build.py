@@ -132,8 +132,9 @@ def test_boo_and_our_builds_are_distinct_kernels(boo_cache):
 
 
 def test_without_turbine_the_boo_build_is_our_export(tmp_path):
-    """iree-turbine missing (its module hidden from the import system in a fresh process): the boo build still
-    compiles, from our export with BOO's flags, and says why; its cache key is not the turbine build's."""
+    """iree-turbine missing (no private install where $BOO_TURBINE_DIR points, and its module hidden from the
+    import system in a fresh process): the boo build still compiles, from our export with BOO's flags, and says
+    why; its cache key is not the turbine build's."""
     code = textwrap.dedent(f"""
         import sys
         sys.modules["iree.turbine"] = None
@@ -146,7 +147,8 @@ def test_without_turbine_the_boo_build_is_our_export(tmp_path):
         print(art.build)
         print(art.key)
     """)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+           "BOO_TURBINE_DIR": str(tmp_path / "no-turbine")}
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stderr[-2000:]
     build, key = r.stdout.strip().splitlines()[-2:]

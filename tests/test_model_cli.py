@@ -52,8 +52,10 @@ def test_model_columns_numerics_and_breakdown(cnn_run):
     labels = {c["variant"] for c in doc["comparisons"]}
     assert {"dt", "torch"} <= labels
     assert all(c["verdict"] in ("faster", "slower", "same", "unclear") for c in doc["comparisons"])
-    # stdout: the Markdown table and where the time goes
+    # stdout: the Markdown table and where the time goes; iree_boo ran the best known kernels (the default)
     assert "where the time goes" in p.stdout and "conv" in p.stdout
+    assert "iree_boo's kernels: best" in p.stdout
+    assert {k["variant"] for k in cols[("baseline", "iree")]["breakdown"]["kernels"]} == {"best"}
 
 
 def test_model_run_is_stored_with_its_breakdown(cnn_run):
@@ -81,6 +83,18 @@ def test_model_variant_that_does_not_compile_fails_its_column_only(cli_env, tmp_
     assert "\n" not in bad["error"] and "conv" in bad["error"], bad["error"]
 
 
+def test_model_kernels_boo_runs_boos_own_kernels(cli_env, tmp_path):
+    """--kernels boo: the iree_boo column runs each kernel as iree-turbine's BOO builds it; numerics still checked."""
+    p = boo_model([CNN, "--input", "2x3x16x16", "--kernels", "boo", "--iter", "6", "--min-time", "0.05", "--rounds",
+                   "1", "--db", str(tmp_path / "r.db"), "--export", str(tmp_path / "m.json")], cli_env, tmp_path)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "iree_boo's kernels: boo, each kernel as iree-turbine's BOO builds it" in p.stdout
+    doc = json.loads((tmp_path / "m.json").read_text())
+    (iree,) = [r for r in doc["results"] if r["backend"] == "iree"]
+    assert iree["status"] == "done" and iree["numerics"]["verdict"] == "pass"
+    assert {k["variant"] for k in iree["breakdown"]["kernels"]} == {"baseline"}
+
+
 @pytest.mark.parametrize("args, needle", [
     (["nosuchfile.py:make", "--input", "2x3"], "does not exist"),
     ([CNN, "--input", "2x3x16x16:float128"], "unknown dtype"),
@@ -99,7 +113,7 @@ def test_model_bad_input_is_one_line_exit_2(cli_env, tmp_path, args, needle):
 def test_model_help_lists_the_options(cli_env, tmp_path):
     p = boo_model(["--help"], cli_env, tmp_path, timeout=120)
     assert p.returncode == 0
-    for opt in ("--input", "--backward", "--variant", "--export", "--rounds", "--threads"):
+    for opt in ("--input", "--backward", "--variant", "--kernels", "--export", "--rounds", "--threads"):
         assert opt in p.stdout
 
 

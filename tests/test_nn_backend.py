@@ -152,12 +152,20 @@ def test_variant_reaches_the_kernels(cache_dir):
 
     with torch.no_grad():
         base, flagged = backend("eager"), backend("eager", variant="noce=--iree-opt-const-eval=false")
+        boo = backend("eager", kernels="boo")
         y0 = torch.compile(f, backend=base, dynamic=False)(x)
         torch._dynamo.reset()
         y1 = torch.compile(f, backend=flagged, dynamic=False)(x)
+        torch._dynamo.reset()
+        y2 = torch.compile(f, backend=boo, dynamic=False)(x)
     torch.testing.assert_close(y1, y0, **TOL)
-    (c0,), (c1,) = base.calls, flagged.calls
-    assert c0.sig == c1.sig and c0.variant_name == "baseline" and c1.variant_name == "noce"
+    torch.testing.assert_close(y2, y0, **TOL)
+    (c0,), (c1,), (c2,) = base.calls, flagged.calls, boo.calls
+    # by default the best known kernel; kernels="boo": BOO's build (a fused conv+relu is not BOO's: our export
+    # with BOO's flags, as its meta says)
+    assert c0.sig == c1.sig and c0.variant_name == "best" and c1.variant_name == "noce" and c2.variant_name == "boo"
+    assert c2.launch.artifact.meta["build"].startswith("boo: our export") and "--iree-opt-level=O1" in \
+        c2.launch.artifact.command
     assert "--iree-opt-const-eval=false" in c1.launch.artifact.command
     assert "--iree-opt-const-eval=false" not in c0.launch.artifact.command
     assert c0.launch.artifact.vmfb_path != c1.launch.artifact.vmfb_path

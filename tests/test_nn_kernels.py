@@ -10,6 +10,8 @@ from nn_support import private_kernel_cache
 
 from boo_engine.nn import kernels
 from boo_engine.nn.kernels import (
+    BOO_KERNELS,
+    BooNNError,
     current_variant,
     kernel_variant,
     launchable_for,
@@ -21,13 +23,14 @@ from boo_engine.nn.kernels import (
 from boo_engine.ops.conv import ConvSignature
 from boo_engine.ops.gemm import GemmSignature
 from boo_engine.ops.layernorm import LayerNormSignature
-from boo_engine.variants import BASELINE, Variant
+from boo_engine.variants import BEST, Variant
 
 
 @pytest.fixture(autouse=True, scope="module")
 def _private_cache(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.delenv("BOO_TUNING_SPEC_PATH", raising=False)
+    mp.delenv("BOO_KERNELS", raising=False)
     kernels.clear_launchables()
     with private_kernel_cache(tmp_path_factory.getbasetemp() / "nn-kernels"):
         yield
@@ -79,7 +82,13 @@ def test_launchables_are_cached_in_memory():
 def test_variant_precedence(tmp_path, monkeypatch):
     spec = tmp_path / "mine.mlir"
     spec.write_text("module {}\n")
-    assert current_variant() is BASELINE
+    assert current_variant() is BEST                                # the best known kernels by default
+    monkeypatch.setenv("BOO_KERNELS", "boo")
+    assert current_variant() is BOO_KERNELS and BOO_KERNELS.base == "boo"   # or BOO's own, when asked
+    monkeypatch.setenv("BOO_KERNELS", "fastest")
+    with pytest.raises(BooNNError, match="BOO_KERNELS='fastest': expected one of best, boo"):
+        current_variant()
+    monkeypatch.delenv("BOO_KERNELS")
     monkeypatch.setenv("BOO_TUNING_SPEC_PATH", str(spec))
     assert current_variant().tuning_specs == (str(spec),)          # iree-boo-driver's variable
     v = Variant(name="flagged", flags=("--iree-opt-data-tiling",))
@@ -87,13 +96,13 @@ def test_variant_precedence(tmp_path, monkeypatch):
         assert current_variant() is v                               # the block's, over the environment
         assert current_variant("x=--iree-opt-data-tiling").name == "x"   # an explicit one, over both
     monkeypatch.delenv("BOO_TUNING_SPEC_PATH")
-    assert current_variant() is BASELINE
+    assert current_variant() is BEST
 
 
-def test_scoped_variant_leaves_other_kernels_at_baseline():
+def test_scoped_variant_leaves_other_kernels_at_the_best_known():
     v = Variant(name="scoped", flags=("--iree-opt-data-tiling",), kernels=("some_other_kernel",))
-    assert kernel_variant(GEMM, v) is BASELINE
-    assert kernel_variant(GEMM, dataclasses.replace(v, kernels=(GEMM.func_name,))) is not BASELINE
+    assert kernel_variant(GEMM, v).best == "rules"
+    assert kernel_variant(GEMM, dataclasses.replace(v, kernels=(GEMM.func_name,))).best == ""
 
 
 def test_tuned_flags_of_a_plain_conv_apply_to_it_with_a_fused_activation():
@@ -104,7 +113,7 @@ def test_tuned_flags_of_a_plain_conv_apply_to_it_with_a_fused_activation():
                     kernels=(conv.func_name,))
     got = kernel_variant(fused, tuned)
     assert got.flags_for(fused.func_name) == ["--iree-opt-data-tiling"]
-    assert kernel_variant(GEMM, tuned) is BASELINE
+    assert kernel_variant(GEMM, tuned).best == "rules"
 
 
 def test_record_calls_tallies_each_kernel():

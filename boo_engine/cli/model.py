@@ -13,6 +13,7 @@ variant, export path), 3 a variant significantly slower than the baseline by mor
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shlex
 import sys
@@ -23,6 +24,10 @@ from .. import locations
 from .common import EXIT_FAILED, EXIT_OK, EXIT_REGRESSION, RaisingParser, UsageError, run_subcommand
 
 PROG = "boo-tui model"
+#: what the iree_boo column ran, per --kernels
+KERNEL_NOTES = {"best": "best, each kernel in the best known configuration for this machine (a tune's winner "
+                        "measured here, else this machine's tune --defaults table, else the built-in rules)",
+                "boo": "boo, each kernel as iree-turbine's BOO builds it (its export, BOO's flags)"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="one model input, e.g. 8x3x32x32 or 2x128:bfloat16; repeatable, in forward()'s order")
     p.add_argument("--backward", action="store_true", help="a pass is forward + backward of the sum of the outputs")
     p.add_argument("--eval", action="store_true", help="call model.eval() first")
+    p.add_argument("--kernels", choices=["best", "boo"], default=None,
+                   help="the iree_boo column's kernels: best (the best known kernels for this machine, the default; "
+                        "also $BOO_KERNELS) or boo (each kernel as iree-turbine's BOO builds it)")
     p.add_argument("--variant", action="append", default=[], metavar="V",
                    help="a variant of the iree_boo column (as boo-tui --variant: NAME=spec.mlir, NAME='--flag ...')")
     p.add_argument("--variants-file", action="append", default=[], metavar="FILE",
@@ -86,6 +94,11 @@ def _main(args: argparse.Namespace) -> int:
         check_export_path(path, databases=[args.db or default_db_path()], inputs=read, others=args.export[:i])
     inputs = tuple(parse_input(s) for s in args.input)
     variants = build_variants(args.variant, args.variants_file)
+    from ..nn.kernels import kernels_variant
+
+    # the iree_boo column (the baseline the variants are compared with): the kernels asked for, best by default
+    kernels = kernels_variant(args.kernels)
+    variants[0] = dataclasses.replace(kernels, name=variants[0].name)
     job = ModelJob(args.model, inputs, backward=args.backward, eval_mode=args.eval, threads=args.threads,
                    seed=args.seed)
 
@@ -121,6 +134,7 @@ def _main(args: argparse.Namespace) -> int:
         export_results(path, results, environment=env, run=run_info, comparisons=comparisons, min_effect=min_effect)
     text = render_markdown(results, environment=env, run=run_info, comparisons=comparisons, min_effect=min_effect)
     sys.stdout.write(text)
+    sys.stdout.write(f"\niree_boo's kernels: {KERNEL_NOTES[kernels.name]}\n")
     for r in results:
         if r.breakdown:
             sys.stdout.write(f"\n### where the time goes: iree_boo {r.variant}\n\n```\n"

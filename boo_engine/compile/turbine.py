@@ -30,8 +30,10 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import re
+import sys
 from typing import Any
 
+from .. import locations
 from ..ops.base import DEFAULT_FORMULATION, OpSignature
 
 #: the distribution that holds BOO
@@ -52,14 +54,31 @@ class NotBoo(Exception):
 
 
 def turbine_version() -> str | None:
-    """The installed iree-turbine's version, or None when it cannot be imported (read without importing it:
-    its package metadata, and whether the import system finds `iree.turbine`)."""
+    """The iree-turbine the boo build uses, or None when there is none (read without importing it): the one
+    scripts/setup.sh installed in `locations.turbine_dir()`, else one importable in this environment."""
+    private = _private_dist()
+    if private is not None:
+        return private.version
     try:
         if importlib.util.find_spec("iree.turbine") is None:
             return None
         return importlib.metadata.version(TURBINE_DIST)
     except (ImportError, ValueError):   # no such distribution, or a module entry that hides it
         return None
+
+
+def _private_dist() -> importlib.metadata.Distribution | None:
+    """iree-turbine as setup.sh installs it: in its own folder, off sys.path (see locations.turbine_dir)."""
+    folder = locations.turbine_dir()
+    if not (folder / "iree" / "turbine").is_dir():
+        return None
+    return next(iter(importlib.metadata.distributions(name=TURBINE_DIST, path=[str(folder)])), None)
+
+
+def _importable() -> None:
+    """Put the private iree-turbine on this process's import path (a compile worker about to export with it)."""
+    if _private_dist() is not None and str(locations.turbine_dir()) not in sys.path:
+        sys.path.append(str(locations.turbine_dir()))
 
 
 def boo_problem(sig: OpSignature, formulation: str = DEFAULT_FORMULATION) -> str | None:
@@ -125,6 +144,7 @@ def shim_mlir_bindings() -> list[str]:
     global _SHIMMED
     if _SHIMMED is not None:
         return _SHIMMED
+    _importable()
     from iree.compiler import ir
 
     families = tuple(c for c in (getattr(ir, "Type", None), getattr(ir, "Attribute", None),

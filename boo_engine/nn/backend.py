@@ -11,8 +11,9 @@ giving the output shapes), which inductor schedules as an extern call. aten ops 
 decompose before we see them (native_layer_norm and its backward, addmm...) are kept out of its decomposition
 table.
 
-The variant: `backend(variant=...)`, else the one in force when the graph compiles (`kernels.current_variant()`:
-`use_variant`, then BOO_TUNING_SPEC_PATH). A variant scoped to other kernels leaves a kernel at the baseline.
+The variant: `backend(variant=...)` (or `backend(kernels="boo")`: BOO's own kernels), else the one in force when
+the graph compiles (`kernels.current_variant()`: `use_variant`, then BOO_TUNING_SPEC_PATH, then $BOO_KERNELS'
+kernels: the best known ones by default). A variant scoped to other kernels leaves a kernel at the best known one.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from ..errors import BooError
 from ..ops.base import OpSignature
 from ..variants import Variant
 from . import fusion
-from .kernels import BooNNError, _log_var, as_variant, current_variant, launchable_for, target_for
+from .kernels import BooNNError, _log_var, as_variant, current_variant, kernels_variant, launchable_for, target_for
 
 log = logging.getLogger("boo_engine.nn")
 
@@ -113,12 +114,12 @@ class BooBackend:
     `compile_s` the seconds spent compiling (or loading) our kernels."""
 
     def __init__(self, nested_backend: str | Callable[..., Any] = "eager", fusions: Sequence[str] | None = None,
-                 variant: Variant | str | None = None) -> None:
+                 variant: Variant | str | None = None, kernels: str | None = None) -> None:
         if not callable(nested_backend) and nested_backend not in ("eager", "inductor"):
             raise BooNNError(f"nested_backend {nested_backend!r}: expected 'eager', 'inductor' or a callable")
         self.nested_backend = nested_backend
         self.fusions = None if fusions is None else set(fusions)
-        self.variant = as_variant(variant)
+        self.variant = as_variant(variant) or (kernels_variant(kernels) if kernels else None)
         self.kernels: list[OpSignature] = []
         #: every kernel call bound into a graph (its launchable, artifact and variant), in graph order
         self.calls: list[KernelCall] = []
@@ -256,10 +257,12 @@ def _first_device(m: fusion.Match) -> torch.device:
 
 
 def backend(nested_backend: str | Callable[..., Any] = "eager", fusions: Sequence[str] | None = None,
-            variant: Variant | str | None = None) -> BooBackend:
+            variant: Variant | str | None = None, kernels: str | None = None) -> BooBackend:
     """A torch.compile backend running our kernels for the ops `fusion` matches (all of them, or only the aten
-    ops named in `fusions`, e.g. ["aten.convolution"]) and `nested_backend` for the rest."""
-    return BooBackend(nested_backend, fusions, variant)
+    ops named in `fusions`, e.g. ["aten.convolution"]) and `nested_backend` for the rest. `kernels`: "best"
+    (the best known kernels for this machine, the default) or "boo" (each kernel as iree-turbine's BOO builds
+    it), when no `variant` is given."""
+    return BooBackend(nested_backend, fusions, variant, kernels)
 
 
 #: `torch.compile(model, backend=iree_boo)`: our kernels + eager for the rest (also the entry point `iree_boo`)

@@ -5,8 +5,10 @@ the rules are the same for all of them:
 
 - **Which kernel**: the signature, built for the target of the tensors' device (`cpu` -> this host's CPU, a CUDA /
   ROCm tensor -> the detected GPU's target) with the variant in force: the one passed, else `use_variant(...)`'s,
-  else `BOO_TUNING_SPEC_PATH`'s (as iree-boo-driver), else the baseline. A variant scoped to other kernels (a
-  dispatch folder, a tuned file's per-kernel flags) leaves this kernel at the baseline.
+  else `BOO_TUNING_SPEC_PATH`'s (as iree-boo-driver), else the kernels $BOO_KERNELS names: `best` (the default:
+  each kernel in the best known configuration for this machine, variants/best.py, a finished tune's winner from
+  the results database first) or `boo` (the kernel as iree-turbine's BOO builds it). A variant scoped to other
+  kernels (a dispatch folder, a tuned file's per-kernel flags) leaves this kernel at the best known one.
 - **Caches**: compiled kernels come from the content-addressed disk cache (a hit neither exports nor compiles);
   loaded launchables are kept in memory per (signature, target, variant) for the life of the process, so a call
   after the first costs the argument checks, the zero-copy hand-over and the copy of the results out.
@@ -28,12 +30,14 @@ from typing import Any
 
 import torch
 
+from .. import locations
 from ..errors import BooError
-from ..locations import TUNING_SPEC_ENV
+from ..locations import KERNELS_ENV, TUNING_SPEC_ENV
 from ..ops.base import DEFAULT_FORMULATION, OpSignature
 from ..runtime.launchable import Launchable, get_launchable
-from ..targets import Target, default_target, parse_target
-from ..variants import BASELINE, Variant
+from ..targets import BOO_BUILD, Target, default_target, parse_target
+from ..variants import BEST, Variant
+from ..variants.best import best_variant, is_unresolved
 from ..variants.parsing import parse_variant_arg, variant_from_env
 
 
@@ -52,12 +56,28 @@ def as_variant(variant: Variant | str | None) -> Variant | None:
     return parse_variant_arg(str(variant))
 
 
-_env_variant: tuple[str | None, Variant] | None = None
+#: the kernels as iree-turbine's BOO builds them (its export, BOO's flags): `kernels="boo"`, $BOO_KERNELS=boo
+BOO_KERNELS = Variant(name="boo", base=BOO_BUILD)
+#: what `kernels=` (and $BOO_KERNELS) may name
+KERNELS = {"best": BEST, "boo": BOO_KERNELS}
+
+
+def kernels_variant(kernels: str | None = None) -> Variant:
+    """The kernels a call gets when no variant is in force: `kernels` ("best" or "boo"), else $BOO_KERNELS's,
+    else the best known ones. BooNNError (one line) for another name."""
+    name = (kernels or locations.kernels_from_env() or "best").strip().lower()
+    if name not in KERNELS:
+        where = f"${KERNELS_ENV}" if not kernels else "kernels"
+        raise BooNNError(f"{where}={name!r}: expected one of {', '.join(KERNELS)}")
+    return KERNELS[name]
+
+
+_env_variant: tuple[str | None, Variant | None] | None = None
 
 
 def current_variant(variant: Variant | str | None = None) -> Variant:
     """The variant a kernel call uses: `variant`, else `use_variant`'s, else BOO_TUNING_SPEC_PATH's, else the
-    baseline."""
+    kernels $BOO_KERNELS names (default: the best known kernels, resolved per kernel when it is built)."""
     global _env_variant
     v = as_variant(variant)
     if v is not None:
@@ -67,8 +87,8 @@ def current_variant(variant: Variant | str | None = None) -> Variant:
         return v
     raw = os.environ.get(TUNING_SPEC_ENV)
     if _env_variant is None or _env_variant[0] != raw:   # parsed (and the file checked) once per value
-        _env_variant = (raw, variant_from_env() or BASELINE)
-    return _env_variant[1]
+        _env_variant = (raw, variant_from_env())
+    return _env_variant[1] or kernels_variant()
 
 
 @contextlib.contextmanager
@@ -123,15 +143,30 @@ def tuning_aliases(sig: OpSignature) -> tuple[str, ...]:
     return ()
 
 
-def kernel_variant(sig: OpSignature, variant: Variant) -> Variant:
-    """`variant` as it applies to `sig`: the baseline where it is scoped to other kernels; per-kernel flags and
-    formulations recorded under one of `tuning_aliases(sig)` carried over to sig's own name; a formulation the
-    kernel does not have (`formulation=fwdconv` asks for backward convs written as forward ones: a model's
-    forward convs have no such form) left out for this kernel rather than failing it."""
+_tuned: Any = None
+
+
+def tuned_lookup() -> Any:
+    """The best column's first source for torch's calls: a finished tune's winners measured on this machine,
+    read (once per process, never written) from the results database $BOO_DB names (default ./boo-results.db)."""
+    global _tuned
+    if _tuned is None:
+        from ..store.tuned import TunedLookup
+
+        _tuned = TunedLookup(path=locations.db_path())
+    return _tuned
+
+
+def kernel_variant(sig: OpSignature, variant: Variant, target: Target | None = None) -> Variant:
+    """`variant` as it applies to `sig`: the best known kernel (variants/best.py, resolved for `target`) for the
+    best marker, and where `variant` is scoped to other kernels; per-kernel flags and formulations recorded under
+    one of `tuning_aliases(sig)` carried over to sig's own name; a formulation the kernel does not have
+    (`formulation=fwdconv` asks for backward convs written as forward ones: a model's forward convs have no such
+    form) left out for this kernel rather than failing it."""
     name = sig.func_name
     aliases = tuning_aliases(sig)
-    if variant.kernels and not any(n in variant.kernels for n in (name, *aliases)):
-        return BASELINE
+    if is_unresolved(variant) or (variant.kernels and not any(n in variant.kernels for n in (name, *aliases))):
+        return best_variant(sig, target or _CPU, tuned_lookup() if (target or _CPU).kind == "cpu" else None)
     form = variant.formulation_for(name)
     if form not in (None, DEFAULT_FORMULATION) and form not in sig.formulations():
         variant = dataclasses.replace(variant, formulation=None, kernel_formulations=tuple(
@@ -155,8 +190,9 @@ _launch_lock = threading.Lock()
 
 
 def launchable_for(sig: OpSignature, target: Target, variant: Variant) -> tuple[Launchable, Variant]:
-    """The loaded kernel for (sig, target, variant) and the variant it was built with (the baseline where
-    `variant` is scoped to other kernels): compiled through the disk cache on first use, then kept in memory.
+    """The loaded kernel for (sig, target, variant) and the variant it was built with (the best known one where
+    `variant` is the best marker or scoped to other kernels): compiled through the disk cache on first use, then
+    kept in memory.
     Keyed by the variant as given: a spec file edited while the process runs is not seen (the disk cache,
     keyed by content, sees it in the next process)."""
     key = (sig, target, variant)
@@ -166,7 +202,7 @@ def launchable_for(sig: OpSignature, target: Target, variant: Variant) -> tuple[
     with _launch_lock:
         hit = _launchables.get(key)
         if hit is None:
-            v = kernel_variant(sig, variant)
+            v = kernel_variant(sig, variant, target)
             hit = (get_launchable(sig, target, v), v)
             _launchables[key] = hit
         return hit

@@ -108,9 +108,13 @@ class TunedLookup:
     """The best column's lookup (variants.best.TunedLookup): kernel -> its winner's variant, or None. Reads the
     winners once, on first use (a database that cannot be read has none: the table and rules decide)."""
 
-    def __init__(self, winners: Mapping[str, TunedWinner] | None = None, *, store: Any = None) -> None:
+    def __init__(self, winners: Mapping[str, TunedWinner] | None = None, *, store: Any = None,
+                 path: str | Path | None = None) -> None:
+        """`store`: the session's Store; or `path`: a results database read as it is (never created or
+        migrated: one without tune tables has no winners)."""
         self.winners = dict(winners) if winners is not None else None
         self._store = store
+        self._path = path
         self._lock = threading.Lock()
 
     def __call__(self, sig: OpSignature) -> Variant | None:
@@ -122,8 +126,16 @@ class TunedLookup:
 
     def _read(self) -> dict[str, TunedWinner]:
         try:
-            with self._store._reader() as conn:
+            if self._store is not None:
+                with self._store._reader() as conn:
+                    return tuned_winners(conn, this_machine())
+            if self._path is None or not Path(self._path).is_file():
+                return {}
+            conn = sqlite3.connect(f"file:{Path(self._path).resolve()}?mode=ro", uri=True, timeout=5.0)
+            try:
                 return tuned_winners(conn, this_machine())
+            finally:
+                conn.close()
         except Exception:  # noqa: BLE001 - no winners is a valid answer: the table and rules decide
             return {}
 
