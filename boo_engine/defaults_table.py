@@ -17,8 +17,9 @@ machine, keyed by the resolved CPU (LLVM name + a digest of its features, `HostC
                                             "ratio": 28.1, "ci": [27.5, 28.8], "verdict": "slower"},
                             "im2col": {"flags": [...], "error": "first line of the compiler's error"}}}}}}}
 
-Only `flags` and `formulation` (how the `best` column writes the class's kernels, when measured; absent in a
-table written before formulations were measured) are read back; the rest says why. A file that cannot be read as
+Only `flags`, `formulation` (how the `best` column writes the class's kernels, when measured; absent in a
+table written before formulations were measured) and `build` ("boo" where BOO's own build was fastest) are read
+back; the rest says why. A file that cannot be read as
 this format is ignored with one warning line (never a traceback) and the rules decide; `tune --defaults` then
 writes a whole new file.
 A leaf module: imports only locations and fsutil.
@@ -54,6 +55,8 @@ class TableState:
     #: op class -> the formulation `tune --defaults` chose for the `best` column ("default" included); only
     #: classes whose formulations were measured
     formulations: dict[str, str] = field(default_factory=dict)
+    #: op class -> "boo" where BOO's own build measured fastest here (the `best` column then takes it)
+    builds: dict[str, str] = field(default_factory=dict)
     digest: str | None = None           # of `classes` (sha256 of their canonical JSON, 12 hex): None when empty
     warning: str | None = None          # one line when the file exists but is ignored
 
@@ -117,9 +120,10 @@ def _parse(path: Path, key: str) -> TableState:
         return TableState(path=path)
     classes = {name: tuple(c["flags"]) for name, c in entry["classes"].items()}
     forms = {name: c["formulation"] for name, c in entry["classes"].items() if isinstance(c.get("formulation"), str)}
+    builds = {name: c["build"] for name, c in entry["classes"].items() if c.get("build") == "boo"}
     keyed: dict[str, tuple[str, ...]] = {**classes, **{f"{k}#formulation": (v,) for k, v in forms.items()}}
     digest = classes_digest(keyed) if classes else None
-    return TableState(path=path, classes=classes, formulations=forms, digest=digest)
+    return TableState(path=path, classes=classes, formulations=forms, builds=builds, digest=digest)
 
 
 def _warn(path: Path, problem: str) -> str:

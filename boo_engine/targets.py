@@ -307,8 +307,9 @@ class OpClass:
     """The class of a kernel that per-op defaults are chosen for: op, dtype, layout (channels-last or not),
     filter (pointwise 1x1 or not), mode (forward / backward) and, for convs, what decides how to write the
     kernel (`detail`: the gradient a backward conv computes, `data`, `data-strided`, `weight`, `bias` or `all`,
-    and `grouped`). `str()` is its key in the defaults table, e.g. `conv:bfloat16:nhwc:1x1:forward` or
-    `conv:float32:nchw:kxk:backward:data-strided`; layout and filter are `-` for ops without them."""
+    `strided` for a forward conv, and `grouped`). `str()` is its key in the defaults table, e.g.
+    `conv:bfloat16:nhwc:1x1:forward` or `conv:float32:nchw:kxk:backward:data-strided`; layout and filter are `-`
+    for ops without them."""
 
     op: str             # conv, conv-transposed, gemm, layernorm, bnorm
     dtype: str          # float32, float16, bfloat16
@@ -347,10 +348,12 @@ def op_class(sig: OpSignature) -> OpClass:
     layout = str(d.get("in_layout") or "").upper()
     fil = d.get("filter_spatial") or _filter_spatial(d, sig)
     parts = []
+    strided = any(int(s) > 1 for s in d.get("stride") or ())
     if mode == "backward":
         kind = _GRADIENT.get(word, "all")
-        strided = any(int(s) > 1 for s in d.get("stride") or ())
         parts.append(f"{kind}-strided" if kind == "data" and strided else kind)
+    elif strided:
+        parts.append("strided")
     if int(d.get("groups") or 1) > 1:
         parts.append("grouped")
     return OpClass("conv-transposed" if d.get("transposed") else "conv", sig.dtype_name,
@@ -400,14 +403,26 @@ def rule_formulation(cls: OpClass) -> str | None:
     0.22 ms, bf16 gradients 29.5 / 19.2 -> 1.36 / 1.48 ms, NHWC gradients 91 / 121 -> 7.2 / 10.8 ms, all three
     gradients 45.7 -> 4.3 ms. A STRIDED data gradient is the exception: im2col and matmul multiply the zeros the
     stride inserts (7.9 ms), where the gradient as a forward conv of the dilated dLdy (`fwdconv`) takes 1.9 ms
-    (default 48.2 ms). Transposed convs (written as ordinary convs already) and everything else: none. A
-    kernel that lacks the formulation (a bias gradient alone has no conv to rewrite) keeps its default."""
+    (default 48.2 ms). A channels-last kxk forward conv: IREE 3.13's im2col of it is ~2.3x slower than of the
+    same conv channels-first (Zen 5: 2.53 vs 1.10 ms), our explicit im2col + matmul is not: 4.0 -> 2.1 ms on a
+    2-core Zen 4 (n2 c64 28x28 3x3; BOO's build 21 ms), and the Zen 3's tune chose it too. Transposed convs
+    (written as ordinary convs already) and everything else: none. A kernel that lacks the formulation (a bias
+    gradient alone has no conv to rewrite) keeps its default."""
     if cls.op != "conv":
         return None
     details = cls.detail.split("-") if cls.detail else []
     if cls.mode == "backward":
         return FWDCONV if "strided" in details else MATMUL
-    return MATMUL if "grouped" in details else None
+    if "grouped" in details or (cls.channels_last and not cls.pointwise):
+        return MATMUL
+    return None
+
+
+def rule_build(cls: OpClass) -> str | None:
+    """The build the `best` column takes for a class by rule, where BOO's own beats ours for a known cause (None:
+    ours). A layer norm forward: BOO exports it with `force_single_dispatch`, ONE dispatch, where our export is four
+    (statistics, normalization), each re-reading the input: 1.76 vs 3.41 ms for 16x128x768 f32 on a 2-core Zen 4."""
+    return BOO_BUILD if cls.op == "layernorm" and cls.mode == "forward" else None
 
 
 def defaults_state() -> TableState:

@@ -38,6 +38,9 @@ def formulation(variant) -> str | None:
     ("conv -n 2 -c 8 -H 10 -W 10 -k 8 -y 3 -x 3 -p 1 -q 1 -F 4", "conv:float32:nchw:kxk:backward:weight", "matmul"),
     ("conv -n 2 -c 8 -H 10 -W 10 -k 8 -y 3 -x 3 -p 1 -q 1 -g 4", "conv:float32:nchw:kxk:forward:grouped", "matmul"),
     ("conv -n 2 -c 8 -H 10 -W 10 -k 8 -y 3 -x 3 -p 1 -q 1", "conv:float32:nchw:kxk:forward", None),
+    ("conv -n 2 -c 8 -H 10 -W 10 -k 8 -y 3 -x 3 -p 1 -q 1 -u 2 -v 2", "conv:float32:nchw:kxk:forward:strided", None),
+    ("conv -n 2 -c 8 -H 10 -W 10 -k 8 -y 3 -x 3 -p 1 -q 1 --in_layout NHWC --out_layout NHWC --fil_layout NHWC",
+     "conv:float32:nhwc:kxk:forward", "matmul"),
     (GEMM, "gemm:float32:-:-:forward", None),
 ])
 def test_rules_choose_the_formulation_by_class(command, cls, form):
@@ -46,6 +49,13 @@ def test_rules_choose_the_formulation_by_class(command, cls, form):
     v = best_variant(sig, CPU)
     assert (v.name, v.base, v.best) == ("best", "ours", "rules")
     assert formulation(v) == form
+
+
+def test_a_layer_norm_forward_is_boos_own_by_rule_its_backward_ours():
+    """BOO exports a layer norm forward as one dispatch (ours is four): the best column takes BOO's build."""
+    fwd = best_variant(parse_command("layernorm --input 4x8x32 --normalized_dim 2 --mode 1"), CPU)
+    assert (fwd.name, fwd.base, fwd.best, fwd.kernel_formulations) == ("best", "boo", "rules", ())
+    assert best_variant(parse_command("layernorm --input 4x8x32 --normalized_dim 2 -F 2"), CPU).base == "ours"
 
 
 def test_a_kernel_without_the_rules_formulation_keeps_its_own():
@@ -65,6 +75,10 @@ def test_this_machines_table_beats_the_rules(tmp_path, monkeypatch):
     monkeypatch.setenv(DEFAULTS_TABLE_ENV, str(table))
     v = best_variant(sig, CPU)
     assert v.best == "table" and formulation(v) == "fwdconv"
+    # where BOO's own build measured fastest here, the table says so and best takes it
+    store_machine(machine_key(cpu.machine_key, cpu.compiler_version),
+                  {"classes": {str(op_class(sig)): {"flags": [], "formulation": "fwdconv", "build": "boo"}}}, table)
+    assert (best_variant(sig, CPU).base, best_variant(sig, CPU).best) == ("boo", "table")
     # another machine's entry (a Zen 5 measured it) is not used here
     other = tmp_path / "other.json"
     store_machine(machine_key("znver5+0123456789ab", cpu.compiler_version),

@@ -134,7 +134,8 @@ def test_run_defaults_writes_a_table_that_per_op_defaults_then_uses(tmp_path, mo
     assert key.startswith(f"{cpu.name}+{cpu.digest}|") and cpu.compiler_version in key
     entry = machine["classes"]["conv:float32:nchw:1x1:forward"]
     assert set(entry["candidates"]) == {"IREE default", "im2col", "data-tiling", "im2col+data-tiling", "matmul",
-                                        "fwdconv"}
+                                        "fwdconv", "boo"}
+    assert entry.get("build") in (None, "boo") and "verdict" in entry["candidates"]["boo"]   # BOO's own, measured
     assert entry["commands"] == [SMALL]
     # a conv class gets the best column's formulation too (a forward conv has no fwdconv form: it fails to build)
     assert entry["formulation"] in ("default", "matmul") and "error" in entry["candidates"]["fwdconv"]
@@ -143,7 +144,7 @@ def test_run_defaults_writes_a_table_that_per_op_defaults_then_uses(tmp_path, mo
     assert norm["flags"] == norm["candidates"][norm["winner"]]["flags"] and "formulation" not in norm
     assert norm["candidates"]["data-tiling"]["note"] == "compiles to the same kernel as IREE's default"
     assert norm["candidates"]["data-tiling"]["ratio"] == 1.0 and "im2col" not in norm["candidates"]
-    assert {"fusion", "split-reduction", "fusion+split"} <= set(norm["candidates"]) and "matmul" not in norm[
+    assert {"fusion", "split-reduction", "fusion+split", "boo"} <= set(norm["candidates"]) and "matmul" not in norm[
         "candidates"]
     assert f"{parse_command(LAYERNORM).func_name} [data-tiling]" not in printed
     sig, cpu_target = parse_command(SMALL), Target("cpu")

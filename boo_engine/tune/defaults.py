@@ -25,7 +25,8 @@ avx512bf16 and 28x slower on a Zen 3 without), so they are measured here rather 
    IREE's plain default (stored as no flags).
 5. A class's flags are the flag sets' winner; its formulation (the `best` column's, variants/best.py) is the
    formulations' winner, measured with IREE's plain flags ("default" when none was faster, which then beats the
-   built-in rule on this machine).
+   built-in rule on this machine); BOO's own build is measured too, and where it is the fastest of every
+   candidate the class's `build` is "boo": the best column takes BOO's kernel for it.
 6. The winners are stored in the per-machine table (defaults_table.py) under this machine's resolved CPU and
    compiler version, merged with the classes measured before; `per_op_default_flags` applies them from then on.
 
@@ -72,8 +73,11 @@ class Candidate:
     name: str
     flags: tuple[str, ...]
     formulation: str | None = None
+    base: str | None = None         # "boo": BOO's own build, measured for the `best` column
 
     def applies_to(self, cls: OpClass) -> bool:
+        if self.base is not None:
+            return True
         if self.formulation is not None:
             return cls.is_conv
         if AGGRESSIVE_FUSION in self.flags or SPLIT_REDUCTION in self.flags:
@@ -93,7 +97,9 @@ CANDIDATES = (Candidate("im2col", (IM2COL,)), Candidate("data-tiling", (DATA_TIL
               Candidate("fusion", (AGGRESSIVE_FUSION,)), Candidate("split-reduction", (SPLIT_REDUCTION,)),
               Candidate("fusion+split", (AGGRESSIVE_FUSION, SPLIT_REDUCTION)),
               # the formulations, for the `best` column (the class's flags stay the flag sets' winner)
-              Candidate("matmul", (), "matmul"), Candidate("fwdconv", (), "fwdconv"))
+              Candidate("matmul", (), "matmul"), Candidate("fwdconv", (), "fwdconv"),
+              # BOO's own build: where it is the fastest of all, the `best` column takes it for the class
+              Candidate("boo", (), base="boo"))
 
 
 @dataclass(frozen=True)
@@ -143,6 +149,8 @@ class ClassResult:
     skipped: list[str] = field(default_factory=list)        # commands left out: their plain kernel failed
     #: the formulation sets' winner (the plain default when none was faster), None where none applies
     form_winner: Outcome | None = None
+    #: BOO's own build won over every other candidate: the best column takes it for the class
+    boo_wins: bool = False
 
     def entry(self) -> dict[str, Any]:
         assert self.winner is not None
@@ -150,6 +158,8 @@ class ClassResult:
              "candidates": {o.name: o.describe() for o in self.outcomes}}
         if self.form_winner is not None:
             d["formulation"] = self.form_winner.formulation or "default"
+        if self.boo_wins:
+            d["build"] = "boo"
         return d
 
 
@@ -219,7 +229,7 @@ def _compile_all(classes: dict[OpClass, list[Command]], cfg: SessionConfig, out:
 
     target = Target("cpu", threads=cfg.threads, per_op_defaults=False)
     jobs = [(c, v) for cls, cmds in classes.items() for c in cmds
-            for v in [BASELINE] + [Variant(name=k.name, flags=k.flags, formulation=k.formulation)
+            for v in [BASELINE] + [Variant(name=k.name, flags=k.flags, formulation=k.formulation, base=k.base)
                                    for k in CANDIDATES if k.applies_to(cls)]]
     print(f"  compiling {len(jobs)} kernels", file=out, flush=True)
     built: dict[tuple[str, str], Built] = {}
@@ -253,7 +263,8 @@ def _variants(classes: dict[OpClass, list[Command]], built: dict[tuple[str, str]
                         if (b := built.get((f, cand.name))) is not None and b.error is None
                         and not _same_kernel(b, built.get((f, BASELINE.name))))
         if kernels:  # (kernels=() would mean every kernel)
-            variants.append(Variant(name=cand.name, flags=cand.flags, kernels=kernels, formulation=cand.formulation))
+            variants.append(Variant(name=cand.name, flags=cand.flags, kernels=kernels, formulation=cand.formulation,
+                                    base=cand.base))
     return variants
 
 
@@ -349,7 +360,9 @@ def _decide(cls: OpClass, cmds: list[Command], built: dict[tuple[str, str], Buil
             o.note = o.note or SAME_KERNEL
         o.comparison = class_comparison(comps, min_effect)
         o.geomean_us = geomean(medians)
-    res.winner = choose([o for o in res.outcomes if o.formulation is None], min_effect, seed=seed)
+    res.winner = choose([o for o in res.outcomes if o.formulation is None and o.name != "boo"], min_effect,
+                        seed=seed)
+    res.boo_wins = choose(res.outcomes, min_effect, seed=seed).name == "boo"
     forms = [o for o in res.outcomes if o.formulation is not None]
     if forms:   # the best column's formulation for the class: the plain one unless another is FASTER
         res.form_winner = choose([plain, *forms], min_effect, seed=seed)
@@ -414,7 +427,8 @@ def print_table(decided: list[ClassResult], out: TextIO) -> None:
                 why = o.error or (o.note if o.note == SAME_KERNEL else f"not chosen: {o.note}")
                 notes.append(f"  {res.cls} {name}: {why}")
         won = res.winner.name if res.winner else "not decided"
-        row.append(won if res.form_winner is None else f"{won}; best: {res.form_winner.name}")
+        best = "boo" if res.boo_wins else res.form_winner.name if res.form_winner else None
+        row.append(won if best is None else f"{won}; best: {best}")
         rows.append(row)
         notes += [f"  {res.cls}: left out {s}" for s in res.skipped]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]

@@ -8,11 +8,12 @@ the kernel wins; nothing measured on another CPU is used):
    the session reads the results database's tune tables; see store/tuned.py) -> "tune N";
 2. the per-machine table `tune --defaults` measured (defaults_table.py, keyed by the resolved CPU and compiler):
    its flags are the class's per-op defaults already, its formulation is taken from here -> "table";
-3. the built-in rules, keyed on the op class (targets.rule_formulation; targets.rule_flags through the per-op
-   defaults) -> "rules".
+3. the built-in rules, keyed on the op class (targets.rule_build: BOO's own build where it is known to beat ours,
+   targets.rule_formulation; targets.rule_flags through the per-op defaults) -> "rules".
 
 The result is a Variant named `best` (so job ids stay what they are) that says in `best` what chose it, and
-builds the kernel our way (`base="ours"`) with that kernel's formulation and flags.
+builds the kernel our way (`base="ours"`) with that kernel's formulation and flags, or BOO's way where that is
+the best known (`base="boo"`).
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import dataclasses
 from collections.abc import Callable
 
 from ..ops.base import DEFAULT_FORMULATION, OpSignature
-from ..targets import OUR_BUILD, Target, defaults_state, op_class, rule_formulation
+from ..targets import BOO_BUILD, OUR_BUILD, Target, defaults_state, op_class, rule_build, rule_formulation
 from .common import BEST_NAME
 from .model import BEST, Variant
 
@@ -41,23 +42,30 @@ def best_variant(sig: OpSignature, target: Target, tuned: TunedLookup | None = N
     if winner is not None:
         return dataclasses.replace(winner, name=BEST_NAME, base=OUR_BUILD)
     form, chosen_by = best_formulation(sig, target)
+    if form == BOO_BUILD:   # BOO's own build is the best known here
+        return Variant(name=BEST_NAME, base=BOO_BUILD, best=chosen_by)
     func = sig.func_name
     return Variant(name=BEST_NAME, base=OUR_BUILD, best=chosen_by,
                    kernel_formulations=((func, form),) if form != DEFAULT_FORMULATION else ())
 
 
 def best_formulation(sig: OpSignature, target: Target) -> tuple[str, str]:
-    """(formulation, what chose it: "table" or "rules") of kernel `sig` for the best column. Rules apply to the
-    cpu target only (their figures are CPU ones); a formulation the kernel lacks gives its default."""
+    """(formulation, or "boo" for BOO's own build; what chose it: "table" or "rules") of kernel `sig` for the best
+    column. Rules apply to the cpu target only (their figures are CPU ones); a formulation the kernel lacks gives
+    its default."""
     if target.kind != "cpu":
         return DEFAULT_FORMULATION, "rules"
-    cls = str(op_class(sig))
+    cls = op_class(sig)
     state = defaults_state() if target.per_op_defaults else None
-    if state is not None and cls in state.classes:
-        form = state.formulations.get(cls) or rule_formulation(op_class(sig)) or DEFAULT_FORMULATION
+    if state is not None and str(cls) in state.classes:
+        if state.builds.get(str(cls)) == BOO_BUILD:
+            return BOO_BUILD, "table"
+        form = state.formulations.get(str(cls)) or rule_formulation(cls) or DEFAULT_FORMULATION
         chosen_by = "table"
+    elif rule_build(cls) == BOO_BUILD:
+        return BOO_BUILD, "rules"
     else:
-        form, chosen_by = rule_formulation(op_class(sig)) or DEFAULT_FORMULATION, "rules"
+        form, chosen_by = rule_formulation(cls) or DEFAULT_FORMULATION, "rules"
     if sig.formulation_problem(form) is not None:
         form = DEFAULT_FORMULATION
     return form, chosen_by
