@@ -171,6 +171,20 @@ def test_variant_reaches_the_kernels(cache_dir):
     assert c0.launch.artifact.vmfb_path != c1.launch.artifact.vmfb_path
 
 
+def test_a_layer_norm_in_a_compiled_model_gets_boos_own_kernel(cache_dir):
+    """The best known layer norm forward is BOO's build (one dispatch). Its export runs inside torch.compile's
+    backend here, where turbine's strict export and the running Dynamo do not mix ("Cannot clear callbacks while 1
+    are pending", or a crash): it runs in a child process, and the kernel is turbine's, with right numerics."""
+    torch.manual_seed(0)
+    norm, x = torch.nn.LayerNorm(32), torch.randn(2, 4, 32)
+    be = backend("eager")
+    with torch.no_grad():
+        y = torch.compile(norm, backend=be, dynamic=False)(x)
+        torch.testing.assert_close(y, norm(x), **TOL)
+    (call,) = be.calls
+    assert call.variant_name == "best" and call.launch.artifact.meta["build"].startswith("boo: iree-turbine")
+
+
 def test_conv_activation_signature():
     common = ("float32", 2, 3, 4, (8, 8), (3, 3), (1, 1), (1, 1), (1, 1))
     plain, relu = ConvSignature(*common), ConvSignature(*common, activation="relu")

@@ -101,9 +101,12 @@ def compile_task(order: CompileOrder | None) -> Any:
     """Compile one kernel on this node (None: a no-op that answers where it ran, sent when joining)."""
     if order is None:
         return _node_label()
+    from ..compile import turbine
     from ..compile.build import compile_signature
     from ..compile.cache import open_cache
     from ..compile.messages import Failed
+
+    turbine.EXPORT_IN_PROCESS = True   # a Ray task made for compiling: BOO's export runs here
     from ..compile.storage import CacheStoreError
     from ..errors import CompileError
 

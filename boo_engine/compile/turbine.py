@@ -230,9 +230,20 @@ def _same_name(tsig: Any, sig: OpSignature) -> None:
         raise NotBoo(f"BOO names the mapped kernel {tsig.func_name}, not {sig.func_name}: the mapping is wrong")
 
 
+#: True in the processes made for compiling (the compile pool's workers, a Ray compile task): turbine's export runs
+#: there. Anywhere else (inside a model's torch.compile, where turbine's strict export meets the running Dynamo and
+#: fails, "Cannot clear callbacks while 1 are pending", or crashes the process) it runs in a child process.
+EXPORT_IN_PROCESS = False
+#: how long a child's export may take
+CHILD_TIMEOUT_S = 600.0
+
+
 def export_boo(sig: OpSignature) -> str:
     """Turbine's MLIR of `sig` (entry point `main`), as BOO's launchable exports it, checked against our call
-    convention. NotBoo (one line) when turbine cannot build the kernel or builds another call."""
+    convention. NotBoo (one line) when turbine cannot build the kernel or builds another call. In a process not
+    made for compiling (EXPORT_IN_PROCESS), in a child process of its own."""
+    if not EXPORT_IN_PROCESS:
+        return _export_in_child(sig)
     shim_mlir_bindings()
     try:
         tsig = turbine_signature(sig)
@@ -243,6 +254,46 @@ def export_boo(sig: OpSignature) -> str:
         raise NotBoo(f"iree-turbine's export failed: {_why(e)}") from None
     check_convention(sig, text)
     return text
+
+
+def _export_in_child(sig: OpSignature) -> str:
+    """export_boo in a fresh Python (this one's import path), the signature in and the text out as pickles."""
+    import os
+    import pickle
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    code = "from boo_engine.compile.turbine import child_main; child_main()"
+    try:
+        p = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(sig), capture_output=True,
+                           timeout=CHILD_TIMEOUT_S, env=env)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise NotBoo(f"iree-turbine's export did not finish: {type(e).__name__}") from None
+    try:
+        kind, text = pickle.loads(p.stdout)
+    except Exception:  # noqa: BLE001 - a child that died says so in one line
+        tail = (p.stderr.decode(errors="replace").strip().splitlines() or [f"exit {p.returncode}"])[-1]
+        raise NotBoo(f"iree-turbine's export crashed (exit {p.returncode}): {tail[:200]}") from None
+    if kind != "ok":
+        raise NotBoo(str(text))
+    return str(text)
+
+
+def child_main() -> None:
+    """The child of `_export_in_child`: a signature pickled on stdin, ("ok", MLIR) or ("notboo", why) on stdout."""
+    import pickle
+
+    global EXPORT_IN_PROCESS
+    EXPORT_IN_PROCESS = True
+    sig = pickle.loads(sys.stdin.buffer.read())
+    out = sys.stdout.buffer
+    sys.stdout = sys.stderr   # whatever turbine or torch prints must not mix with the answer
+    try:
+        result: tuple[str, str] = ("ok", export_boo(sig))
+    except NotBoo as e:
+        result = ("notboo", str(e))
+    out.write(pickle.dumps(result))
+    out.flush()
 
 
 def _why(e: BaseException) -> str:

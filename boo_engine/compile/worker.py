@@ -81,6 +81,9 @@ def worker_main(conn: multiprocessing.connection.Connection, cache: KernelCache,
         # Compiles are throughput work: the dashboard's UI thread (and, on GPU targets, the benchmark worker)
         # must win the CPU when they compete. The compiler children inherit this.
         os.nice(COMPILE_NICENESS)
+    from . import turbine
+
+    turbine.EXPORT_IN_PROCESS = True   # a process made for compiling: BOO's export runs here
     with contextlib.suppress(Exception):  # pay the import cost (~1-2 s) before the first job arrives
         import torch.export  # noqa: F401
         from iree.compiler.extras import fx_importer  # noqa: F401
