@@ -23,10 +23,10 @@ avx512bf16 and 28x slower on a Zen 3 without), so they are measured here rather 
    class is not FASTER for it. A set wins only when FASTER; among winners the fastest, unless one with fewer
    flags is not significantly slower than it (compared directly, by the same rule). Otherwise the class keeps
    IREE's plain default (stored as no flags).
-5. A class's flags are the flag sets' winner; its formulation (the `best` column's, variants/best.py) is the
-   formulations' winner, measured with IREE's plain flags ("default" when none was faster, which then beats the
-   built-in rule on this machine); BOO's own build is measured too, and where it is the fastest of every
-   candidate the class's `build` is "boo": the best column takes BOO's kernel for it.
+5. A class's flags are the flag sets' winner. The `best` column's choice (variants/best.py) is the fastest of
+   every candidate: a formulation (measured with IREE's plain flags) is the class's `formulation`, a flag set
+   or the plain kernel leave it "default" (which then beats the built-in rule on this machine), BOO's own build
+   makes the class's `build` "boo".
 6. The winners are stored in the per-machine table (defaults_table.py) under this machine's resolved CPU and
    compiler version, merged with the classes measured before; `per_op_default_flags` applies them from then on.
 
@@ -151,6 +151,8 @@ class ClassResult:
     form_winner: Outcome | None = None
     #: BOO's own build won over every other candidate: the best column takes it for the class
     boo_wins: bool = False
+    #: the name of the candidate the best column takes (the fastest of all)
+    best_choice: str | None = None
 
     def entry(self) -> dict[str, Any]:
         assert self.winner is not None
@@ -362,10 +364,12 @@ def _decide(cls: OpClass, cmds: list[Command], built: dict[tuple[str, str], Buil
         o.geomean_us = geomean(medians)
     res.winner = choose([o for o in res.outcomes if o.formulation is None and o.name != "boo"], min_effect,
                         seed=seed)
-    res.boo_wins = choose(res.outcomes, min_effect, seed=seed).name == "boo"
-    forms = [o for o in res.outcomes if o.formulation is not None]
-    if forms:   # the best column's formulation for the class: the plain one unless another is FASTER
-        res.form_winner = choose([plain, *forms], min_effect, seed=seed)
+    # the best column's: the fastest of every candidate (a formulation, BOO's build, or the class's flags, which
+    # then keep the default formulation)
+    overall = choose(res.outcomes, min_effect, seed=seed)
+    res.boo_wins, res.best_choice = overall.name == "boo", overall.name
+    if any(o.formulation is not None for o in res.outcomes):
+        res.form_winner = overall if overall.formulation is not None else plain
     return res
 
 
@@ -427,8 +431,7 @@ def print_table(decided: list[ClassResult], out: TextIO) -> None:
                 why = o.error or (o.note if o.note == SAME_KERNEL else f"not chosen: {o.note}")
                 notes.append(f"  {res.cls} {name}: {why}")
         won = res.winner.name if res.winner else "not decided"
-        best = "boo" if res.boo_wins else res.form_winner.name if res.form_winner else None
-        row.append(won if best is None else f"{won}; best: {best}")
+        row.append(won if res.best_choice in (None, won) else f"{won}; best: {res.best_choice}")
         rows.append(row)
         notes += [f"  {res.cls}: left out {s}" for s in res.skipped]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
