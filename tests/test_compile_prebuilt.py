@@ -173,3 +173,35 @@ def test_an_offline_tune_compiles_what_the_live_one_proposes(tmp_path):
     offline = propose(space_for(root, "cpu"), sig.func_name, GlobalChoice("default"), 8 - (len(rows) - len(live)),
                       0, 8)
     assert len(live) >= 4 and live == [c.key for c in offline]
+
+
+def test_boos_build_carried_to_a_machine_without_compiler_or_turbine(tmp_path, monkeypatch):
+    """BOO's build of a kernel, cross-compiled here with iree-turbine, resolves on a machine with neither the
+    compiler nor iree-turbine (a lent GPU box): the prebuilt index keys BOO's build without where its MLIR came
+    from, as it takes no compiler or torch version either."""
+    import dataclasses
+
+    import pytest
+
+    from boo_engine.compile.turbine import turbine_version
+    from boo_engine.targets import parse_target
+
+    if turbine_version() is None:
+        pytest.skip("iree-turbine is not installed")
+    cache_dir = tmp_path / "cache"
+    target = dataclasses.replace(parse_target(TARGET), build="boo")
+    built = compile_signature(parse_command(GEMM), target, cache=KernelCache(cache_dir))
+    assert built.build.startswith("boo: iree-turbine") and "--iree-opt-level=O3" in built.command
+    script = textwrap.dedent(f"""
+        import dataclasses, json
+        from boo_engine.commands import parse_command
+        from boo_engine.compile.cache import KernelCache
+        from boo_engine.compile.pool import compile_signature
+        from boo_engine.compile.turbine import turbine_version
+        from boo_engine.targets import parse_target
+        target = dataclasses.replace(parse_target({TARGET!r}), build="boo")
+        art = compile_signature(parse_command({GEMM!r}), target, cache=KernelCache({str(cache_dir)!r}))
+        print(json.dumps({{"key": art.key, "turbine": turbine_version()}}))
+    """)
+    monkeypatch.setenv("BOO_TURBINE_DIR", str(tmp_path / "none"))   # (what _without_compiler's child sees)
+    assert _without_compiler(tmp_path, script) == {"key": built.key, "turbine": None}

@@ -40,15 +40,17 @@ DEFAULT_TIMEOUT_S = 600.0
 BOO_MLIR = "boo"
 
 
-def kernel_key_material(sig: OpSignature, target: Target, variant: Variant) -> str:
+def kernel_key_material(sig: OpSignature, target: Target, variant: Variant, *, exact: bool = True) -> str:
     """What keys the kernel beyond its flags: the variant's own files and formulation (`Variant.key_material`)
     and, for BOO's build, where its MLIR comes from (iree-turbine and its version, or our export), so installing
-    turbine, or another version of it, never reuses a kernel built from the other source."""
+    turbine, or another version of it, never reuses a kernel built from the other source. `exact=False`: BOO's
+    build without its source, for the prebuilt index a machine with no compiler (and no turbine) resolves a
+    carried cache through, as it takes no torch or compiler version either."""
     vkey = variant.key_material(sig.func_name)
     if kernel_build(target, variant) != BOO_BUILD:
         return vkey
-    problem = boo_problem(sig, variant.export_formulation(sig.func_name))
-    source = f"iree-turbine {turbine_version()}" if problem is None else OUR_BUILD
+    problem = boo_problem(sig, variant.export_formulation(sig.func_name)) if exact else None
+    source = (f"iree-turbine {turbine_version()}" if exact else "any") if problem is None else OUR_BUILD
     return hashlib.sha256(f"{vkey}\0{BOO_BUILD}\0{source}".encode()).hexdigest()
 
 
@@ -108,15 +110,16 @@ def lookup_cached(sig: OpSignature, target: Target | str, variant: Variant = BAS
     cache = cache or cache_mod.default_cache()
     flags = key_flags(sig, target, variant, extra_flags)
     identity, vkey = target.identity(), kernel_key_material(sig, target, variant)
+    pkey = kernel_key_material(sig, target, variant, exact=False)
     if not iree_tools.compiler_here():
-        return _prebuilt(cache, sig, flags, identity, vkey, target, variant)
+        return _prebuilt(cache, sig, flags, identity, pkey, target, variant)
     found = cache.index_lookup(cache.index_key(sig, flags, identity, vkey))
     if found is None:
         return None
     meta = cache.load(*found)
     if meta is None:
         return None
-    _remember_prebuilt(cache, sig, flags, identity, vkey, meta)
+    _remember_prebuilt(cache, sig, flags, identity, pkey, meta)
     return artifact_from_meta(cache, meta, target, variant, cache_hit=True, seconds=0.0)
 
 
@@ -132,8 +135,9 @@ def compile_signature(sig: OpSignature, target: Target | str = "cpu", variant: V
     flags = compile_flags(sig, target, variant, extra_flags)
     kflags = key_flags(sig, target, variant, extra_flags)   # the variant's files by content, not path
     identity, vkey = target.identity(), kernel_key_material(sig, target, variant)
+    pkey = kernel_key_material(sig, target, variant, exact=False)
     if not iree_tools.compiler_here():
-        art = _prebuilt(cache, sig, kflags, identity, vkey, target, variant)
+        art = _prebuilt(cache, sig, kflags, identity, pkey, target, variant)
         if art is None:
             raise not_prebuilt(sig, target, cache)
         return art
@@ -142,7 +146,7 @@ def compile_signature(sig: OpSignature, target: Target | str = "cpu", variant: V
     if found is not None:
         meta = cache.load(*found)
         if meta is not None:
-            _remember_prebuilt(cache, sig, kflags, identity, vkey, meta)
+            _remember_prebuilt(cache, sig, kflags, identity, pkey, meta)
             return artifact_from_meta(cache, meta, target, variant, cache_hit=True, seconds=0.0)
 
     t0 = time.perf_counter()
@@ -165,7 +169,7 @@ def compile_signature(sig: OpSignature, target: Target | str = "cpu", variant: V
                               decompositions=decompositions, build=build)
     with contextlib.suppress(OSError):  # the index only saves the next export: the entry itself is stored
         cache.index_record(ikey, func, key)
-    _remember_prebuilt(cache, sig, kflags, identity, vkey, meta)
+    _remember_prebuilt(cache, sig, kflags, identity, pkey, meta)
     seconds = 0.0 if hit else time.perf_counter() - t0
     return artifact_from_meta(cache, meta, target, variant, cache_hit=hit, seconds=seconds,
                               untrusted="" if hit else cache.untrusted.get((func, key), ""))
