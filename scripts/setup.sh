@@ -41,7 +41,8 @@ turbine_dir=$("$PY" -c "from boo_engine import locations; print(locations.turbin
 if ! "$PY" -c "import sys; sys.path.append('$turbine_dir'); import importlib.metadata as m; \
         v = [d.version for d in m.distributions(name='iree-turbine', path=['$turbine_dir'])]; \
         sys.exit(0 if v and v[0].startswith('3.9.') else 1)" >/dev/null 2>&1; then
-    "$PY" -m pip install -q --no-deps --upgrade --target "$turbine_dir" "iree-turbine>=3.9,<3.10"
+    "$PY" -m pip install -q --no-deps --upgrade --target "$turbine_dir" "iree-turbine>=3.9,<3.10" \
+        || echo "setup: iree-turbine could not be installed in $turbine_dir: the boo column will be our export with BOO's flags (said in each run)" >&2
 fi
 # pyenv only exposes new console scripts (boo-tui, boo-driver) after a rehash.
 if command -v pyenv >/dev/null 2>&1; then pyenv rehash || true; fi
