@@ -346,7 +346,8 @@ def test_the_cluster_going_away_interrupts_the_run_and_resume_finishes_it_locall
     db = tmp_path / "r.db"
     with LoopbackCluster(cpus=2) as gone:
         proc = subprocess.Popen([sys.executable, "-m", "boo_tui", "--headless", "--db", str(db), "--target", "cpu",
-                                 "--backend", "iree", "--min-time", "1.5", "--ray", gone.address, *COMMANDS],
+                                 "--backend", "iree", "--no-best", "--min-time", "1.5", "--ray", gone.address,
+                                 *COMMANDS],
                                 env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         out: list[str] = []
         reader = threading.Thread(target=lambda: out.extend(proc.stdout), daemon=True)
@@ -418,8 +419,8 @@ def test_a_ray_client_address_runs_through_the_client_server(cluster, tmp_path, 
     closed = _cli("--headless", "--db", str(tmp_path / "c.db"), "--ray", "ray://127.0.0.1:9", COMMANDS[1],
                   env=cli_env)
     assert closed.returncode == 2 and "no Ray cluster answers at ray://127.0.0.1:9" in closed.stderr, closed.stderr
-    run = _cli("--headless", "--db", str(tmp_path / "r.db"), "--backend", "iree", "--ray", cluster.client_address,
-               COMMANDS[1], env=cli_env)
+    run = _cli("--headless", "--db", str(tmp_path / "r.db"), "--backend", "iree", "--no-best", "--ray",
+               cluster.client_address, COMMANDS[1], env=cli_env)
     assert run.returncode == 0, run.stdout + run.stderr
     con = sqlite3.connect(tmp_path / "r.db")
     assert [(st, bool(n)) for st, n in con.execute("SELECT status, node FROM results")] == [("done", True)]
