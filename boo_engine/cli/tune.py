@@ -46,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="measuring time of the winner and the baseline each in the final (default 1.5)")
     p.add_argument("--db", default=None, metavar="PATH", help=locations.DB_HELP)
     p.add_argument("--cache-dir", default=None, metavar="DIR", help=locations.CACHE_HELP)
-    p.add_argument("--compile-workers", type=int, default=None, metavar="N")
+    p.add_argument("--compile-workers", type=int, default=None, metavar="N",
+                   help="compile processes working at once (default: one per core)")
     p.add_argument("--threads", type=int, default=1, metavar="N", help="CPU threads per kernel (default 1)")
     p.add_argument("--ray", default=None, metavar="ADDRESS", help=RAY_HELP)
     p.add_argument("--resume", nargs="?", const="last", default=None, metavar="TUNE_ID",
