@@ -25,14 +25,22 @@ from .compare import (
 )
 from .compile.flags import chosen_flags
 from .environment import defaults_label, machine_label
-from .results import DONE, FAILED, JobResult
+from .results import DONE, FAILED, TORCH, JobResult
 from .weights import ModelLine, has_weights, model_lines
 
 Comparisons = Mapping[tuple[str, str, str], Comparison]
 
 #: the mark of each verdict, in the Markdown export and the dashboard's "vs base" column alike
 VERDICT_MARK = {FASTER: "✅", SLOWER: "❌", SAME: "≈", UNCLEAR: "❓", INSUFFICIENT: "❔"}
-_MARK = {v: f"{VERDICT_MARK[v]} {'too few samples' if v == INSUFFICIENT else v}" for v in VERDICT_MARK}
+
+
+def verdict_words(verdict: str, *, reference: bool = False) -> tuple[str, str]:
+    """(mark, words) of a verdict. A variant's row says how it does against the baseline: `✅ faster`. The eager
+    torch reference's row (`reference`) says which side is faster, and its mark is the IREE kernel's side: torch
+    faster is `❌ torch faster`, IREE faster `✅ iree faster` (a green check had marked torch beating IREE)."""
+    if reference and verdict in (FASTER, SLOWER):
+        return ("❌", "torch faster") if verdict == FASTER else ("✅", "iree faster")
+    return VERDICT_MARK.get(verdict, ""), "too few samples" if verdict == INSUFFICIENT else str(verdict)
 
 
 def verdict_legend(min_effect: float) -> str:
@@ -65,14 +73,15 @@ def format_us(x: float | None) -> str:
     return f"{x:.2f}"
 
 
-def format_ratio(c: Comparison) -> str:
-    """`0.912x [0.900, 0.925] ✅ faster`: the ratio, its CI and the verdict (`-` without a ratio)."""
+def format_ratio(c: Comparison, *, reference: bool = False) -> str:
+    """`0.912x [0.900, 0.925] ✅ faster`: the ratio, its CI and the verdict (`-` without a ratio); for the torch
+    reference's column (`reference`) the verdict names the faster side (`verdict_words`)."""
     if not math.isfinite(c.ratio):
         return "-"
     s = f"{c.ratio:.3f}x"
     if math.isfinite(c.ci_low) and math.isfinite(c.ci_high):
         s += f" [{c.ci_low:.3f}, {c.ci_high:.3f}]"
-    return f"{s} {_MARK.get(c.verdict, c.verdict)}"
+    return " ".join(part for part in (s, *verdict_words(c.verdict, reference=reference)) if part)
 
 
 def _short(text: str | None, limit: int = 80) -> str:
@@ -341,6 +350,6 @@ def _side_by_side_table(cells: dict[tuple[str, str], dict[str, JobResult]], labe
             row += [_latency_cell(by_label.get(label))] + ([roof_cell(by_label.get(label))] if roof else [])
             if label != BASELINE_LABEL:
                 c = comparisons.get((target, command, label))
-                row.append(format_ratio(c) if c else "-")
+                row.append(format_ratio(c, reference=label == TORCH) if c else "-")
         lines.append("| " + " | ".join(row) + " |")
     return lines

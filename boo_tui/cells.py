@@ -11,8 +11,9 @@ from typing import Any
 from rich.text import Text
 
 from boo_engine.compare import Comparison, Verdict
-from boo_engine.exporters import VERDICT_MARK, format_us
-from boo_engine.results import Status
+from boo_engine.exporters import format_us
+from boo_engine.markdown import verdict_words
+from boo_engine.results import TORCH, Status
 
 from .model import JobView, RunModel, shape_label
 
@@ -53,8 +54,9 @@ def columns(weighted: bool, several_devices: bool = False) -> list[tuple[str, st
 
 
 #: columns of a fixed width: the engine's verdicts arrive as row updates, which keep column widths (table.py), so
-#: "vs base" is wide enough for them from the start (`0.912x ✅`, `0.0912x ❓`: the mark takes two cells)
-COLUMN_WIDTHS: dict[str, int] = {"vs_base": 10}
+#: "vs base" is wide enough for them from the start (`0.912x ✅`, `0.0912x ❓`: the mark takes two cells; the
+#: torch reference's `0.0912x torch`)
+COLUMN_WIDTHS: dict[str, int] = {"vs_base": 13}
 
 #: the widest shape label the table shows (longer ones lose tokens in the middle: see `elide_tokens`). With it,
 #: the 80-column table shows #, op, shape, variant, backend, status and the median.
@@ -96,19 +98,29 @@ def fmt_ratio(ratio: float) -> str:
     return f"{ratio:.{decimals}f}"
 
 
-def verdict_text(c: Comparison | None) -> Text:
+#: the torch reference's row is coloured for the IREE kernel's side: torch faster is red, IREE faster green
+_REFERENCE_STYLE = {**VERDICT_STYLE, Verdict.FASTER: VERDICT_STYLE[Verdict.SLOWER],
+                    Verdict.SLOWER: VERDICT_STYLE[Verdict.FASTER]}
+
+
+def verdict_text(c: Comparison | None, *, reference: bool = False) -> Text:
     """The "vs base" cell: the engine's ratio median(job) / median(baseline) (< 1 is faster) and its verdict
-    mark, as the Markdown export writes them: `0.912x ✅`, `1.04x ≈`, `1.09x ❓`."""
+    mark, as the Markdown export writes them: `0.912x ✅`, `1.04x ≈`, `1.09x ❓`; the torch reference's row
+    (`reference`) names the faster side instead of a mark: `0.78x torch` in red, `1.29x iree` in green."""
     if c is None or not math.isfinite(c.ratio):
         return Text("-", style="dim")
-    return Text(f"{fmt_ratio(c.ratio)}x {VERDICT_MARK.get(c.verdict, c.verdict)}",
-                style=VERDICT_STYLE.get(c.verdict, ""))
+    mark, words = verdict_words(c.verdict, reference=reference)
+    if reference and c.verdict in (Verdict.FASTER, Verdict.SLOWER):
+        mark = words.split()[0]   # the faster side's name: "torch" (red) or "iree" (green)
+    return Text(f"{fmt_ratio(c.ratio)}x {mark or c.verdict}",
+                style=(_REFERENCE_STYLE if reference else VERDICT_STYLE).get(c.verdict, ""))
 
 
-def ci_text(c: Comparison) -> str:
-    """`0.912x [0.900, 0.925] faster`: a verdict with its 95% CI, as the detail pane and the screens say it."""
+def ci_text(c: Comparison, *, reference: bool = False) -> str:
+    """`0.912x [0.900, 0.925] ✅ faster`: a verdict with its 95% CI, as the detail pane and the screens say it."""
     ci = f" [{c.ci_low:.3f}, {c.ci_high:.3f}]" if math.isfinite(c.ci_low) and math.isfinite(c.ci_high) else ""
-    return f"{fmt_ratio(c.ratio)}x{ci} {VERDICT_MARK.get(c.verdict, '')} {c.verdict}"
+    mark, words = verdict_words(c.verdict, reference=reference)
+    return " ".join(part for part in (f"{fmt_ratio(c.ratio)}x{ci}", mark, words) if part)
 
 
 def row_cells(model: RunModel, view: JobView) -> dict[str, Any]:
@@ -130,7 +142,7 @@ def row_cells(model: RunModel, view: JobView) -> dict[str, Any]:
         "median": Text(fmt_us(view.median_us), style="" if st else "dim"),
         "gflops": fmt_gflops(st.gflops if st else None),
         "roof": Text(f"{r.pct_roofline:.1f}") if r.pct_roofline is not None else Text("-", style="dim"),
-        "vs_base": verdict_text(model.comparison_of(view)),
+        "vs_base": verdict_text(model.comparison_of(view), reference=r.backend == TORCH),
         "numerics": numerics,
         "noisy": Text("noisy", style="yellow") if r.noisy else Text(""),
         "share": Text(f"{r.share:.2f}") if r.share is not None else Text("-", style="dim"),

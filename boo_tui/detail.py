@@ -12,8 +12,9 @@ from boo_engine.compare import Comparison
 from boo_engine.compile.flags import chosen_flags
 from boo_engine.exporters import verdict_legend
 from boo_engine.modelbench.breakdown import breakdown_lines
+from boo_engine.results import TORCH
 
-from .cells import VERDICT_STYLE, ci_text, fmt_us
+from .cells import ci_text, fmt_us, verdict_text
 from .model import JobView, describe_command, shape_label
 
 
@@ -110,7 +111,9 @@ def render_detail(view: JobView, comparison: Comparison | None = None,
     if comparison is not None:
         parts.append(Text("\nvs baseline", style="bold"))
         t = _kv_table()
-        t.add_row("ratio", Text(ci_text(comparison), style=VERDICT_STYLE.get(comparison.verdict, "")))
+        reference = view.result.backend == TORCH
+        t.add_row("ratio", Text(ci_text(comparison, reference=reference),
+                                style=verdict_text(comparison, reference=reference).style))
         t.add_row("test", f"Mann-Whitney p={comparison.p_value:.3g}, n {comparison.n_baseline} baseline / "
                           f"{comparison.n_variant} this job")
         if min_effect is not None:

@@ -122,7 +122,8 @@ def test_markdown_side_by_side(tmp_path, results):
     conv, gemm = body
     assert conv[0] == f"`{CONV}`" and conv[1] == "100.0"
     assert conv[3].startswith("0.8") and "faster" in conv[3] and "[" in conv[3]
-    assert "slower" in conv[5]
+    # torch's column names the faster side, its mark the IREE kernel's: torch 1.3x slower is IREE faster, green
+    assert conv[5].endswith("✅ iree faster"), conv[5]
     assert gemm[2].startswith("**failed**") and "\\|" in gemm[2]   # the failure reason, pipe escaped
     assert "⚠" in gemm[1]
     assert "≈ same" in gemm[5]
@@ -246,3 +247,14 @@ def test_boo_driver_csv_without_numerics(tmp_path, results):
     assert header[6] == "numerics_pass" and row[6:] == ["N.A."] * 13
     with pytest.raises(ExportError):
         write_boo_driver_csv(tmp_path / "d.json", [])
+
+
+def test_a_verdict_names_the_faster_side_for_the_torch_reference():
+    """A green check had marked torch beating IREE: the torch column's verdict was the variants' "faster"."""
+    from boo_engine.markdown import verdict_words
+
+    assert verdict_words("faster") == ("✅", "faster") and verdict_words("slower") == ("❌", "slower")
+    assert verdict_words("faster", reference=True) == ("❌", "torch faster")
+    assert verdict_words("slower", reference=True) == ("✅", "iree faster")
+    assert verdict_words("same", reference=True) == ("≈", "same")
+    assert verdict_words("insufficient", reference=True) == ("❔", "too few samples")

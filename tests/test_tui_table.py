@@ -109,3 +109,21 @@ def test_rows_drawn_before_the_columns_are_measured_are_drawn_again_at_the_measu
             assert " n2 c64 " in t.render_line(1).text
 
     asyncio.run(body())
+
+
+def test_the_torch_rows_vs_base_names_the_faster_side_in_the_kernels_colour():
+    """torch 0.78x of the IREE baseline had shown a green check: it is torch beating IREE."""
+    from boo_engine.compare import Comparison, Verdict
+    from boo_tui.cells import verdict_text
+
+    def comparison(ratio: float, verdict: Verdict) -> Comparison:
+        return Comparison(ratio=ratio, ci_low=ratio * 0.98, ci_high=ratio * 1.02, p_value=0.001, verdict=verdict,
+                          n_baseline=20, n_variant=20, baseline_median_us=100.0, variant_median_us=100.0 * ratio)
+
+    torch_faster = verdict_text(comparison(0.78, Verdict.FASTER), reference=True)
+    iree_faster = verdict_text(comparison(1.29, Verdict.SLOWER), reference=True)
+    assert torch_faster.plain == "0.780x torch" and "red" in str(torch_faster.style)
+    assert iree_faster.plain == "1.29x iree" and "green" in str(iree_faster.style)
+    variant = verdict_text(comparison(0.78, Verdict.FASTER))
+    assert variant.plain == "0.780x ✅" and "green" in str(variant.style)
+    assert len(verdict_text(comparison(0.0912, Verdict.FASTER), reference=True).plain) <= 13   # COLUMN_WIDTHS

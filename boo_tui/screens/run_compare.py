@@ -16,8 +16,9 @@ from textual.widgets import DataTable, Footer, Header, Static
 from boo_engine.compare import DEFAULT_MIN_EFFECT, Comparison, geomean
 from boo_engine.exporters import verdict_legend
 from boo_engine.history import RunRef, compare_stored, load_run
+from boo_engine.markdown import VERDICT_MARK
 
-from ..cells import VERDICT_MARK, VERDICT_STYLE, fmt_us
+from ..cells import VERDICT_STYLE, fmt_us
 from .base import WorkerScreen, field_of, ratio_text
 
 
