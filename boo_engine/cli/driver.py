@@ -20,6 +20,7 @@ from .common import (
     EXIT_FAILED,
     EXIT_OK,
     UsageError,
+    check_measurable,
     fail,
     gpu_id_devices,
     internal_error,
@@ -204,7 +205,7 @@ def _devices(opts: dict[str, list[str]], target) -> tuple[str, ...]:
 
 
 def _run(opts: dict[str, list[str]], command: list[str]) -> int:
-    from ..variants import Variant, parse_variant_arg, preflight_variant, variant_from_env
+    from ..variants import Variant, parse_variant_arg, preflight_target, preflight_variant, variant_from_env
 
     names = opts.get("--backend") or ["iree_boo"]
     for name in names:
@@ -233,6 +234,7 @@ def _run(opts: dict[str, list[str]], command: list[str]) -> int:
         variant = parse_variant_arg(f"{os.path.splitext(os.path.basename(spec))[0]}={spec}")
     else:
         variant = variant_from_env() or variant
+    preflight_target(target)
     preflight_variant(variant, target)
     devices = _devices(opts, target)
     ray = ray_address_arg(_last(opts, "--ray"), devices) if "--preload" not in opts else None
@@ -240,6 +242,8 @@ def _run(opts: dict[str, list[str]], command: list[str]) -> int:
 
     if "--preload" in opts:
         return _preload(opts, files, command, variant, target, run_flags)
+    if ray is None:
+        check_measurable(target, "--preload")
 
     from ..config import SessionConfig
     from ..session import Session
