@@ -374,7 +374,8 @@ def render_boo_driver_csv(rows: Sequence[tuple[str, Mapping[str, JobResult]]], *
     several_devices = len({r.where for r in results if r.device}) > 1   # GPUs, or Ray nodes
     if several_devices:
         header.append("device")
-    ours = (len(backends) if roof else 0) + (len(backends) if dispatch else 0) + several_devices
+    header += [f"{b} n" for b in backends]   # the samples taken: fewer than --iter when the time limit came first
+    ours = (len(backends) if roof else 0) + (len(backends) if dispatch else 0) + several_devices + len(backends)
     out = []
     for arguments, by_backend in rows:
         line = [arguments]
@@ -397,6 +398,8 @@ def render_boo_driver_csv(rows: Sequence[tuple[str, Mapping[str, JobResult]]], *
                      else NA for b in backends]
         if several_devices:
             line.append(" ".join(sorted({r.where for r in by_backend.values() if r.device})) or NA)
+        line += [str(r.stats.n) if (r := by_backend.get(b)) is not None and r.status == DONE and r.stats else NA
+                 for b in backends]
         out.append(line)
     if weighted:
         out.append(_boo_driver_model_row(rows, backends, len(header) - ours) + [NA] * ours)

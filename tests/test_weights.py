@@ -222,8 +222,8 @@ def test_boo_driver_csv_carries_the_weights_and_a_model_row(env, tmp_path):
     header, body = rows[0], rows[1:]
     assert header[:6] == ["arguments", "iree_boo min", "iree_boo max", "iree_boo mean", "iree_boo stddev",
                           "iree_boo num_dispatches"]        # iree-boo-driver's own columns keep their places
-    assert header[-6:-2] == ["calls", "share", "iree_boo calls_x_median", "torch calls_x_median"]
-    assert header[-2:] == ["iree_boo pct_roofline", "torch pct_roofline"]
+    assert header[-8:-4] == ["calls", "share", "iree_boo calls_x_median", "torch calls_x_median"]
+    assert header[-4:] == ["iree_boo pct_roofline", "torch pct_roofline", "iree_boo n", "torch n"]
     by_args = {r[0]: dict(zip(header, r)) for r in body}
     assert by_args[GEMM]["calls"] == "3" and by_args[CONV]["share"] == "25.0"
     assert math.isclose(float(by_args[GEMM]["iree_boo calls_x_median"]), 3 * stored[(GEMM, "iree")][0])
