@@ -204,7 +204,9 @@ def render_markdown(results: Sequence[JobResult], *, environment: dict[str, Any]
     notes = ["Times are median microseconds per call."]
     if any(r.pct_roofline is not None for r in results):
         notes.append("% roof = the roofline (the least time the kernel's FLOPs and bytes allow on this machine's "
-                     "measured peaks, `boo-tui peak`) / median x 100.")
+                     "measured peaks, `boo-tui peak`) / median x 100"
+                     + ("; ▲ = above it: the kernel beat a measured peak (why: the JSON export's "
+                        "device_detail.roofline)." if any((r.pct_roofline or 0) > 100 for r in results) else "."))
     if comparisons:
         notes.append(verdict_legend(min_effect))
     if n_noisy:
@@ -286,8 +288,11 @@ def _flags_column(cells: dict[tuple[str, str], dict[str, JobResult]], label: str
 
 
 def roof_cell(r: JobResult | None) -> str:
-    """A result's % of its roofline (`limits/`), one decimal; "-" without one."""
-    return f"{r.pct_roofline:.1f}" if r is not None and r.status == DONE and r.pct_roofline is not None else "-"
+    """A result's % of its roofline (`limits/`), one decimal, `▲` above 100% (it beat a measured peak: its
+    `device_detail["roofline"]` says why); "-" without one."""
+    if r is None or r.status != DONE or r.pct_roofline is None:
+        return "-"
+    return f"{r.pct_roofline:.1f}" + (" ▲" if r.pct_roofline > 100 else "")
 
 
 def _has_roofline(cells: dict[tuple[str, str], dict[str, JobResult]]) -> bool:

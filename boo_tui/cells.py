@@ -12,7 +12,7 @@ from rich.text import Text
 
 from boo_engine.compare import Comparison, Verdict
 from boo_engine.exporters import format_us
-from boo_engine.markdown import verdict_words
+from boo_engine.markdown import roof_cell, verdict_words
 from boo_engine.results import TORCH, Status
 
 from .model import JobView, RunModel, shape_label
@@ -123,6 +123,13 @@ def ci_text(c: Comparison, *, reference: bool = False) -> str:
     return " ".join(part for part in (f"{fmt_ratio(c.ratio)}x{ci}", mark, words) if part)
 
 
+def roof_text(r: Any) -> Text:
+    """The "% roof" cell: above 100% (a kernel that beat a measured peak: the detail pane says why) marked ▲."""
+    if r.pct_roofline is None:
+        return Text("-", style="dim")
+    return Text(roof_cell(r), style="yellow" if r.pct_roofline > 100 else "")
+
+
 def row_cells(model: RunModel, view: JobView) -> dict[str, Any]:
     r = view.result
     st = r.stats
@@ -141,7 +148,7 @@ def row_cells(model: RunModel, view: JobView) -> dict[str, Any]:
         "status": status_text(view),
         "median": Text(fmt_us(view.median_us), style="" if st else "dim"),
         "gflops": fmt_gflops(st.gflops if st else None),
-        "roof": Text(f"{r.pct_roofline:.1f}") if r.pct_roofline is not None else Text("-", style="dim"),
+        "roof": roof_text(r),
         "vs_base": verdict_text(model.comparison_of(view), reference=r.backend == TORCH),
         "numerics": numerics,
         "noisy": Text("noisy", style="yellow") if r.noisy else Text(""),

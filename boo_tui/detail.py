@@ -92,6 +92,11 @@ def render_detail(view: JobView, comparison: Comparison | None = None,
                                   f"sd {fmt_us(st.stddev_us)}  n={st.n}")
         if st.gflops is not None:
             t.add_row("throughput", f"{st.gflops:.2f} GFLOP/s" + (f", {st.gbps:.2f} GB/s" if st.gbps else ""))
+        if r.pct_roofline is not None:
+            above = (r.device_detail or {}).get("roofline")
+            t.add_row("roofline", Text(f"{r.pct_roofline:.1f}% of the least time its FLOPs and bytes allow on "
+                                       f"this machine's measured peaks" + (f": {above}" if above else ""),
+                                       style="yellow" if above else ""))
         if r.device_us is not None:   # GPU: the dispatches' own device time (profiler), beside the wall time
             t.add_row("dispatch", f"{fmt_us(r.device_us)} device time of the dispatches per call (profiler); "
                                   "the median above is the wall time per call")
