@@ -112,9 +112,14 @@ class RunRecorder:
         self._state.emit(ev.RunStarted(run_id=self.run_id, total_jobs=len(self._state.jobs)))
 
     def run_status(self, interrupted: bool) -> RunStatus:
+        """How the run ended: interrupted when stopped, or when a job was never measured (cancelled, or left
+        queued: a run with 2 such jobs read `done`, and --resume measures them); failed when a job failed; else
+        done. A tune's candidates cancelled by its search are not the run's unfinished work."""
         if interrupted:
             return RunStatus.INTERRUPTED
-        _, failed = self._state.counts()
+        ok, failed = self._state.counts()
+        if not self._config.trials and ok + failed < len(self._state.jobs):
+            return RunStatus.INTERRUPTED
         if self._config.trials and failed:   # a tune that exited 0 was stored `failed` for 2 pruned candidates
             with self._state.lock:
                 failed = sum(1 for r in self._state.jobs.values() if r.status == FAILED
