@@ -70,7 +70,9 @@ class BooApp(TuneMixin, ActionsMixin, LiveTableMixin, App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "boo-tui"
     COMMANDS = App.COMMANDS | {BooCommands}
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (150, "-wide")]
+    #: side by side (plots and details right of the table) only where the table keeps the 120 columns its answer
+    #: columns need (the panes take 60): at 160 the panes had hidden numerics and noisy
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (180, "-wide")]
     BINDINGS = DASHBOARD_BINDINGS
 
     def __init__(self, config: Any, inputs: list[str] | None = None, *, autostart: bool = True) -> None:

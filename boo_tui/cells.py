@@ -18,8 +18,9 @@ from boo_engine.results import TORCH, Status
 from .model import JobView, RunModel, shape_label
 
 #: "#" numbers the commands in the order they were added and "shape" says what each one computes, so rows can be
-#: told apart at a glance; the kernel name is long (it spells the shapes), so it goes last, and the numbers come
-#: before the columns that only matter now and then.
+#: told apart at a glance; then the answer (median, the ratio vs the baseline with its verdict, numerics, noise),
+#: which fits 120 columns; the throughput and roofline columns follow on wider terminals, and the kernel name
+#: (long: it spells the shapes) goes last.
 COLUMNS: list[tuple[str, str]] = [
     ("cmd", "#"),
     ("op", "op"),
@@ -29,10 +30,10 @@ COLUMNS: list[tuple[str, str]] = [
     ("status", "status"),
     ("median", "median us"),
     ("vs_base", "vs base"),
-    ("gflops", "GFLOP/s"),
-    ("roof", "% roof"),
     ("numerics", "numerics"),
     ("noisy", "noisy"),
+    ("gflops", "GFLOP/s"),
+    ("roof", "% roof"),
     ("kernel", "kernel"),
 ]
 #: the columns a commands file with weights (`# boo-tui: calls=N share=P%` lines) adds, after the shape: the
@@ -80,10 +81,12 @@ VERDICT_STYLE: dict[Verdict, str] = {Verdict.FASTER: "bold green", Verdict.SLOWE
 
 # ---- cells -----------------------------------------------------------------------------------------------
 def status_text(view: JobView) -> Text:
+    """The status cell; a job being measured counts its samples: `timing 17/100` (short: the columns up to
+    "noisy" fit 120 terminal columns)."""
     label = str(view.status)
     if view.status == Status.MEASURING:
         n = len(view.samples_us)
-        label = f"measuring {n}/{view.target_count}" if view.target_count else f"measuring {n}"
+        label = f"timing {n}/{view.target_count}" if view.target_count else f"timing {n}"
     return Text(label, style=STATUS_STYLE.get(view.status, ""))
 
 
@@ -161,6 +164,19 @@ def fmt_gflops(x: float | None) -> str:
     if x is None:
         return "-"
     return f"{x:.1f}" if x < 100 else f"{x:,.0f}"
+
+
+#: the widest command label the compare and trend screens show first (the whole command comes last): a 156-character
+#: command first had pushed the ratio, CI and verdict off screen
+COMMAND_WIDTH = 40
+
+
+def command_cell(command: str) -> str:
+    """A command as the compare and trend screens name it first: its op word and shape label (`convbfp16 n4 c35
+    48x32 k35 1x1 NHWC fwd`), elided in the middle to COMMAND_WIDTH; the command itself when it has no shape."""
+    label = shape_label(command)
+    text = f"{command.split()[0]} {label}" if label and command.split() else command
+    return elide_tokens(text, COMMAND_WIDTH)
 
 
 @lru_cache(maxsize=4096)

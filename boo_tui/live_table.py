@@ -212,6 +212,11 @@ class LiveTableMixin(_AppBase):
         if event.data_table.id == RESULTS and event.row_key is not None and event.row_key.value is not None:
             self._select(event.row_key.value)
 
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        """Enter on a row: its detail (the row is the selected job already, by highlighting it)."""
+        if event.data_table.id == RESULTS:
+            self.action_show_pane("detail")  # type: ignore[attr-defined]  # (the app's, from actions.py)
+
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
         if event.data_table.id != RESULTS:
             return

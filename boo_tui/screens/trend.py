@@ -19,7 +19,7 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from boo_engine.history import TrendPoint, kernel_trend, run_kernels
 
-from ..cells import fmt_us
+from ..cells import command_cell, fmt_us
 from ..plots import _fresh_figure, series_color
 from .base import WorkerScreen, fmt_time
 
@@ -91,7 +91,7 @@ class TrendScreen(WorkerScreen):
     def on_mount(self) -> None:
         self.title = f"boo-tui: kernel trend (run {self.run_id})"
         kernels = self.query_one("#trend-kernels", DataTable)
-        for label in ("command", "variant", "backend", "target"):
+        for label in ("kernel", "variant", "backend", "target", "command"):
             kernels.add_column(label, key=label)
         points = self.query_one("#trend-points", DataTable)
         for label in ("run", "started", "host", "CPU/GPU", "median us", "95% CI", "n", "compiler", "flags", "change"):
@@ -102,8 +102,8 @@ class TrendScreen(WorkerScreen):
     def _show_kernels(self, kernels: list[Key]) -> None:
         self.kernels = kernels
         table = self.query_one("#trend-kernels", DataTable)
-        for k in kernels:
-            table.add_row(*k)
+        for command, *rest in kernels:
+            table.add_row(command_cell(command), *rest, Text(command, style="dim"))
         if not kernels:
             self.query_one("#trend-hint", Static).update(f"run {self.run_id} finished no kernel")
             return

@@ -26,6 +26,7 @@ from boo_engine.compare import (
 from boo_engine.exporters import verdict_legend
 from boo_engine.results import Backend, JobResult, Status
 
+from ..cells import command_cell
 from ..plots import PlotView, Series
 from .base import WorkerScreen, plain_ratio_text, ratio_text
 
@@ -94,9 +95,10 @@ class CompareScreen(WorkerScreen):
         labels = list(dict.fromkeys(column_label(r) for r in self.results))
         self.labels = sorted(labels, key=lambda x: (x != BASELINE_LABEL, x == Backend.TORCH, x))
         table.clear(columns=True)
-        table.add_column("command", key="command")
+        table.add_column("kernel", key="kernel")
         for label in self.labels:
             table.add_column(label, key=label)
+        table.add_column("command", key="command")
         base_median = {(r.target, r.command): r.stats.median_us for r in finished
                        if column_label(r) == BASELINE_LABEL and r.stats}
         cells: dict[tuple[str, str], Text] = {}
@@ -110,7 +112,8 @@ class CompareScreen(WorkerScreen):
                 b = base_median.get((r.target, r.command))
                 cells[(r.command, label)] = plain_ratio_text(r.stats.median_us / b if b else None)
         for cmd in self.commands:
-            table.add_row(cmd, *[cells.get((cmd, lab), Text("")) for lab in self.labels], key=cmd)
+            table.add_row(command_cell(cmd), *[cells.get((cmd, lab), Text("")) for lab in self.labels],
+                          Text(cmd, style="dim"), key=cmd)
         generation = self._generation
         self._call_in_thread(self._compute, finished,
                              then=lambda out: self._show_stats(*out) if generation == self._generation else None)
