@@ -135,6 +135,11 @@ def as_target(target: Target | str, threads: int) -> Target:
     return Target("cpu", threads=threads, per_op_defaults=t.per_op_defaults) if t.kind == "cpu" else t
 
 
+#: how peaks are measured, in the key: peaks taken the older way (the median of each candidate's samples, pulled
+#: down by a busy machine) are measured again
+MEASURE_METHOD = "best of samples"
+
+
 def machine_key(target: Target | str, threads: int = 1) -> str:
     """What the peaks depend on: `cpu znver3+<features digest> x1 | iree-compiler 3.x | torch 2.x`, or the GPU's
     name, arch and driver for a GPU target."""
@@ -148,7 +153,8 @@ def machine_key(target: Target | str, threads: int = 1) -> str:
 
         g = gpu_info() or {}
         device = f"{t.name} {g.get('name') or 'unknown GPU'} {g.get('arch') or ''} driver {g.get('driver') or '?'}"
-    return f"{device} | iree-compiler {_version('iree-base-compiler')} | torch {_version('torch')}"
+    return (f"{device} | iree-compiler {_version('iree-base-compiler')} | torch {_version('torch')}"
+            f" | {MEASURE_METHOD}")
 
 
 def theory_for(target: Target | str, threads: int = 1) -> Theory:

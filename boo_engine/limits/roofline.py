@@ -147,8 +147,9 @@ def above_peak_reason(result: JobResult, flops: float, bytes_: float, dtype_name
     peak = peaks.compute(compute_dtype(dtype_name))
     assert peak is not None
     return (f"above the {peak.dtype} compute peak measured here ({peak.value:.1f} GFLOP/s, {peak.source}): that "
-            f"measurement is not the fastest path this machine has for {peak.dtype}; the peak is left as measured "
-            f"(`boo-tui peak` measures again)")
+            f"measurement is below what this machine does for {peak.dtype} (a faster path than the peak's kernel, "
+            f"or a measurement disturbed by other processes); the peak is left as measured (`boo-tui peak` "
+            f"measures again)")
 
 
 def describe(peaks: Peaks) -> dict[str, Any]:
