@@ -6,7 +6,12 @@ Why the profiler: its events carry exactly what BOO's aten lines are made of (na
 concrete scalars, per the chrome trace it exports), plus durations and nesting, so the outermost op of each call
 chain is found by time interval; a dispatch mode would only see the decomposed ops below the composite ones
 (aten.convolution, never aten::conv2d) and would time nothing. Its cost is the profiler's per-op overhead in the
-recorded pass (benchmarks/bench_capture.py measures it); shares are taken over the eager time measured without it.
+recorded pass (benchmarks/bench_capture.py measures it), which is why shares are of the recorded calls' own total (the
+compute total, lines.py), never of the eager time measured without the profiler.
+
+Threads: torch runs with `threads` CPU threads (1 unless told), the count boo-tui measures the commands with by
+default (`--threads`): with torch's default (2 on a 2-core host, shared) a small net's eager pass took 61.7 ms and
+its convs' shares were about 10x what one thread measured them at.
 
 torch is imported inside the functions: importing this module (and `boo-tui capture --trace`) needs no torch.
 """
@@ -28,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .allocator import describe, steady_malloc
 from .errors import CaptureError, first_line
 from .trace import TraceCalls, outermost_calls
 
@@ -114,6 +120,9 @@ class ModelCapture:
 
     trace: TraceCalls
     eager_us: float
+    """median wall time of an eager pass, profiler off"""
+    eager_min_us: float
+    """the fastest of those passes"""
     eager_runs: int
     profiled_us: float
     """median wall time of a recorded pass, profiler on (after a profiled warm-up pass)"""
@@ -161,13 +170,13 @@ def _call_user(what: str, fn: Callable[[], Any]) -> Any:
 
 
 def capture_model(model_spec: str, inputs: Sequence[InputSpec], *, backward: bool = False,
-                  layout: str | None = None, eval_mode: bool = False, threads: int | None = None,
+                  layout: str | None = None, eval_mode: bool = False, threads: int = 1,
                   min_time_s: float = 0.5) -> ModelCapture:
     """Load, run once (warm-up), time eager passes, record RECORDED_PASSES passes; see the module docstring.
-    `threads`: torch's CPU threads (None: torch's default). On a shared 2-core host a small net's pass took 10.9 ms
-    with 2 threads and 1.5 ms with 1 (the other threads' barriers wait for a descheduled one), so a loaded machine
-    wants 1."""
-    if threads is not None and threads < 1:
+    `threads`: torch's CPU threads, as the measurement will use (boo-tui's `--threads`, 1 by default). On a shared
+    2-core host a small net's pass took 10.9 ms with 2 threads and 1.5 ms with 1 (the other threads' barriers wait
+    for a descheduled one)."""
+    if threads < 1:
         raise CaptureError(f"--threads {threads}: give at least 1")
     with _exit_refused():
         return _capture(model_spec, inputs, backward=backward, layout=layout, eval_mode=eval_mode,
@@ -175,12 +184,11 @@ def capture_model(model_spec: str, inputs: Sequence[InputSpec], *, backward: boo
 
 
 def _capture(model_spec: str, inputs: Sequence[InputSpec], *, backward: bool, layout: str | None,
-             eval_mode: bool, threads: int | None, min_time_s: float) -> ModelCapture:
+             eval_mode: bool, threads: int, min_time_s: float) -> ModelCapture:
     factory, where = load_factory(model_spec)
     import torch
 
-    if threads is not None:
-        torch.set_num_threads(threads)
+    torch.set_num_threads(threads)
 
     model = _call_user(f"{where}()", factory)
     if not isinstance(model, torch.nn.Module):
@@ -221,14 +229,15 @@ def _capture(model_spec: str, inputs: Sequence[InputSpec], *, backward: bool, la
     def checked_pass() -> None:  # the model's own errors as one line; ours (trace reading) stay bugs
         _call_user("a pass of the model", one_pass)
 
-    times = _eager_times(checked_pass, min_time_s)
-    trace, profiled_us = _record(torch, checked_pass)
+    with steady_malloc() as steady:
+        times = _eager_times(checked_pass, min_time_s)
+        trace, profiled_us = _record(torch, checked_pass)
     facts = {"model": where, "inputs": " ".join(map(str, inputs)) or "(none)",
              "pass": "forward + backward of the sum of the outputs" if backward else "forward (no_grad)",
              "layout": "channels_last (--layout nhwc)" if layout == "nhwc" else "as built",
              "mode": "eval" if eval_mode else ("train" if model.training else "eval"),
-             "torch": f"{torch.__version__}, {torch.get_num_threads()} CPU thread(s)"}
-    return ModelCapture(trace, statistics.median(times) * 1e6, len(times), profiled_us, facts)
+             "torch": torch.__version__, "threads": str(torch.get_num_threads()), "allocator": describe(steady)}
+    return ModelCapture(trace, statistics.median(times) * 1e6, min(times) * 1e6, len(times), profiled_us, facts)
 
 
 def _eager_times(one_pass: Callable[[], None], min_time_s: float) -> list[float]:
@@ -246,8 +255,9 @@ def _eager_times(one_pass: Callable[[], None], min_time_s: float) -> list[float]
     return times
 
 
-#: passes recorded (one ProfilerStep each): each command's figures are the median over them (lines.merge)
-RECORDED_PASSES = 3
+#: passes recorded (one ProfilerStep each): a command's calls are the median over them, each call's time the least
+#: (lines.merge)
+RECORDED_PASSES = 5
 
 
 def _record(torch: Any, one_pass: Callable[[], None]) -> tuple[TraceCalls, float]:
