@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .allocator import describe, steady_malloc
+from .allocator import SteadyHeap, steady_malloc
 from .errors import CaptureError, first_line
 from .trace import TraceCalls, outermost_calls
 
@@ -229,14 +229,14 @@ def _capture(model_spec: str, inputs: Sequence[InputSpec], *, backward: bool, la
     def checked_pass() -> None:  # the model's own errors as one line; ours (trace reading) stay bugs
         _call_user("a pass of the model", one_pass)
 
-    with steady_malloc() as steady:
+    with steady_malloc() as heap:
         times = _eager_times(checked_pass, min_time_s)
-        trace, profiled_us = _record(torch, checked_pass)
+        trace, profiled_us = _record(torch, checked_pass, heap)
     facts = {"model": where, "inputs": " ".join(map(str, inputs)) or "(none)",
              "pass": "forward + backward of the sum of the outputs" if backward else "forward (no_grad)",
              "layout": "channels_last (--layout nhwc)" if layout == "nhwc" else "as built",
              "mode": "eval" if eval_mode else ("train" if model.training else "eval"),
-             "torch": torch.__version__, "threads": str(torch.get_num_threads()), "allocator": describe(steady)}
+             "torch": torch.__version__, "threads": str(torch.get_num_threads()), "allocator": heap.describe()}
     return ModelCapture(trace, statistics.median(times) * 1e6, min(times) * 1e6, len(times), profiled_us, facts)
 
 
@@ -260,10 +260,14 @@ def _eager_times(one_pass: Callable[[], None], min_time_s: float) -> list[float]
 RECORDED_PASSES = 5
 
 
-def _record(torch: Any, one_pass: Callable[[], None]) -> tuple[TraceCalls, float]:
+def _record(torch: Any, one_pass: Callable[[], None], heap: SteadyHeap) -> tuple[TraceCalls, float]:
     """RECORDED_PASSES passes recorded with the profiler, after a profiled warm-up step (the profiler's own start
     costs ~1 s the first time in a process, and its first step runs cold), exported as one chrome trace. Returns
-    the calls and the median wall time of a recorded pass."""
+    the calls and the median wall time of a recorded pass.
+
+    Before the first recorded pass the heap gets a touched reserve: each recorded pass grows the heap by about
+    what it allocates (the profiler's records fill the holes its tensors left, allocator.py), so RECORDED_PASSES + 1
+    times the warm-up step's growth (which includes the profiler's start), and 16 MiB more."""
     from torch.profiler import ProfilerActivity, profile, schedule
 
     fd, tmp = tempfile.mkstemp(prefix="boo-capture-", suffix=".json")
@@ -275,7 +279,11 @@ def _record(torch: Any, one_pass: Callable[[], None]) -> tuple[TraceCalls, float
             with profile(activities=[ProfilerActivity.CPU], record_shapes=True,
                          schedule=schedule(wait=0, warmup=1, active=RECORDED_PASSES),
                          on_trace_ready=lambda p: p.export_chrome_trace(tmp)) as prof:
-                for _ in range(1 + RECORDED_PASSES):
+                before = heap.heap_bytes()
+                for step in range(1 + RECORDED_PASSES):
+                    after = heap.heap_bytes() if step == 1 else None
+                    if before is not None and after is not None:
+                        heap.reserve((RECORDED_PASSES + 1) * max(after - before, 0) + (16 << 20))
                     t0 = time.perf_counter()
                     one_pass()
                     step_s.append(time.perf_counter() - t0)
