@@ -1,17 +1,18 @@
 """Capturing a live model: load `FILE.py:factory` or `package.module:factory`, build inputs from `--input` specs,
-time the eager pass without the profiler, then record three passes with torch.profiler and read its chrome trace with
-the same converter as `--trace` (trace.py).
+time the eager pass without the profiler, then record RECORDED_PASSES passes with torch.profiler and read its chrome
+trace with the same converter as `--trace` (trace.py).
 
 Why the profiler: its events carry exactly what BOO's aten lines are made of (names, input dims, dtypes, strides,
 concrete scalars, per the chrome trace it exports), plus durations and nesting, so the outermost op of each call
 chain is found by time interval; a dispatch mode would only see the decomposed ops below the composite ones
 (aten.convolution, never aten::conv2d) and would time nothing. Its cost is the profiler's per-op overhead in the
-recorded pass (benchmarks/bench_capture.py measures it), which is why shares are of the recorded calls' own total (the
-compute total, lines.py), never of the eager time measured without the profiler.
+recorded pass (benchmarks/bench_capture.py measures it), which is one reason shares are of the recorded calls' own
+total (the compute total, lines.py), never of the eager time measured without the profiler (which also holds Python,
+the ops left out, and every moment the thread lost its core).
 
 Threads: torch runs with `threads` CPU threads (1 unless told), the count boo-tui measures the commands with by
-default (`--threads`): with torch's default (2 on a 2-core host, shared) a small net's eager pass took 61.7 ms and
-its convs' shares were about 10x what one thread measured them at.
+default (`--threads`): with torch's default (2 on a busy 2-vCPU host) a conv/bn/attention net's eager pass took
+112 ms against 3.6 ms with one thread, and its shares summed to 808% (docs/performance.md, "Capture shares").
 
 torch is imported inside the functions: importing this module (and `boo-tui capture --trace`) needs no torch.
 """
