@@ -7,9 +7,10 @@ Each share is a command's part of the capture's compute total; the measured shar
 sum of calls x time of every command (a command's time: the least of its rounds' medians). For every command of at
 least MIN_SHARE percent they must agree within SHARE_TOLERANCE_PP points and a factor SHARE_FACTOR, and the
 compute total must be within TOTAL_RATIO of the measured sum. The bounds were chosen from runs on a busy 2-vCPU
-AMD EPYC Zen 4 with and without a CPU burner beside the test (docs/performance.md, "Capture shares"). Without
-allocator.py's steady heap the softmax's share reads 2x its measured one; the code before this file (shares of the
-eager time, no captured times) fails it outright.
+AMD EPYC Zen 4 with and without a CPU burner beside the test (docs/performance.md, "Capture shares"). The header
+must also show the recorded passes free of page faults (at most FAULTS_MAX a pass): without allocator.py's steady
+heap each pass of this net takes 768 (its three 1 MiB outputs written to fresh pages), which timing alone catches
+only now and then. The code before this file (shares of the eager time, no captured times) fails both outright.
 """
 from __future__ import annotations
 
@@ -29,18 +30,21 @@ INPUT = "4x16x32x32"
 #: commands below this share (percent of the compute total, measured) are not held to SHARE_TOLERANCE_PP: the
 #: profiler adds a few us to every op it records inside a call, a large part of a 60 us kernel's time
 MIN_SHARE = 5.0
-#: |captured share - measured share|, percentage points, for every command of at least MIN_SHARE. Measured: at
-#: most 4.8 over 25 runs, 14 of them beside a CPU burner (load 8-11 on 2 vCPUs); a softmax paying the page faults
-#: of fresh memory in the recorded passes (allocator.py) was off by 8.7
-SHARE_TOLERANCE_PP = 7.0
-#: and captured share / measured share within a factor of this, for the same commands. Measured: at most 1.35 (a
-#: linear, whose recorded time holds the profiler's cost of the ops inside it); the softmax paying page faults: 2-2.3
-SHARE_FACTOR = 1.6
-#: the capture's compute total over the measured sum of calls x time. Measured: 1.06-1.34 (the profiler's few us
-#: per recorded op, and a model's ops slowed more than a kernel run in a loop by another process on the core's
-#: other hardware thread); the eager time the shares were of before: 4x the measured sum with one thread
-TOTAL_RATIO = (0.75, 1.6)
+#: |captured share - measured share|, percentage points, for every command of at least MIN_SHARE. Measured on a busy
+#: 2-vCPU Zen 4 (load 8-16, most runs beside 1-3 CPU burners): 2-3 typical; at most 4.2 over 20 runs of this net, 7.1
+#: over 53 of its first version (a 64 -> 64 linear, whose recorded time held the profiler's cost of the ops inside it)
+SHARE_TOLERANCE_PP = 9.0
+#: and captured share / measured share within a factor of this, for the same commands. Measured: 1.3 typical; at
+#: most 1.43 over the 20 runs, 1.6 twice with the narrow linear
+SHARE_FACTOR = 1.8
+#: the capture's compute total over the measured sum of calls x time. Measured: 1.06-1.35 typical, 1.6-1.67 twice
+#: (the profiler's few us per recorded op, and a model's ops slowed more than a kernel run in a loop by another
+#: process on the core's other hardware thread: the capture is one snapshot, the measurement spans seconds); the
+#: eager time the shares were of before: 4-400x the measured sum
+TOTAL_RATIO = (0.7, 2.0)
 ROUNDS = 5
+#: page faults a recorded pass may take (the profiler's and Python's small allocations); 0 in every run measured
+FAULTS_MAX = 64
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +68,8 @@ def test_the_header_says_the_threads_and_what_the_shares_are_of(captured):
     assert "threads: 1 (measure with the same: boo-tui FILE --threads 1" in header, header
     total_ms = float(re.search(r"compute total: ([0-9.]+) ms a pass", header)[1])
     assert "share = a command's part of the compute total" in header
+    faults = int(re.search(r"page faults in a recorded pass: (\d+)", header)[1])
+    assert faults <= FAULTS_MAX, f"the recorded passes wrote to fresh memory: {faults} page faults a pass"
     commands = read_commands_file(captured)
     assert commands and all(c.calls and c.captured_us is not None for c in commands)
     # the definition, as written: shares of the sum of every command's captured time, which the header gives

@@ -119,14 +119,17 @@ class SteadyHeap:
                 libc.free(ptr)
         self.reserved = max(self.reserved, len(blocks) * RESERVE_CHUNK)
 
-    def describe(self) -> str:
+    def describe(self, faults: int | None = None) -> str:
+        """The header's line; `faults`: the page faults of a recorded pass (median), a few hundred per MiB of
+        fresh memory its ops wrote."""
+        counted = "" if faults is None else f"; page faults in a recorded pass: {faults}"
         if not self.applied:
             return ("allocator: not glibc, left as is: a call writing fresh memory includes its page faults, which a "
-                    "kernel measured on its own does not pay")
+                    f"kernel measured on its own does not pay{counted}")
         short = f" (of {self.wanted >> 20} MiB wanted)" if self.reserved < self.wanted else ""
         return (f"allocator: glibc kept the memory the model freed (mmap threshold 32 MiB) and {self.reserved >> 20} "
                 f"MiB of touched heap{short} for the recorded passes, so a call's time is its compute, not page "
-                "faults of fresh memory: as a kernel is measured")
+                f"faults of fresh memory: as a kernel is measured{counted}")
 
 
 def _set(libc: ctypes.CDLL, param: int, value: int) -> bool:

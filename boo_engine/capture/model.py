@@ -232,12 +232,12 @@ def _capture(model_spec: str, inputs: Sequence[InputSpec], *, backward: bool, la
 
     with steady_malloc() as heap:
         times = _eager_times(checked_pass, min_time_s)
-        trace, profiled_us = _record(torch, checked_pass, heap)
+        trace, profiled_us, faults = _record(torch, checked_pass, heap)
     facts = {"model": where, "inputs": " ".join(map(str, inputs)) or "(none)",
              "pass": "forward + backward of the sum of the outputs" if backward else "forward (no_grad)",
              "layout": "channels_last (--layout nhwc)" if layout == "nhwc" else "as built",
              "mode": "eval" if eval_mode else ("train" if model.training else "eval"),
-             "torch": torch.__version__, "threads": str(torch.get_num_threads()), "allocator": heap.describe()}
+             "torch": torch.__version__, "threads": str(torch.get_num_threads()), "allocator": heap.describe(faults)}
     return ModelCapture(trace, statistics.median(times) * 1e6, min(times) * 1e6, len(times), profiled_us, facts)
 
 
@@ -261,10 +261,12 @@ def _eager_times(one_pass: Callable[[], None], min_time_s: float) -> list[float]
 RECORDED_PASSES = 5
 
 
-def _record(torch: Any, one_pass: Callable[[], None], heap: SteadyHeap) -> tuple[TraceCalls, float]:
+def _record(torch: Any, one_pass: Callable[[], None],
+            heap: SteadyHeap) -> tuple[TraceCalls, float, int | None]:
     """RECORDED_PASSES passes recorded with the profiler, after a profiled warm-up step (the profiler's own start
     costs ~1 s the first time in a process, and its first step runs cold), exported as one chrome trace. Returns
-    the calls and the median wall time of a recorded pass.
+    the calls, the median wall time of a recorded pass and its median count of page faults (None where the process
+    cannot count them).
 
     Before the first recorded pass the heap gets a touched reserve: each recorded pass grows the heap by about
     what it allocates (the profiler's records fill the holes its tensors left, allocator.py), so RECORDED_PASSES + 1
@@ -274,6 +276,7 @@ def _record(torch: Any, one_pass: Callable[[], None], heap: SteadyHeap) -> tuple
     fd, tmp = tempfile.mkstemp(prefix="boo-capture-", suffix=".json")
     os.close(fd)
     step_s: list[float] = []
+    faults: list[int] = []
     try:
         with warnings.catch_warnings(), _quiet_stderr():
             warnings.simplefilter("ignore", UserWarning)  # "Profiler clears events at the end of each cycle"
@@ -285,16 +288,30 @@ def _record(torch: Any, one_pass: Callable[[], None], heap: SteadyHeap) -> tuple
                     after = heap.heap_bytes() if step == 1 else None
                     if before is not None and after is not None:
                         heap.reserve((RECORDED_PASSES + 1) * max(after - before, 0) + (16 << 20))
+                    f0 = _minor_faults()
                     t0 = time.perf_counter()
                     one_pass()
                     step_s.append(time.perf_counter() - t0)
+                    f1 = _minor_faults()
+                    if f0 is not None and f1 is not None:
+                        faults.append(f1 - f0)
                     prof.step()
         with open(tmp, "rb") as f:
             data = json.load(f)
     finally:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-    return outermost_calls(data, "the recorded passes"), statistics.median(step_s[1:]) * 1e6
+    return (outermost_calls(data, "the recorded passes"), statistics.median(step_s[1:]) * 1e6,
+            round(statistics.median(faults[1:])) if len(faults) > 1 else None)
+
+
+def _minor_faults() -> int | None:
+    """This process's minor page faults so far (None without the resource module: not Unix)."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_minflt)
 
 
 @contextlib.contextmanager
