@@ -11,11 +11,11 @@ checked up front (`check_export_path`) so a long run cannot end in "unknown exte
 - Markdown (`markdown.py`): one row per command, variants (and the torch reference) side by side with their
   ratio to the baseline, its 95% CI and a verdict mark; fit to paste into a pull request.
 
-Results whose commands file gave weights (`# boo-tui: calls=N share=P%`) carry `calls` and `share` in every
-format, and every format adds the model line of each column (`weights.model_lines`: sum of calls x median, its
-ratio to the baseline with a CI and a verdict, partial when some weighted command is not counted): CSV rows with
-status `model`, a `model` list in the JSON, a line beside the geomean in the Markdown. Rows stay in the file's
-order.
+Results whose commands file gave weights (`# boo-tui: calls=N share=P% us=T`) carry `calls` and `share` in every
+format (`captured_us` too in the CSV and JSON), and every format adds the model line of each column
+(`weights.model_lines`: sum of calls x median, its ratio to the baseline with a CI and a verdict, partial when some
+weighted command is not counted, and what part of the capture it counts): CSV rows with status `model`, a `model`
+list in the JSON, a line beside the geomean in the Markdown. Rows stay in the file's order.
 """
 from __future__ import annotations
 
@@ -65,11 +65,12 @@ CSV_COLUMNS = [
     "numerics", "noisy", "noise_reason", "host_load", "steal", "disturbed", "rounds", "block_k", "warmup_calls",
     "compile_seconds", "cache_hit", "num_dispatches", "spec_applied", "compile_flags",
     "ratio_vs_baseline", "ci_low", "ci_high", "p_value", "verdict", "verdict_reason",
-    "calls", "share", "weighted_us",
+    "calls", "share", "captured_us", "weighted_us",
     "error", "source", "reproducer", "job_id",
 ]
 #: the `command` and `status` of a CSV row holding a model line (`weights.ModelLine`): its `median_us` is the
-#: column's sum of calls x median, `n` the kernels counted, `calls` / `share` their sums, `error` says "partial"
+#: column's sum of calls x median, `n` the kernels counted, `calls` / `share` / `captured_us` their sums, `error`
+#: says "partial"
 MODEL_COMMAND = "model: sum of calls x median"
 MODEL_STATUS = "model"
 _STAT_COLUMNS = ("n", "min_us", "median_us", "mean_us", "max_us", "stddev_us", "p10_us", "p90_us", "iqr_us",
@@ -274,7 +275,7 @@ def _result_record(r: JobResult, comparisons: Comparisons) -> dict[str, Any]:
     d.update(ratio_vs_baseline=cmp.ratio if cmp else None, ci_low=cmp.ci_low if cmp else None,
              ci_high=cmp.ci_high if cmp else None, p_value=cmp.p_value if cmp else None,
              verdict=cmp.verdict if cmp else None, verdict_reason=cmp.reason if cmp else None)
-    d.update(calls=r.calls, share=r.share, weighted_us=weighted_us(r))
+    d.update(calls=r.calls, share=r.share, captured_us=r.captured_us, weighted_us=weighted_us(r))
     d.update(roofline_us=r.roofline_us, pct_roofline=r.pct_roofline)
     return d
 
@@ -292,6 +293,7 @@ def _model_record(line: ModelLine) -> dict[str, Any]:
              backend=TORCH if line.label == TORCH else IREE,
              median_us=line.total_us, ratio_vs_baseline=line.ratio, ci_low=line.ci_low, ci_high=line.ci_high,
              p_value=line.p_value, verdict=line.verdict, calls=line.calls, share=line.share,
+             captured_us=line.captured_us,
              weighted_us=line.total_us,
              error=(f"partial: {line.commands} of {line.weighted} weighted commands" if line.partial else None))
     return d

@@ -226,7 +226,8 @@ def render_markdown(results: Sequence[JobResult], *, environment: dict[str, Any]
 
 def describe_model_line(line: ModelLine, *, label: bool = True) -> str:
     """One line a person reads (the dashboard, the Markdown export): `tuned 9,876 us 0.800x [0.780, 0.820]
-    faster (3 kernels, 12 calls, 70.1% of the model's eager time; partial: 3 of 4 weighted commands)`."""
+    faster (3 kernels, 12 calls, 70.1% of the captured compute: 12,345 of 17,610 us, this column 0.80x it;
+    partial: 3 of 4 weighted commands)`. A file without captured times (`us=`) says its shares' sum only."""
     name = f"{line.label} " if label else ""
     if not line.commands:
         return f"{name}no kernel counted yet (0 of {line.weighted} weighted commands)"
@@ -237,12 +238,21 @@ def describe_model_line(line: ModelLine, *, label: bool = True) -> str:
                   if math.isfinite(line.ci_low) and math.isfinite(line.ci_high) else "")
             parts.append(f"{line.ratio:.3f}x{ci}")
         parts.append("too few samples" if line.verdict == INSUFFICIENT else str(line.verdict))
-    notes = [f"{line.commands} kernels, {line.calls} calls, {line.share:.1f}% of the model's eager time"]
+    notes = [f"{line.commands} kernels, {line.calls} calls, {_coverage(line)}"]
     if line.partial:
         notes.append(f"partial: {line.commands} of {line.weighted} weighted commands")
     if line.unweighted:
         notes.append(f"{line.unweighted} without weight not counted")
     return " ".join(parts) + " (" + "; ".join(notes) + ")"
+
+
+def _coverage(line: ModelLine) -> str:
+    """What part of the capture the line counts, and this column's time against the capture's."""
+    if line.captured_us is None or line.vs_captured is None:
+        return f"share {line.share:.1f}% (the file gives no captured times)"
+    total = f" of {format_us(line.captured_total_us)}" if line.captured_total_us is not None else ""
+    return (f"{line.share:.1f}% of the captured compute: {format_us(line.captured_us)}{total} us, "
+            f"this column {line.vs_captured:.2f}x it")
 
 
 def _model_md(line: ModelLine, multi_target: bool) -> str:

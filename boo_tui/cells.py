@@ -37,7 +37,8 @@ COLUMNS: list[tuple[str, str]] = [
     ("kernel", "kernel"),
 ]
 #: the columns a commands file with weights (`# boo-tui: calls=N share=P%` lines) adds, after the shape: the
-#: kernel's share of the model's eager time and how often the model called it
+#: kernel's share of the capture's compute total (of the model's eager time in older files) and how often the model
+#: called it
 WEIGHT_COLUMNS: list[tuple[str, str]] = [("share", "share %"), ("calls", "calls")]
 
 

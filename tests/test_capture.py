@@ -99,7 +99,7 @@ MODEL = textwrap.dedent('''
         return 42
 ''')
 
-SHARE_LINE = re.compile(r"# boo-tui: calls=(\d+) share=(\d+\.\d\d)% self=(\d+\.\d\d)%")
+SHARE_LINE = re.compile(r"# boo-tui: calls=(\d+) share=(\d+\.\d\d)% self=(\d+\.\d\d)% us=(\d+\.\d)")
 INPUT = "2x3x16x16"
 
 
@@ -183,7 +183,7 @@ def test_forward_capture_writes_miopen_lines_equal_to_the_calls(forward):
     out, commands = forward
     header = read_commands(out)[0]
     text = "\n".join(header)
-    assert "net.py:make" in text and INPUT in text and torch.__version__ in text and "eager time" in text
+    assert "net.py:make" in text and INPUT in text and torch.__version__ in text and "compute total" in text
     sigs = signatures(commands)
     assert sigs[conv(3, 8, bias=True)] == 1
     assert sigs[conv(8, 8)] == 2                       # the body conv, called twice, merged

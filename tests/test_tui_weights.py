@@ -62,7 +62,8 @@ async def _weights_in_the_dashboard(tmp_path: Path, cache_dir: str) -> None:
         want = model_line_text(expected).plain
         bar = app.query_one("#model-line")
         await wait_until(pilot, lambda: str(bar.render()) == want, 30, f"the model line {want!r}")
-        assert "2 kernels, 9 calls, 70.8% of the model's eager time" in want and "1 without weight" in want
+        assert "2 kernels, 9 calls, share 70.8% (the file gives no captured times)" in want
+        assert "1 without weight" in want
         # the user's own order wins: `s` moves on to the next column, calls (ascending, unweighted still last)
         await pilot.press("s")
         await pilot.pause(0.2)

@@ -86,12 +86,13 @@ class RunRecorder:
         config = self.store.run_info(self.run_id).get("config") or {}
         extra = [str(a) for a in config.get("extra_args") or []]
         entries = []
-        for text, source, calls, share in self.store.run_commands(self.run_id):
+        for text, source, calls, share, captured_us in self.store.run_commands(self.run_id):
             try:
                 entries.append(InputEntry(source, text, parse_invocation(shlex.split(text) + extra), calls=calls,
-                                          share=share))
+                                          share=share, captured_us=captured_us))
             except (BooError, ValueError) as e:   # a bad line of the run: failed again, as it was
-                entries.append(InputEntry(source, text, None, str(e), calls=calls, share=share))
+                entries.append(InputEntry(source, text, None, str(e), calls=calls, share=share,
+                                          captured_us=captured_us))
         variants = [Variant.from_description(d) for d in config.get("variants") or []]
         backends = [str(b) for b in config.get("backends") or []]
         iters = config.get("iters")

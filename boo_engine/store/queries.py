@@ -86,13 +86,15 @@ def finished_job_ids(conn: sqlite3.Connection, run_id: int) -> set[str]:
     return {r[0] for r in rows}
 
 
-def run_commands(conn: sqlite3.Connection, run_id: int) -> list[tuple[str, str | None, int | None, float | None]]:
+def run_commands(conn: sqlite3.Connection,
+                 run_id: int) -> list[tuple[str, str | None, int | None, float | None, float | None]]:
     """The run's commands as recorded with its results, in the order first recorded: (text, source, calls,
-    share) (the weights None when the commands file gave none)."""
+    share, captured_us) (the weights None when the commands file gave none)."""
     rows = conn.execute(
-        "SELECT c.text, MIN(r.source), MAX(r.calls), MAX(r.share) FROM results r JOIN commands c ON c.id = r.command_id"
-        " WHERE r.run_id = ? GROUP BY c.text ORDER BY MIN(r.id)", (run_id,)).fetchall()
-    return [(r[0], r[1], r[2], r[3]) for r in rows]
+        "SELECT c.text, MIN(r.source), MAX(r.calls), MAX(r.share), MAX(r.captured_us) FROM results r"
+        " JOIN commands c ON c.id = r.command_id WHERE r.run_id = ? GROUP BY c.text ORDER BY MIN(r.id)",
+        (run_id,)).fetchall()
+    return [(r[0], r[1], r[2], r[3], r[4]) for r in rows]
 
 
 def last_run_id(conn: sqlite3.Connection) -> int | None:
