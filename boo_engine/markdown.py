@@ -40,7 +40,8 @@ def verdict_words(verdict: str, *, reference: bool = False) -> tuple[str, str]:
     faster is `❌ torch faster`, IREE faster `✅ iree faster` (a green check had marked torch beating IREE)."""
     if reference and verdict in (FASTER, SLOWER):
         return ("❌", "torch faster") if verdict == FASTER else ("✅", "iree faster")
-    return VERDICT_MARK.get(verdict, ""), "too few samples" if verdict == INSUFFICIENT else str(verdict)
+    mark = next((m for v, m in VERDICT_MARK.items() if v == verdict), "")
+    return mark, "too few samples" if verdict == INSUFFICIENT else str(verdict)
 
 
 def verdict_legend(min_effect: float) -> str:

@@ -222,7 +222,7 @@ def _commands_of(inputs: Sequence[str]) -> tuple[list, list[str]]:
             if line.command is not None:
                 commands.append(line.command)
             else:
-                bad.append(line.message)
+                bad.append(line.message or f"{item}: a line that does not parse")
     return commands, bad
 
 
