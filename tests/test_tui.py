@@ -24,12 +24,13 @@ import boo_tui
 from boo_engine import events as ev
 from boo_engine.commands import parse_command
 from boo_engine.compare import BASELINE_LABEL, Comparison, Verdict
+from boo_engine.markdown import VERDICT_MARK
 from boo_engine.results import FINAL_STATUSES, JobResult, Stats, Status
 from boo_engine.session import SessionConfig
 from boo_engine.store import Store
 from boo_engine.variants import BASELINE, Variant, parse_variant_arg
 from boo_tui.app import PALETTE, BooApp, BooCommands
-from boo_tui.cells import SHAPE_WIDTH, VERDICT_MARK, Filter, elide_tokens, ordered, row_cells
+from boo_tui.cells import SHAPE_WIDTH, Filter, elide_tokens, ordered, row_cells
 from boo_tui.model import JobView, RunModel
 from boo_tui.plots import PlotView, Series, legend_text, render_histogram
 from boo_tui.screens import RunCompareScreen, RunScreen
