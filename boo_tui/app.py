@@ -31,7 +31,7 @@ from textual import work
 from textual.app import App, ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
-from textual.widgets import DataTable, Footer, Header, Input, RichLog, Static, TabbedContent, TabPane
+from textual.widgets import Footer, Header, Input, RichLog, Static, TabbedContent, TabPane
 
 from boo_engine import events as ev
 from boo_engine.compare import DEFAULT_MIN_EFFECT
@@ -120,7 +120,7 @@ class BooApp(TuneMixin, ActionsMixin, LiveTableMixin, App[int]):
                     id="filter")
         yield Static("", id="model-line")        # a file with weights: the engine's model line (live_table)
         with Vertical(id="body"):
-            yield ResultsTable(id="results", cursor_type="row", zebra_stripes=True)
+            yield ResultsTable(id="results", source=self._row_cells, zebra_stripes=True)
             with TabbedContent(id="panes"):
                 with TabPane("Histogram", id="tab-hist"):
                     yield PlotView("histogram", id="hist", empty="select a job: its samples appear here")
@@ -135,9 +135,8 @@ class BooApp(TuneMixin, ActionsMixin, LiveTableMixin, App[int]):
         yield Footer()
 
     def on_mount(self) -> None:
-        table = self.query_one("#results", DataTable)
-        for key, label in self.table_columns:
-            table.add_column(label, key=key, width=COLUMN_WIDTHS.get(key))
+        table = self.query_one("#results", ResultsTable)
+        table.set_columns(self.table_columns, COLUMN_WIDTHS)
         self.query_one("#model-line", Static).display = False
         table.focus()
         self.sub_title = "opening session..."

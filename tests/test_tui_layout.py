@@ -27,8 +27,8 @@ def _ends(table) -> dict[str, int]:
     """Where each column ends, in cells from the table's left edge."""
     x, out = 0, {}
     for key, col in table.columns.items():
-        x += col.get_render_width(table)
-        out[key.value] = x
+        x += col.render_width
+        out[key] = x
     return out
 
 
