@@ -19,7 +19,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.style import Style
-from rich.text import Text
 from textual import events
 from textual.binding import Binding, BindingType
 from textual.geometry import Region, Size, Spacing
@@ -27,8 +26,9 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.timer import Timer
+from textual.widget import Widget
 
-from .table_lines import Column, TableRows, column_at, line_segments
+from .table_lines import Cell, Column, TableRows, column_at, line_segments
 
 MEASURE_CHUNK = 100          # rows measured per timer tick (~50 us a row: a few ms of the event loop)
 MEASURE_EVERY_S = 0.01       # how often the measuring timer ticks while rows wait to be measured
@@ -266,6 +266,11 @@ class ResultsTable(_Navigation, can_focus=True):
         return self._rows.rows_measured
 
     @property
+    def cells_kept(self) -> int:
+        """Rows whose cells the table holds (those drawn last; the model has the rest)."""
+        return self._rows.kept
+
+    @property
     def row_updates(self) -> int:
         """Shown rows that were measured again and had changed."""
         return self._rows.row_updates
@@ -275,16 +280,16 @@ class ResultsTable(_Navigation, can_focus=True):
             raise CellDoesNotExist(f"no row {key!r}")
         return self._rows.index[key]
 
-    def get_row(self, key: str) -> list[Text]:
+    def get_row(self, key: str) -> list[Cell]:
         self.get_row_index(key)
         return list(self._cells_of(key))
 
-    def get_row_at(self, index: int) -> list[Text]:
+    def get_row_at(self, index: int) -> list[Cell]:
         if not 0 <= index < self.row_count:
             raise CellDoesNotExist(f"no row {index}")
         return list(self._cells_of(self._rows.keys[index]))
 
-    def get_cell(self, key: str, column: str) -> Text:
+    def get_cell(self, key: str, column: str) -> Cell:
         at = [c.key for c in self._rows.columns]
         if column not in at:
             raise CellDoesNotExist(f"no column {column!r}")
@@ -347,14 +352,15 @@ class ResultsTable(_Navigation, can_focus=True):
             self.scroll_to_region(region, animate=animate, spacing=Spacing(self.header_height, 0, 0, 0), force=True)
 
     # ---- measuring ---------------------------------------------------------------------------------------
-    def _cells_of(self, key: str) -> tuple[Text, ...]:
+    def _cells_of(self, key: str) -> tuple[Cell, ...]:
         if self._rows.needs_measuring(key) and self._measure(key):
             self._relayout()
         return self._rows.cells(key)
 
-    def _measure(self, key: str) -> bool:
-        """Measure one row; whether a column grew. A shown row whose cells changed is drawn again."""
-        changed, grew = self._rows.measure(key)
+    def _measure(self, key: str, keep: bool = True) -> bool:
+        """Measure one row (its cells kept for drawing when `keep`); whether a column grew. A shown row whose cells
+        changed is drawn again."""
+        changed, grew = self._rows.measure(key, keep)
         if changed:
             self._refresh_row(self._rows.index[key])
         return grew
@@ -370,8 +376,9 @@ class ResultsTable(_Navigation, can_focus=True):
     def _measure_some(self) -> None:
         self.measure_ticks += bool(self._rows.unmeasured)
         grew = False
+        visible = self._visible_rows()
         for key in self._rows.next_unmeasured(MEASURE_CHUNK):
-            grew = self._measure(key) or grew
+            grew = self._measure(key, keep=self._rows.index.get(key, -1) in visible) or grew
         if grew:
             self._relayout()
         if not self._rows.unmeasured and self._measurer is not None:
@@ -387,13 +394,27 @@ class ResultsTable(_Navigation, can_focus=True):
         self._layout += 1
         self._strips.clear()
         self._header = None
-        self.virtual_size = Size(self._rows.width, self.header_height + len(self._rows.keys))
+        self._set_virtual_size(Size(self._rows.width, self.header_height + len(self._rows.keys)))
         self.refresh()
 
+    def _set_virtual_size(self, size: Size) -> None:
+        """The scrollable size, without a layout of the whole screen (~20 ms of the event loop, for each build
+        while a file's jobs arrive and each column that grows) unless a scrollbar appears or goes: the table's own
+        region does not change, only its scrollbars' thumbs and the scroll limits do."""
+        if size == self.virtual_size:
+            return
+        if not self.container_size:          # not laid out yet: the first layout takes it
+            self.virtual_size = size
+            return
+        self.set_reactive(Widget.virtual_size, size)
+        self._scroll_update(size)            # (a scrollbar shown or hidden is a layout, by Textual's own reactive)
+
     def _refresh_row(self, row: int) -> None:
+        """Draw a row again: now if it is on screen (a refresh is not free: ~0.5 ms), else when scrolled to."""
         if 0 <= row < len(self._rows.keys):
             self._strips.pop(self._rows.keys[row], None)
-            self.refresh_line(self.header_height + row)
+            if row in self._visible_rows():
+                self.refresh_line(self.header_height + row)
 
     def notify_style_update(self) -> None:
         self._strips.clear()

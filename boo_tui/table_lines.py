@@ -9,17 +9,20 @@ row the cursor's colour over them.
 """
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 
 CELL_PADDING = 1        # blank cells on each side of every cell
+CELL_CACHE = 512        # rows whose cells are kept (those drawn last)
 
 
 @dataclass
@@ -56,25 +59,35 @@ class Column:
         self.content_width = self._label_width
 
 
-def as_text(value: Any) -> Text:
-    """A cell value as one line of Text: a str is plain text (never markup), a Text is kept, other values are
-    their str(); a second line, if any, is dropped."""
-    text = value if isinstance(value, Text) else Text(str(value) if value is not None else "")
-    if "\n" in text.plain:
-        text = text.split("\n")[0]
-    return text
+#: a cell as the table keeps it: plain text, or Text with its styles
+Cell = str | Text
 
 
-def row_texts(columns: Sequence[Column], cells: Mapping[str, Any]) -> tuple[tuple[Text, ...], tuple[int, ...]]:
-    """A row's cells in column order as Text, and their widths."""
-    texts = tuple(as_text(cells.get(c.key, "")) for c in columns)
-    return texts, tuple(t.cell_len for t in texts)
+def as_cell(value: Any) -> Cell:
+    """A cell value on one line: a str stays plain text (never markup), a Text is kept, other values are their
+    str(); a second line, if any, is dropped."""
+    if not isinstance(value, (str, Text)):
+        value = "" if value is None else str(value)
+    if "\n" in (value if isinstance(value, str) else value.plain):
+        value = value.split("\n")[0]
+    return value
 
 
-def same_cells(a: Sequence[Text], b: Sequence[Text]) -> bool:
+def cell_width(cell: Cell) -> int:
+    return cell_len(cell) if isinstance(cell, str) else cell.cell_len
+
+
+def row_cells(columns: Sequence[Column], values: Mapping[str, Any]) -> tuple[tuple[Cell, ...], tuple[int, ...]]:
+    """A row's cells in column order, and their widths."""
+    cells = tuple(as_cell(values.get(c.key, "")) for c in columns)
+    return cells, tuple(cell_width(c) for c in cells)
+
+
+def same_cells(a: Sequence[Cell], b: Sequence[Cell]) -> bool:
     """Two rows of cells draw alike (Text's own == ignores the base style: a median turning from dim to plain)."""
     return len(a) == len(b) and all(
-        x.plain == y.plain and x.style == y.style and x.spans == y.spans for x, y in zip(a, b))
+        x == y if isinstance(x, str) or isinstance(y, str)
+        else x.plain == y.plain and x.style == y.style and x.spans == y.spans for x, y in zip(a, b))
 
 
 def grow(columns: Sequence[Column], widths: Iterable[int]) -> bool:
@@ -88,9 +101,11 @@ def grow(columns: Sequence[Column], widths: Iterable[int]) -> bool:
 
 
 class TableRows:
-    """The rows (keys, top to bottom) and their cells as `source(key)` gives them, measured when asked: a row's
-    cells are computed once and kept until `invalidate` says the row changed. `unmeasured` are the shown rows
-    whose cells are missing or stale; the columns' widths are those of the shown rows measured so far."""
+    """The rows (keys, top to bottom), measured when asked: a row's cell widths are kept until `invalidate` says
+    the row changed, its cells (as `source(key)` gives them) only for the CELL_CACHE rows drawn last:
+    the model has the rows already, and 2,000 rows of Text objects cost the event loop a 37 ms garbage collection.
+    `unmeasured` are the shown rows whose widths are missing or stale; the columns' widths are those of the
+    shown rows measured so far."""
 
     def __init__(self, source: Callable[[str], Mapping[str, Any]]) -> None:
         self.source = source
@@ -98,7 +113,8 @@ class TableRows:
         self.keys: list[str] = []
         self.index: dict[str, int] = {}
         self.unmeasured: dict[str, None] = {}         # an ordered set
-        self._cells: dict[str, tuple[tuple[Text, ...], tuple[int, ...]]] = {}
+        self._widths: dict[str, tuple[int, ...]] = {}
+        self._cells: OrderedDict[str, tuple[Cell, ...]] = OrderedDict()     # least recently used first
         #: work done, for tests and benchmarks: rows measured, shown rows whose cells changed when measured again
         self.rows_measured = 0
         self.row_updates = 0
@@ -109,6 +125,7 @@ class TableRows:
 
     def set_columns(self, columns: Sequence[tuple[str, str]], widths: Mapping[str, int]) -> None:
         self.columns = [Column(key, Text(label), widths.get(key)) for key, label in columns]
+        self._widths.clear()
         self._cells.clear()
         self.unmeasured = dict.fromkeys(self.keys)
 
@@ -127,61 +144,85 @@ class TableRows:
         self.keys = list(keys)
         self.index = {key: i for i, key in enumerate(self.keys)}
         for key in stale:
-            if key not in self.index:          # stale cells of a row no longer shown: measured when shown again
-                self._cells.pop(key, None)
+            if key not in self.index:          # a stale row no longer shown: measured again when shown again
+                self._forget(key)
         for column in self.columns:
             column.reset_width()
-        known = [self._cells[k][1] for k in self.keys if k in self._cells]
+        known = [self._widths[k] for k in self.keys if k in self._widths]
         if known:
             grow(self.columns, (max(widths) for widths in zip(*known)))
-        self.unmeasured = {k: None for k in self.keys if k not in self._cells or k in stale}
+        self.unmeasured = {k: None for k in self.keys if k not in self._widths or k in stale}
 
     def invalidate(self, key: str) -> None:
         """The row's cells changed: a shown row waits to be measured again, another one is forgotten."""
         if key in self.index:
             self.unmeasured[key] = None
         else:
-            self._cells.pop(key, None)
+            self._forget(key)
 
-    def measure(self, key: str) -> tuple[bool, bool]:
-        """Compute a row's cells: (whether a shown row's cells changed, whether a column grew)."""
+    def _forget(self, key: str) -> None:
+        self._widths.pop(key, None)
+        self._cells.pop(key, None)
+
+    def measure(self, key: str, keep: bool = True) -> tuple[bool, bool]:
+        """Compute a row's cells, kept for drawing when `keep` (a row measured for its widths only is not): (whether
+        a shown row may draw differently, whether a column grew)."""
         try:
             values = self.source(key)
         except KeyError:
             values = {}
-        texts, widths = row_texts(self.columns, values)
-        old = self._cells.get(key)
-        self._cells[key] = (texts, widths)
+        cells, widths = row_cells(self.columns, values)
+        old = self._cells.pop(key, None)
+        if keep:
+            self._cells[key] = cells
+            if len(self._cells) > CELL_CACHE:
+                self._cells.popitem(last=False)
+        self._widths[key] = widths
         self.unmeasured.pop(key, None)
         self.rows_measured += 1
         if key not in self.index:
             return False, False
-        changed = old is not None and not same_cells(old[0], texts)
-        self.row_updates += changed
+        changed = old is None or not same_cells(old, cells)
+        self.row_updates += old is not None and changed
         return changed, grow(self.columns, widths)
 
-    def needs_measuring(self, key: str) -> bool:
-        return key not in self._cells or key in self.unmeasured
+    @property
+    def kept(self) -> int:
+        """Rows whose cells are held."""
+        return len(self._cells)
 
-    def cells(self, key: str) -> tuple[Text, ...]:
-        """The row's cells as last measured (measured now if never)."""
-        if key not in self._cells:
+    def needs_measuring(self, key: str) -> bool:
+        return key not in self._widths or key in self.unmeasured
+
+    def cells(self, key: str) -> tuple[Cell, ...]:
+        """The row's cells as last measured (made again when they left the cache)."""
+        cells = self._cells.get(key)
+        if cells is None:
             self.measure(key)
-        return self._cells[key][0]
+            return self._cells[key]
+        self._cells.move_to_end(key)
+        return cells
 
     def next_unmeasured(self, n: int) -> list[str]:
         return list(islice(self.unmeasured, n))
 
 
-def line_segments(console: Console, columns: Sequence[Column], texts: Sequence[Text], style: Style,
+def line_segments(console: Console, columns: Sequence[Column], texts: Sequence[Cell], style: Style,
                   post: Style | None, fill: int) -> list[Segment]:
     """One line: every cell padded to its column, in `style` under the cell's styles and `post` over them, and
     `fill` blank cells after the last column (in `style`), so a row's colour reaches the widget's edge."""
     pad = " " * CELL_PADDING
     out: list[Segment] = []
     append = out.append
-    for column, text in zip(columns, texts):
+    for column, cell in zip(columns, texts):
         width = column.text_width
+        if isinstance(cell, str):
+            if cell_len(cell) > width:
+                cell = Text(cell)           # elided below
+            else:
+                append(Segment(pad + cell + pad + " " * (width - cell_len(cell)), style + post if post else style))
+                continue
+        text = cell
         if text.cell_len > width:
             text = text.copy()
             text.truncate(width, overflow="ellipsis")
