@@ -152,10 +152,9 @@ class BooApp(TuneMixin, ActionsMixin, LiveTableMixin, App[int]):
     # ---- the session ------------------------------------------------------------------------------------
     @work(thread=True, group="session-open")
     def _open_session(self) -> None:
-        """Create the session and add the inputs off the UI thread (opening the DB, reading files)."""
+        """Create the session and add the inputs off the UI thread (opening the DB, reading files). The imports a
+        run needs come after, on the engine thread (`on_session_opened`): the table shows the jobs first."""
         try:
-            warm_imports()
-            warm_plotext()
             session = Session(self.config, listener=self.bridge.listener)
         except Exception as e:  # noqa: BLE001 - a bad target or DB path is a message, not a traceback
             self.post_message(SessionFailed(one_line(e)))
@@ -196,6 +195,10 @@ class BooApp(TuneMixin, ActionsMixin, LiveTableMixin, App[int]):
         target = getattr(getattr(session, "target", None), "name", None) or getattr(self.config, "target", "")
         self.title = f"boo-tui  {target}" if target else "boo-tui"
         self._update_subtitle()
+        # what a run imports (scipy, the compile pool, plotext...: 1-2 s, 5 s on a loaded host) is imported now, first
+        # on the engine thread, so the table showed the jobs without waiting for it and no import holds the GIL in
+        # the middle of the run (engine calls run in order: the run starts after it)
+        self._call_engine(_warm_up)
         self._ask_for_verdicts()            # a resumed run's finished commands
         if self.autostart and any(v.status == Status.QUEUED for v in self.model.jobs.values()):
             # Draw the queued table first: its first paint renders every visible cell (25-30 ms), and the
@@ -381,6 +384,11 @@ def run_app(config: Any, inputs: list[str], *, autostart: bool = True) -> int:
             print(f"boo-tui: what the worker processes printed is in {kept}", file=sys.stderr)
     rc = app.return_code
     return int(rc) if isinstance(rc, int) else 0
+
+
+def _warm_up() -> None:
+    warm_imports()
+    warm_plotext()
 
 
 def _kill_children(app: BooApp) -> None:
