@@ -43,6 +43,10 @@ RESULTS = "results"      # the results table's id
 #: (a 2,000-row rebuild costs ~0.5 s of the UI thread; sorting by share is the default for a captured model)
 STATIC_SORT_KEYS = frozenset({None, "cmd", "op", "shape", "share", "calls", "variant", "backend", "kernel"})
 MODEL_LINE_S = 1.0       # the model line is recomputed at most this often (a bootstrap over every weighted kernel)
+#: the header's counts change at most this often: a new sub-title is a layout of the whole screen in Textual (15-30
+#: ms of the event loop on a loaded 2-core host), and while a file's jobs arrive or compiles start it changes every
+#: flush
+SUBTITLE_S = 0.5
 
 
 class LiveTableMixin(_AppBase):
@@ -67,6 +71,7 @@ class LiveTableMixin(_AppBase):
     _model_line_busy: bool = False
 
     _subtitle_stale: bool
+    _subtitle_at: float = 0.0
 
     if TYPE_CHECKING:
         def _error(self, message: str) -> None: ...
@@ -97,8 +102,9 @@ class LiveTableMixin(_AppBase):
     def _flush_views(self) -> None:
         """Bring the table, the plots and the detail pane up to date (runs every TABLE_FLUSH_S)."""
         t0 = time.perf_counter()
-        if self._subtitle_stale:
+        if self._subtitle_stale and time.monotonic() - self._subtitle_at >= SUBTITLE_S:
             self._subtitle_stale = False
+            self._subtitle_at = time.monotonic()
             self._update_subtitle()
         try:
             self._flush_dirty()
