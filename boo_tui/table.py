@@ -197,6 +197,8 @@ class _Navigation(ScrollView):
 class ResultsTable(_Navigation, can_focus=True):
     """Rows are keys; `source(key)` gives a row's cells as {column key: Text or str}."""
 
+    ALLOW_SELECT = False      # (as DataTable: a drag selects no text; a click moves the cursor)
+
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "results-table--header", "results-table--cursor", "results-table--hover", "results-table--even-row",
         "results-table--odd-row"}
