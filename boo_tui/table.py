@@ -312,10 +312,15 @@ class ResultsTable(_Navigation, can_focus=True):
     def set_rows(self, keys: Iterable[str], cursor_key: str | None = None) -> None:
         """The rows, top to bottom. The cursor goes to `cursor_key`'s row when it is one of them, else to the top.
         Column widths are those of these rows (as far as they are measured); no message is posted."""
+        widths = [c.render_width for c in self._rows.columns]
         self._rows.set_rows(keys)
         self.cursor_row = self._rows.index.get(cursor_key, 0) if cursor_key is not None else 0
         self._hover_row = None
-        self._relayout()
+        if widths != [c.render_width for c in self._rows.columns]:
+            self._relayout()
+        else:       # rows drawn before are drawn again only where their place's stripe or the cursor changed
+            self._set_virtual_size(Size(self._rows.width, self.header_height + len(self._rows.keys)))
+            self.refresh()
         self._scroll_to_cursor()
         self._measure_later()
 

@@ -207,6 +207,11 @@ def test_the_cursor_stays_on_its_key_when_the_rows_change_and_is_scrolled_into_v
         async with app.run_test(size=(80, 12)) as pilot:
             t = app.query_one(ResultsTable)
             await pilot.press("down", "down", "down")
+            await pilot.pause()
+            drawn = t.rows_rendered
+            t.set_rows(list(app.data), cursor_key="r3")              # the same order again: nothing to draw again
+            await pilot.pause()
+            assert t.rows_rendered == drawn and t.cursor_key == "r3"
             t.set_rows(reversed(list(app.data)), cursor_key="r3")    # a sort
             await pilot.pause()
             assert t.cursor_key == "r3" and t.cursor_row == 96
