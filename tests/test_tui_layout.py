@@ -27,8 +27,8 @@ def _ends(table) -> dict[str, int]:
     """Where each column ends, in cells from the table's left edge."""
     x, out = 0, {}
     for key, col in table.columns.items():
-        x += col.get_render_width(table)
-        out[key.value] = x
+        x += col.render_width
+        out[key] = x
     return out
 
 
@@ -81,3 +81,24 @@ def test_compare_and_trend_screens_name_a_command_by_its_op_and_shape_first():
     cell = command_cell(long)
     assert len(cell) <= COMMAND_WIDTH and cell.startswith("convbfp16 n128") and "NHWC" in cell, cell
     assert command_cell("not a command at all") == "not a command at all"
+
+
+def test_a_header_click_sorts_and_a_row_click_selects_then_opens_the_detail(tmp_path):
+    async def go():
+        app = _app(tmp_path)
+        async with app.run_test(size=(120, 40)) as pilot:
+            table = await _laid_out(pilot, app)
+            panes = app.query_one("#panes", TabbedContent)
+            median_x = _ends(table)["status"] + 1                 # the "median us" header's first cell
+            await pilot.click("#results", offset=(median_x, 0))
+            assert app.sort_by == "median" and not app.sort_reverse
+            assert str(table.columns["median"].label) == "median us ^"
+            await pilot.click("#results", offset=(median_x, 0))     # again: the other way round
+            assert app.sort_by == "median" and app.sort_reverse
+            await pilot.click("#results", offset=(2, 4))            # the fourth row
+            fourth = table.keys[3]
+            assert table.cursor_key == fourth and app.selected == fourth and panes.active != "tab-detail"
+            await pilot.click("#results", offset=(2, 4))            # again: its detail
+            await wait_until(pilot, lambda: panes.active == "tab-detail", 10, "a second click to open the detail")
+            assert app.selected == fourth
+    asyncio.run(go())
