@@ -103,7 +103,7 @@ def fmt_ratio(ratio: float) -> str:
 
 
 #: the torch reference's row is coloured for the IREE kernel's side: torch faster is red, IREE faster green
-_REFERENCE_STYLE = {**VERDICT_STYLE, Verdict.FASTER: VERDICT_STYLE[Verdict.SLOWER],
+REFERENCE_STYLE = {**VERDICT_STYLE, Verdict.FASTER: VERDICT_STYLE[Verdict.SLOWER],
                     Verdict.SLOWER: VERDICT_STYLE[Verdict.FASTER]}
 
 
@@ -117,7 +117,7 @@ def verdict_text(c: Comparison | None, *, reference: bool = False) -> Text:
     if reference and c.verdict in (Verdict.FASTER, Verdict.SLOWER):
         mark = words.split()[0]   # the faster side's name: "torch" (red) or "iree" (green)
     return Text(f"{fmt_ratio(c.ratio)}x {mark or c.verdict}",
-                style=(_REFERENCE_STYLE if reference else VERDICT_STYLE).get(c.verdict, ""))
+                style=(REFERENCE_STYLE if reference else VERDICT_STYLE).get(c.verdict, ""))
 
 
 def ci_text(c: Comparison, *, reference: bool = False) -> str:

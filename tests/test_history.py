@@ -293,3 +293,11 @@ def test_the_trend_plot_names_its_runs_on_the_x_axis():
                          noisy=False, compiler_changed=False, flags_changed=False) for i in (4, 7, 9)]
     text = render_trend(points, 100, 16)
     assert "#4 11-14" in text and "#7 11-17" in text and "#9 11-19" in text
+
+
+def test_a_run_started_with_python_dash_m_is_stored_as_boo_tui(dbs):
+    """`python -m boo_tui ...` stored `__main__.py ...` as the run's command line (the history screen shows it)."""
+    d, _ = dbs
+    with sqlite3.connect(d / "one.db") as c:
+        lines = [line for (line,) in c.execute("SELECT command_line FROM runs")]
+    assert lines and all(line.startswith("boo-tui ") for line in lines), lines

@@ -102,3 +102,13 @@ def test_a_header_click_sorts_and_a_row_click_selects_then_opens_the_detail(tmp_
             await wait_until(pilot, lambda: panes.active == "tab-detail", 10, "a second click to open the detail")
             assert app.selected == fourth
     asyncio.run(go())
+
+
+def test_the_variants_compare_screens_torch_column_is_red_where_torch_is_faster():
+    from boo_engine.compare import Comparison, Verdict
+    from boo_tui.screens.base import ratio_text
+
+    c = Comparison(ratio=0.6, ci_low=0.58, ci_high=0.62, p_value=0.001, verdict=Verdict.FASTER, n_baseline=20,
+                   n_variant=20, baseline_median_us=100.0, variant_median_us=60.0)
+    assert "green" in str(ratio_text(c).style)                       # a variant faster than the baseline
+    assert "red" in str(ratio_text(c, reference=True).style)         # torch faster than the IREE kernel

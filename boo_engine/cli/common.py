@@ -147,6 +147,13 @@ def env_variant(variants: Sequence[Any]) -> list[Any]:
     return [v]
 
 
+def program_name() -> str:
+    """How the run was started, for its stored command line: `boo-tui`, also for `python -m boo_tui` (which had
+    stored `__main__.py`)."""
+    name = os.path.basename(sys.argv[0])
+    return "boo-tui" if name in ("__main__.py", "-c", "") else name
+
+
 def check_measurable(target, compile_only: str) -> None:
     """UsageError, one line, when this machine has no device for `target` (a GPU target here, without that GPU):
     its jobs failed one by one with torch's "Torch not compiled with CUDA enabled". `compile_only`: the option
@@ -224,7 +231,7 @@ def config_from_args(args: argparse.Namespace):
         devices=devices,
         ray_address=ray,
         compile_flags=run_flags,
-        command_line=" ".join(shlex.quote(a) for a in [os.path.basename(sys.argv[0])] + sys.argv[1:]),
+        command_line=" ".join(shlex.quote(a) for a in [program_name()] + sys.argv[1:]),
     )
 
 

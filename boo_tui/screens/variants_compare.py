@@ -132,12 +132,13 @@ class CompareScreen(WorkerScreen):
         table = self.query_one(DataTable)
         for (_target, command, label), c in comparisons.items():
             with contextlib.suppress(Exception):   # a cell for a job that left the table meanwhile
-                table.update_cell(command, label, ratio_text(c))
+                table.update_cell(command, label, ratio_text(c, reference=label == Backend.TORCH))
         parts = [f"{name}: geomean {s.geomean_ratio:.3f} ({s.faster} faster, {s.slower} slower, {s.same} same"
                  + (f", {s.unclear} unclear" if s.unclear else "") + ")" for name, s in summary.items()]
         self.query_one("#compare-summary", Static).update(
             "  ".join(["ratio vs baseline (< 1 faster)", *parts])
-            + "\ncolour = the verdict (green faster, red slower, yellow unclear). " + verdict_legend(self.min_effect))
+            + "\ncolour = the verdict (green faster, red slower, yellow unclear; the torch column red where torch is "
+              "faster than the IREE baseline, green where IREE is). " + verdict_legend(self.min_effect))
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.row_key is not None and event.row_key.value:
