@@ -20,10 +20,13 @@ from boo_engine.variants import BASELINE
 BATCH_NORM_EVAL = """aten::batch_norm "[[2, 8, 6, 6], [8], [8], [8], [8], [], [], [], []]" "['float', 'float', 'float', 'float', 'float', 'Scalar', 'Scalar', 'Scalar', 'Scalar']" "[[288, 36, 6, 1], [1], [1], [1], [1], [], [], [], []]" "['', '', '', '', '', 'False', '0.1', '1e-05', 'True']\""""
 # a training-mode batch norm as BatchNorm1d records it (3-D input): it writes its running statistics in place
 BATCH_NORM_TRAIN = """aten::batch_norm "[[2, 16, 64], [16], [16], [16], [16], [], [], [], []]" "['float', 'float', 'float', 'float', 'float', 'Scalar', 'Scalar', 'Scalar', 'Scalar']" "[[1024, 64, 1], [1], [1], [1], [1], [], [], [], []]" "['', '', '', '', '', 'True', '0.10000000000000001', '1.0000000000000001e-05', 'True']\""""
+# SiLU's gradient (a LLaMA MLP's, a UNet's): an op with a CompositeImplicitAutograd kernel beside its CPU kernel
+SILU_BACKWARD = """aten::silu_backward "[[2, 16, 64], [2, 16, 64]]" "['c10::BFloat16', 'c10::BFloat16']" "[[1024, 64, 1], [1024, 64, 1]]" "['', '']\""""
 # the issue's hidden-style lines, small shapes
 PASSING = [
     BATCH_NORM_EVAL,
     BATCH_NORM_TRAIN,
+    SILU_BACKWARD,
     # layer_norm of a transposed view (strides of a [16, 4, 32] buffer)
     """aten::layer_norm "[[4, 16, 32], [], [32], [32], [], []]" "['float', 'ScalarList', 'float', 'float', 'Scalar', 'Scalar']" "[[32, 128, 1], [], [1], [1], [], []]" "['', '[32]', '', '', '1e-05', 'True']\"""",
     """aten::scaled_dot_product_attention "[[2, 4, 32, 16], [2, 4, 32, 16], [2, 4, 32, 16], [], [], [], [], []]" "['c10::BFloat16', 'c10::BFloat16', 'c10::BFloat16', '', 'Scalar', 'Scalar', 'Scalar', 'Scalar']" "[[2048, 512, 16, 1], [2048, 512, 16, 1], [2048, 512, 16, 1], [], [], [], [], []]" "['', '', '', 'None', '0.0', 'True', 'None', 'False']\"""",
@@ -58,7 +61,7 @@ def test_batch_norm_eval_is_decomposed_by_rule_and_says_so(compiled):
     assert text.startswith(HEADER) and decompositions_in(text) == expected
     assert "torch.operator" not in text
     # ops IREE lowers itself need nothing: no header, an empty list
-    bmm = compiled[parse_command(PASSING[5]).func_name]
+    bmm = compiled[parse_command(PASSING[6]).func_name]
     assert bmm.meta["decompositions"] == []
 
 
@@ -68,6 +71,14 @@ def test_a_call_writing_into_its_inputs_returns_what_the_op_returns(compiled):
     art = compiled[parse_command(BATCH_NORM_TRAIN).func_name]
     (ret,) = [ln for ln in Path(art.mlir_path).read_text().splitlines() if ln.strip().startswith("return ")]
     assert ret.strip().startswith("return %") and "," not in ret.split(":")[0], ret
+
+
+def test_an_op_whose_decomposition_export_ignores_is_decomposed_all_the_same(compiled):
+    """run_decompositions leaves aten.silu_backward as it is even with its decomposition in the table (the op has a
+    CompositeImplicitAutograd kernel beside its CPU one): the rule traces it with make_fx instead."""
+    art = compiled[parse_command(SILU_BACKWARD).func_name]
+    assert art.meta["decompositions"] == ["aten.silu_backward.default"]
+    assert "silu_backward" not in Path(art.mlir_path).read_text().split("\n", 1)[1]
 
 
 @pytest.mark.parametrize("target", ["hip:gfx942", "cuda:sm_80"])

@@ -12,6 +12,7 @@ cache's .mlir file all say them) and read back by `decompositions_in`.
 """
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable
 from typing import Any
@@ -136,7 +137,11 @@ def _decomposed(program: Any, decompose_default: bool, chosen: dict[Any, Callabl
         try:
             with warnings.catch_warnings():   # torch 2.13 warns about its own pytree internals here
                 warnings.simplefilter("ignore", FutureWarning)
-                return program.run_decompositions(table)
+                result = program.run_decompositions(table)
+                ignored = {op: fn for op, fn in chosen.items() if op in set(_overloads(result).values())}
+                if ignored:
+                    result = _retraced(result, ignored).run_decompositions(table)
+                return result
         except Exception as e:
             op = _mutating_op(str(e))
             inner = decomposition_of(op) if op is not None and op not in chosen else None
@@ -144,6 +149,21 @@ def _decomposed(program: Any, decompose_default: bool, chosen: dict[Any, Callabl
                 raise
             chosen[op] = inner
     raise CompileError(f"torch's decompositions still call mutating ops after {MAX_ROUNDS} rounds")
+
+
+def _retraced(program: Any, table: dict[Any, Callable]) -> Any:
+    """`program` traced again by make_fx with `table` applied, and exported. run_decompositions ignores the
+    decomposition of an op with a CompositeImplicitAutograd kernel beside its backend kernels (aten.silu_backward:
+    export moves it to its CIA override, which the CPU and Autograd kernels shadow), so such an op was left for
+    IREE, which cannot lower it; make_fx applies a decomposition table whatever kernels the op has."""
+    import torch
+    from torch._guards import detect_fake_mode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    args = tuple(n.meta["val"] for n in program.graph.nodes if n.op == "placeholder")
+    with detect_fake_mode(args) or contextlib.nullcontext():
+        traced = make_fx(program.module(), decomposition_table=table)(*args)
+    return torch.export.export(traced, args, strict=False)
 
 
 _NOT_FUNCTIONAL = re.compile(r"entirely functional graph, but found .*?target=torch\.ops\.aten\.(\w+)\.(\w+)")
