@@ -117,6 +117,16 @@ def test_an_op_nothing_can_lower_fails_in_one_line_naming_it(op, message, cache)
         compile_signature(parse_command(_unary(op)), "cpu", cache=cache)
 
 
+def test_an_op_whose_conversion_fails_on_its_constants_is_named(cache):
+    """IREE's conversion leaves aten.max_pool3d_with_indices_backward as it is and reports its first illegal op,
+    the op's `torch.constant.int` argument: the kernel failed in iree-compile naming a constant; the op is named."""
+    line = """aten::max_pool3d_with_indices_backward "[[1, 2, 2, 2, 2], [1, 2, 4, 4, 4], [], [], [], [], [], [1, 2, 2, 2, 2]]" "['float', 'float', 'ScalarList', 'ScalarList', 'ScalarList', 'ScalarList', 'Scalar', 'long int']" "[[16, 8, 4, 2, 1], [128, 64, 16, 4, 1], [], [], [], [], [], [16, 8, 4, 2, 1]]" "['', '', '[2, 2, 2]', '[2, 2, 2]', '[0, 0, 0]', '[1, 1, 1]', 'False', '']\""""
+    with pytest.raises(CompileError, match=r"^aten::max_pool3d_with_indices_backward: IREE's torch input cannot "
+                                           r"lower torch\.aten\.max_pool3d_with_indices_backward \(no decomposition "
+                                           r"in torch either\)$"):
+        compile_signature(parse_command(line), "cpu", cache=cache)
+
+
 def test_the_cli_shows_the_one_line(tmp_path, cli_env):
     proc = subprocess.run([sys.executable, "-m", "boo_tui", _unary("median"), "--headless", "--backend", "iree",
                            "--rounds", "1", "--max-time", "0.05", "--db", str(tmp_path / "r.db")],

@@ -27,6 +27,8 @@ HEADER = "// boo: decomposed for IREE's torch input: "
 _OP = r"torch\.(?:aten|prims)\.[\w.]+"
 _OPERATOR = re.compile(rf'torch\.operator "({_OP})"')
 _ILLEGAL = re.compile(rf"failed to legalize operation '({_OP})'")
+_ILLEGAL_TORCH = re.compile(r"failed to legalize operation 'torch\.")
+_LEFT = re.compile(rf"= ({_OP}) ")
 _ILLEGAL_OPERATOR = re.compile(rf"failed to legalize operation 'torch\.operator'[^\n]*?name = \"({_OP})\"")
 
 
@@ -41,19 +43,24 @@ def mlir_name(op: Any) -> str:
 def unlowered(text: str) -> list[str]:
     """The aten ops (torch-dialect names, sorted) of imported MLIR `text` that IREE's torch input cannot lower:
     every generic `torch.operator "torch.aten..."`, and the aten op the torch-to-iree conversion fails to
-    legalize. [] when the conversion succeeds, or fails on something that is no aten op (iree-compile then
-    reports that failure itself)."""
+    legalize. When the conversion names a torch op that is no aten op (a `torch.constant.int` whose user, say
+    aten.max_pool3d_with_indices_backward, has no conversion: it is the first illegal op walked), the aten ops
+    the failed conversion left in the module. [] when the conversion succeeds, or fails on something that is no
+    torch op (iree-compile then reports that failure itself)."""
     from iree.compiler import ir, passmanager
 
     names = set(_OPERATOR.findall(text))
     ctx = ir.Context()
+    module = None
     try:
         module = ir.Module.parse(text, ctx)
         passmanager.PassManager.parse("builtin.module(torch-to-iree)", ctx).run(module.operation)
     except Exception as e:  # noqa: BLE001 - MLIRError carries the diagnostics; anything else names no op
         message = str(e)
-        names.update(_ILLEGAL.findall(message))
-        names.update(_ILLEGAL_OPERATOR.findall(message))
+        found = set(_ILLEGAL.findall(message)) | set(_ILLEGAL_OPERATOR.findall(message))
+        if not found and module is not None and _ILLEGAL_TORCH.search(message):
+            found = set(_LEFT.findall(str(module)))
+        names.update(found)
     return sorted(names)
 
 
