@@ -250,8 +250,8 @@ def _check_shape(name: str, i: int, dims: Any, strides: Any) -> None:
     if len(dims) != len(strides):
         raise _fail(name, f"argument {i} has {len(dims)} dims but {len(strides)} strides")
     for d in dims:
-        if d < 1:
-            raise _fail(name, f"argument {i} has a dimension of size {d} (every size must be at least 1)")
+        if d < 0:
+            raise _fail(name, f"argument {i} has a dimension of size {d} (a size is 0 or more)")
         if d > 2**31 - 1:
             raise _fail(name, f"argument {i} has a dimension of size {d}, too large")
     for s in strides:
