@@ -22,11 +22,15 @@ BATCH_NORM_EVAL = """aten::batch_norm "[[2, 8, 6, 6], [8], [8], [8], [8], [], []
 BATCH_NORM_TRAIN = """aten::batch_norm "[[2, 16, 64], [16], [16], [16], [16], [], [], [], []]" "['float', 'float', 'float', 'float', 'float', 'Scalar', 'Scalar', 'Scalar', 'Scalar']" "[[1024, 64, 1], [1], [1], [1], [1], [], [], [], []]" "['', '', '', '', '', 'True', '0.10000000000000001', '1.0000000000000001e-05', 'True']\""""
 # SiLU's gradient (a LLaMA MLP's, a UNet's): an op with a CompositeImplicitAutograd kernel beside its CPU kernel
 SILU_BACKWARD = """aten::silu_backward "[[2, 16, 64], [2, 16, 64]]" "['c10::BFloat16', 'c10::BFloat16']" "[[1024, 64, 1], [1024, 64, 1]]" "['', '']\""""
+# a ConvTranspose2d's backward whose output gradient is a slice (a UNet's concatenation): torch has no
+# decomposition of convolution_backward and IREE 3.13 lowers no transposed one
+CONV_T_BACKWARD = """aten::convolution_backward "[[1, 4, 8, 8], [1, 8, 4, 4], [8, 4, 2, 2], [], [], [], [], [], [], [], []]" "['float', 'float', 'float', 'ScalarList', 'ScalarList', 'ScalarList', 'ScalarList', 'Scalar', 'ScalarList', 'Scalar', 'ScalarList']" "[[512, 64, 8, 1], [128, 16, 4, 1], [16, 4, 2, 1], [], [], [], [], [], [], [], []]" "['', '', '', '[4]', '[2, 2]', '[0, 0]', '[1, 1]', 'True', '[0, 0]', '1', '[True, True, True]']\""""
 # the issue's hidden-style lines, small shapes
 PASSING = [
     BATCH_NORM_EVAL,
     BATCH_NORM_TRAIN,
     SILU_BACKWARD,
+    CONV_T_BACKWARD,
     # layer_norm of a transposed view (strides of a [16, 4, 32] buffer)
     """aten::layer_norm "[[4, 16, 32], [], [32], [32], [], []]" "['float', 'ScalarList', 'float', 'float', 'Scalar', 'Scalar']" "[[32, 128, 1], [], [1], [1], [], []]" "['', '[32]', '', '', '1e-05', 'True']\"""",
     """aten::scaled_dot_product_attention "[[2, 4, 32, 16], [2, 4, 32, 16], [2, 4, 32, 16], [], [], [], [], []]" "['c10::BFloat16', 'c10::BFloat16', 'c10::BFloat16', '', 'Scalar', 'Scalar', 'Scalar', 'Scalar']" "[[2048, 512, 16, 1], [2048, 512, 16, 1], [2048, 512, 16, 1], [], [], [], [], []]" "['', '', '', 'None', '0.0', 'True', 'None', 'False']\"""",
@@ -61,7 +65,7 @@ def test_batch_norm_eval_is_decomposed_by_rule_and_says_so(compiled):
     assert text.startswith(HEADER) and decompositions_in(text) == expected
     assert "torch.operator" not in text
     # ops IREE lowers itself need nothing: no header, an empty list
-    bmm = compiled[parse_command(PASSING[6]).func_name]
+    bmm = compiled[parse_command(PASSING[7]).func_name]
     assert bmm.meta["decompositions"] == []
 
 
@@ -79,6 +83,14 @@ def test_an_op_whose_decomposition_export_ignores_is_decomposed_all_the_same(com
     art = compiled[parse_command(SILU_BACKWARD).func_name]
     assert art.meta["decompositions"] == ["aten.silu_backward.default"]
     assert "silu_backward" not in Path(art.mlir_path).read_text().split("\n", 1)[1]
+
+
+def test_an_op_torch_cannot_decompose_takes_ours(compiled):
+    """convolution_backward of a transposed conv: written as forward convolutions (ops/conv_forms.py), named in the
+    decompositions like torch's own."""
+    art = compiled[parse_command(CONV_T_BACKWARD).func_name]
+    assert art.meta["decompositions"] == ["aten.convolution_backward.default"]
+    assert "convolution_backward" not in Path(art.mlir_path).read_text().split("\n", 1)[1]
 
 
 @pytest.mark.parametrize("target", ["hip:gfx942", "cuda:sm_80"])

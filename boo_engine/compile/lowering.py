@@ -66,7 +66,8 @@ def unlowered(text: str) -> list[str]:
 
 def decomposition_of(op: Any) -> Callable | None:
     """Torch's decomposition of one OpOverload: its registered one (torch._decomp), else its
-    CompositeImplicitAutograd kernel; None when torch has neither."""
+    CompositeImplicitAutograd kernel, else one of ours (`ours()`, for an op torch has none of); None when there
+    is none."""
     import torch
     from torch._decomp import get_decompositions
 
@@ -75,7 +76,18 @@ def decomposition_of(op: Any) -> Callable | None:
         return found
     if torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd"):
         return op.decompose
-    return None
+    return ours().get(op)
+
+
+def ours() -> dict[Any, Callable]:
+    """Our decompositions of ops torch has none of, written with ops IREE lowers: convolution_backward (IREE
+    3.13 lowers no transposed conv's backward) as forward convolutions, the way the conv kernels' `fwdconv`
+    formulation writes them."""
+    import torch
+
+    from ..ops import conv_forms
+
+    return {torch.ops.aten.convolution_backward.default: conv_forms.convolution_backward}
 
 
 def lower(label: str, program: Any, decompose_default: bool,
