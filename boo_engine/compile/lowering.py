@@ -82,12 +82,20 @@ def decomposition_of(op: Any) -> Callable | None:
 def ours() -> dict[Any, Callable]:
     """Our decompositions of ops torch has none of, written with ops IREE lowers: convolution_backward (IREE
     3.13 lowers no transposed conv's backward) as forward convolutions, the way the conv kernels' `fwdconv`
-    formulation writes them."""
+    formulation writes them; the backward ops of CPU attention, 3-D max pooling, average pooling and bilinear
+    upsampling (ops/decompositions.py)."""
     import torch
 
-    from ..ops import conv_forms
+    from ..ops import conv_forms, decompositions
 
-    return {torch.ops.aten.convolution_backward.default: conv_forms.convolution_backward}
+    aten = torch.ops.aten
+    return {
+        aten.convolution_backward.default: conv_forms.convolution_backward,
+        aten._scaled_dot_product_flash_attention_for_cpu_backward.default: decompositions.flash_attention_backward,
+        aten.max_pool3d_with_indices_backward.default: decompositions.max_pool_backward,
+        aten.avg_pool2d_backward.default: decompositions.avg_pool2d_backward,
+        aten.upsample_bilinear2d_backward.default: decompositions.upsample_bilinear2d_backward,
+    }
 
 
 def lower(label: str, program: Any, decompose_default: bool,
