@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.util
+import itertools
 import json
 import os
 import re
@@ -203,8 +204,7 @@ def _capture(model_spec: str, inputs: Sequence[InputSpec], *, backward: bool, la
     torch.manual_seed(0)
     args = [_make_input(torch, s) for s in inputs]
     if layout == "nhwc":
-        model = _call_user("model.to(memory_format=torch.channels_last)",
-                           lambda: model.to(memory_format=torch.channels_last))
+        _call_user("converting the model to channels-last", lambda: _model_channels_last(torch, model))
         args = [_channels_last(torch, a) for a in args]
     grads: list[Any] = []
 
@@ -350,6 +350,16 @@ def _make_input(torch: Any, spec: InputSpec) -> Any:
     if dtype == torch.bool:
         return torch.randint(0, 2, spec.shape).bool()
     return torch.randint(0, 2, spec.shape, dtype=dtype)  # 0/1: valid indices for any embedding
+
+
+def _model_channels_last(torch: Any, model: Any) -> None:
+    """The model's 4-D parameters and buffers channels_last, its 5-D ones channels_last_3d, in place.
+    `model.to(memory_format=torch.channels_last)` gives every 4-D and 5-D tensor the 4-D format, and fails on a
+    Conv3d's weight ('required rank 4 tensor to use channels_last format')."""
+    with torch.no_grad():
+        for t in itertools.chain(model.parameters(), model.buffers()):
+            if t.dim() in (4, 5):
+                t.data = _channels_last(torch, t.data)
 
 
 def _channels_last(torch: Any, t: Any) -> Any:

@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backward", action="store_true",
                    help="also record the backward pass of the sum of the outputs")
     p.add_argument("--layout", choices=["nhwc"], default=None,
-                   help="nhwc: convert the model and 4-D/5-D inputs to channels_last first")
+                   help="nhwc: convert the model and 4-D/5-D inputs to channels-last first (5-D: channels_last_3d)")
     p.add_argument("--eval", action="store_true", help="call model.eval() first (default: as the factory built it)")
     p.add_argument("--threads", type=int, default=None, metavar="N",
                    help="torch CPU threads while capturing (default 1, what boo-tui measures with by default): "
