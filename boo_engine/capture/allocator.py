@@ -18,8 +18,9 @@ buffers and pays neither.
 
 `steady_malloc()` raises glibc's mmap threshold to its ceiling (32 MiB: larger blocks are still mapped fresh, as
 they are for the measured kernel too) and the trim threshold to 2 GiB while the block runs, and yields a
-`SteadyHeap` whose `reserve(n)` grows the heap by n bytes of touched memory and frees it (kept, not trimmed): the
-room the recorded passes grow into. On leaving, the trim threshold is 64 MiB (twice the ceiling: where glibc's own
+`SteadyHeap` whose `reserve(n)` touches the heap's free holes (an earlier `malloc_trim` in the process may have given
+their pages back: 257 faults a pass were seen after other captures in one process), grows the heap by n bytes of
+touched memory and frees it all (kept, not trimmed): the room the recorded passes grow into. On leaving, the trim threshold is 64 MiB (twice the ceiling: where glibc's own
 rule ends once a 32 MiB block was freed) and what is free goes back to the system. Elsewhere than glibc (macOS,
 musl) nothing is changed; `SteadyHeap.describe()` says which, for the file's header.
 """
@@ -49,6 +50,8 @@ class _MallInfo2(ctypes.Structure):
 
 #: the largest block malloc'ed at once by `reserve` (under the mmap threshold: it comes from the heap)
 RESERVE_CHUNK = 16 << 20
+#: the block sizes `reserve` fills the heap's free holes with, largest first
+HOLE_BLOCKS = (1 << 20, 64 << 10, 4 << 10)
 #: `reserve` never holds more than this (nor more than a quarter of the memory available)
 RESERVE_MAX = 1 << 30
 
@@ -92,32 +95,69 @@ class SteadyHeap:
 
     def heap_bytes(self) -> int | None:
         """The heap's size (glibc's mallinfo2 `arena`); None where it cannot be read."""
+        info = self._info()
+        return None if info is None else int(info.arena)
+
+    def _info(self) -> _MallInfo2 | None:
         info = getattr(self._libc, "mallinfo2", None)
         if info is None:
             return None
         info.restype = _MallInfo2
-        return int(info().arena)
+        return info()
+
+    def _holes(self) -> int | None:
+        """Free bytes inside the heap, below its top chunk (mallinfo2 `fordblks` less `keepcost`)."""
+        info = self._info()
+        return None if info is None else int(info.fordblks) - int(info.keepcost)
+
+    def _fill_holes(self, blocks: list[int], budget: int) -> int:
+        """Malloc and touch blocks out of the heap's free holes, largest first, until a block of each size comes
+        from the top instead (or `budget` bytes are taken); returns the bytes taken. A hole may be memory the
+        process freed and `malloc_trim` (an earlier capture in this process) gave back page by page: a recorded
+        op placed there would pay its page faults (seen: 257 a pass after other captures in the same process)."""
+        libc = self._libc
+        taken = 0
+        for size in HOLE_BLOCKS:
+            while taken + size <= budget:
+                before = self._holes()
+                if before is None or before < size:
+                    break
+                ptr = libc.malloc(size)
+                if not ptr:
+                    return taken
+                ctypes.memset(ptr, 0, size)
+                blocks.append(ptr)
+                taken += size
+                after = self._holes()
+                if after is None or after >= before:   # it came from the top: no hole this size is left
+                    break
+        return taken
 
     def reserve(self, nbytes: int) -> None:
-        """Grow the heap by `nbytes` of touched memory (at most RESERVE_MAX and a quarter of what is available),
-        then free it: with trimming off it stays, touched, for what the recorded passes allocate next."""
+        """Touch the heap's free holes, then grow the heap by `nbytes` of touched memory (at most RESERVE_MAX and a
+        quarter of what is available, holes included), then free it all: with trimming off it stays, touched, for
+        what the recorded passes allocate next."""
         libc = self._libc
         self.wanted = max(self.wanted, nbytes)
         if libc is None:
             return
-        nbytes = min(nbytes, RESERVE_MAX, _available_bytes() // 4)
+        budget = min(RESERVE_MAX, _available_bytes() // 4)
+        nbytes = min(nbytes, budget)
         blocks: list[int] = []
+        grown = 0
         try:
-            while len(blocks) * RESERVE_CHUNK < nbytes:
+            self._fill_holes(blocks, budget - nbytes)
+            while grown < nbytes:
                 ptr = libc.malloc(RESERVE_CHUNK)
                 if not ptr:
                     break
                 ctypes.memset(ptr, 0, RESERVE_CHUNK)
                 blocks.append(ptr)
+                grown += RESERVE_CHUNK
         finally:
             for ptr in reversed(blocks):
                 libc.free(ptr)
-        self.reserved = max(self.reserved, len(blocks) * RESERVE_CHUNK)
+        self.reserved = max(self.reserved, grown)
 
     def describe(self, faults: int | None = None) -> str:
         """The header's line; `faults`: the page faults of a recorded pass (median), a few hundred per MiB of
