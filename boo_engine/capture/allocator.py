@@ -20,8 +20,9 @@ buffers and pays neither.
 they are for the measured kernel too) and the trim threshold to 2 GiB while the block runs, and yields a
 `SteadyHeap` whose `reserve(n)` touches the heap's free holes (an earlier `malloc_trim` in the process may have given
 their pages back: 257 faults a pass were seen after other captures in one process), grows the heap by n bytes of
-touched memory and frees it all (kept, not trimmed): the room the recorded passes grow into. On leaving, the trim threshold is 64 MiB (twice the ceiling: where glibc's own
-rule ends once a 32 MiB block was freed) and what is free goes back to the system. Elsewhere than glibc (macOS,
+touched memory and frees it all (kept, not trimmed): the room the recorded passes grow into. On leaving, the trim
+threshold is 64 MiB (twice the ceiling: where glibc's own rule ends once a 32 MiB block was freed) and what is free
+goes back to the system. Elsewhere than glibc (macOS,
 musl) nothing is changed; `SteadyHeap.describe()` says which, for the file's header.
 """
 from __future__ import annotations
