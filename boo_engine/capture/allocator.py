@@ -118,6 +118,8 @@ class SteadyHeap:
         op placed there would pay its page faults (seen: 257 a pass after other captures in the same process)."""
         libc = self._libc
         taken = 0
+        if libc is None:
+            return taken
         for size in HOLE_BLOCKS:
             while taken + size <= budget:
                 before = self._holes()
