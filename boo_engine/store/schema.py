@@ -306,7 +306,14 @@ def m008_timing_evidence(db: Database) -> None:
 
 
 @migrations()
-def m009_builds(db: Database) -> None:
+def m009_captured_us(db: Database) -> None:
+    """A weighted command's time in the capture it came from (the `us=` of its `# boo-tui:` line, microseconds):
+    the model line sets the measured sum against it. NULL for files that give none (captured before it)."""
+    db.execute("ALTER TABLE results ADD COLUMN captured_us REAL")
+
+
+@migrations()
+def m010_builds(db: Database) -> None:
     """How each kernel was built ("ours", "boo: iree-turbine 3.9.0", "boo: our export (why)") and, for the best
     column, what chose its configuration ("rules", "table", "tune N"): NULL for kernels stored before."""
     db.execute("ALTER TABLE kernels ADD COLUMN build TEXT")
