@@ -37,7 +37,7 @@ from .finalize import Finalizer, compare_columns, model_lines_of
 from .plan import InputEntry, Plan
 from .recording import RunRecorder, store_halt_reason
 from .runner import Runner
-from .state import Listener, SessionState
+from .state import Listener, SessionState, collector_paused
 
 if TYPE_CHECKING:
     from ..bench.worker import BenchWorker
@@ -127,10 +127,11 @@ class Session:
         """Every line of a commands file, as (line text, its jobs); a bad line gets one FAILED job naming
         file:line. A missing or unreadable file raises CommandError."""
         extra = list(extra_args) + list(self.config.extra_args)
-        return [
-            (line.text, self._add_entry(InputEntry.from_line(line)))
-            for line in read_commands_file(path, extra, errors="collect")
-        ]
+        with collector_paused():
+            return [
+                (line.text, self._add_entry(InputEntry.from_line(line)))
+                for line in read_commands_file(path, extra, errors="collect")
+            ]
 
     def add_command(self, text: str | Sequence[str], *, source: str | None = None) -> list[JobResult]:
         """One command string; raises CommandError (one line) when it does not parse."""
@@ -190,7 +191,7 @@ class Session:
         state = self._state
         if state.halted is not None:
             raise BooError(state.halted)
-        with state.lock:
+        with state.lock, collector_paused():
             # The worker process starts first: importing torch there (~1 s) overlaps everything below.
             if any(r.status == QUEUED for r in self.jobs.values()):
                 self._measuring.ensure_worker()
