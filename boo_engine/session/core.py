@@ -48,6 +48,8 @@ if TYPE_CHECKING:
 WAIT_POLL_S = 0.05
 #: how long close() gives the runner to notice it must stop
 RUNNER_JOIN_S = 10.0
+#: jobs start() hands the store at a time (their rows go in bulk: a few statements for all)
+RECORD_CHUNK = 500
 
 
 class Session:
@@ -198,17 +200,23 @@ class Session:
             if self.run_id is None:
                 self._recorder.start_run(self.environment(), self.variants)
             ids = list(job_ids) if job_ids is not None else list(self.jobs)
+            rows: list[JobResult] = []   # to store, RECORD_CHUNK at a time (in bulk: record_many)
             for i, job_id in enumerate(ids):
                 if state.stop.is_set():   # interrupt() from another thread waits for this lock: storing 200,000
-                    self._plan.skipped(ids[i:])   # rows takes seconds; the run never gets the rest
+                    self._recorder.record_many(rows)   # rows takes seconds; the run never gets the rest
+                    self._plan.skipped(ids[i:])
                     return
                 result = self.jobs.get(job_id)
                 if result is not None and result.status == QUEUED:
                     state.job(job_id).prepare(iters, min_time_s)
                     state.queued.append(job_id)
-                    self._recorder.record(result)
+                    rows.append(result)
                 elif result is not None and result.status == FAILED and state.job(job_id).command is None:
-                    self._recorder.record(result)  # bad input lines are stored as failed rows too
+                    rows.append(result)  # bad input lines are stored as failed rows too
+                if len(rows) >= RECORD_CHUNK:
+                    self._recorder.record_many(rows)
+                    rows = []
+            self._recorder.record_many(rows)
             self._runner.ensure_running()
 
     def rerun(self, job_ids: Iterable[str], *, iters: int | None = None, min_time_s: float | None = None,

@@ -71,6 +71,39 @@ def result_row(result: JobResult) -> dict[str, Any]:
     return row
 
 
+#: the columns of a row that only says what its job is (queued, or failed before it ran: a bad line); every other
+#: column of such a row is NULL, and it has no samples and no kernel (`bare_row`)
+BARE_COLUMNS = ("job_id", "target", "backend", "func_name", "status", "error", "source", "calls", "share", "noisy",
+                "cache_mode", "throttled", "started_at", "finished_at")
+_BARE = frozenset(BARE_COLUMNS)
+#: where a bare row (command text, op, variant, *BARE_COLUMNS) holds its status
+BARE_STATUS = 3 + BARE_COLUMNS.index("status")
+
+
+def bare_row(result: JobResult) -> tuple[Any, ...] | None:
+    """(command text, op, variant, *BARE_COLUMNS) of a result that only says what its job is (queued, or failed
+    before it ran), which a caller may store in bulk with its neighbours; None for any other result (it has a
+    measurement, a kernel, samples, ...: every column but BARE_COLUMNS is NULL in a bare row)."""
+    if result.compile is not None or result.samples_us or result.cpu_us:
+        return None
+    row = result_row(result)
+    for key, value in row.items():
+        if value is not None and key not in _BARE:
+            return None
+    return (result.command, result.op, result.variant, *(row[k] for k in BARE_COLUMNS))
+
+
+def result_from_bare(bare: tuple[Any, ...]) -> JobResult:
+    """The result a bare row was made of (as far as its row goes: `result_row` of it is the same)."""
+    command, op, variant, *values = bare
+    row = dict(zip(BARE_COLUMNS, values))
+    return JobResult(job_id=row["job_id"], command=command, func_name=row["func_name"], op=op, variant=variant,
+                     target=row["target"], backend=row["backend"], status=row["status"], error=row["error"],
+                     source=row["source"], calls=row["calls"], share=row["share"], noisy=bool(row["noisy"]),
+                     cache_mode=row["cache_mode"], throttled=bool(row["throttled"]), started_at=row["started_at"],
+                     finished_at=row["finished_at"])
+
+
 def kernel_row(result: JobResult, variant_id: int) -> dict[str, Any] | None:
     c = result.compile
     if c is None:
