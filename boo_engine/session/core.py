@@ -48,8 +48,9 @@ if TYPE_CHECKING:
 WAIT_POLL_S = 0.05
 #: how long close() gives the runner to notice it must stop
 RUNNER_JOIN_S = 10.0
-#: jobs start() hands the store at a time (their rows go in bulk: a few statements for all)
-RECORD_CHUNK = 500
+#: jobs start() hands the store at a time: their rows go in bulk, one transaction (a commit, which may checkpoint
+#: the WAL) and a few statements for all
+RECORD_CHUNK = 2000
 
 
 class Session:
