@@ -1,6 +1,7 @@
 """One MIOpenDriver command line -> `Command` (the kernel's signature plus the timing args stripped from it)."""
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -54,9 +55,21 @@ def parse_invocation(cmd: str | Sequence[str], *, check: bool = True) -> Command
     signature = parse_op_tokens(rest)
     if check:
         signature.check()
-    text = aten_text(rest) or shlex.join(rest)
+    text = aten_text(rest) or _join(rest)
     return Command(signature=signature, text=text, tokens=tuple(rest), iters=driver.iters,
                    time=driver.time, verify=driver.verify, ignored_flags=driver.ignored)
+
+
+#: a character shlex.quote would quote (its own test, plus the space that joins the words)
+_NEEDS_QUOTES = re.compile(r"[^\w@%+=:,./ -]", re.ASCII)
+
+
+def _join(words: Sequence[str]) -> str:
+    """`shlex.join(words)`, at once for the usual command (no word empty or needing quotes)."""
+    text = " ".join(words)
+    if _NEEDS_QUOTES.search(text) is None and text.count(" ") == len(words) - 1 and "" not in words:
+        return text
+    return shlex.join(words)
 
 
 def parse_command(cmd: str | Sequence[str], *, check: bool = True) -> OpSignature:

@@ -223,7 +223,8 @@ class WriteConnection:
             c.executemany("INSERT INTO commands (text, op, func_name, signature) VALUES (?, ?, ?, ?)"
                           " ON CONFLICT (text) DO UPDATE SET signature = excluded.signature", described)
         named = [(t, op, f) for t, op, f, sig in commands if sig is None]
-        named += [(r[0], r[1], r[BARE_FUNC_NAME]) for r in rows]
+        there = {t for t, _, _, _ in described}   # (these are in already)
+        named += [(r[0], r[1], r[BARE_FUNC_NAME]) for r in rows if r[0] not in there]
         c.executemany("INSERT INTO commands (text, op, func_name) VALUES (?, ?, ?) ON CONFLICT (text) DO NOTHING",
                       named)
         variant_ids = {name: self._variant_id(c, run_id, name) for name in {r[2] for r in rows}}
