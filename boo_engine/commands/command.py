@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from boo_engine.commands.aten import aten_text
 from boo_engine.commands.flags import split_driver_args
 from boo_engine.commands.registry import parse_op_tokens, tokenize
+from boo_engine.commands.split import split_words
 from boo_engine.errors import CommandError
 from boo_engine.ops.base import OpSignature
 
@@ -18,7 +19,8 @@ class Command:
     """One parsed command line: the kernel it describes plus the timing args that were stripped from it.
 
     `text` is the command without timing args (and without a leading `MIOpenDriver`), shell-quoted: what BOO
-    prints and what goes in the `arguments` column of exports. `tokens` are the same words, unquoted.
+    prints and what goes in the `arguments` column of exports. `tokens` are the same words, unquoted (split from
+    `text` when asked: a session holds one Command per distinct line, and its words were ~600 bytes of each).
     `iters` is MIOpenDriver's `--iter`/`-i` (the default measuring goal). `time` is MIOpenDriver's `-t/--time`
     (0 or 1: whether MIOpenDriver prints kernel times): accepted for compatibility and otherwise IGNORED, since
     boo-tui always times every kernel. `verify` is MIOpenDriver's `-V` (None: not given; 1: check this command's
@@ -32,13 +34,17 @@ class Command:
 
     signature: OpSignature
     text: str
-    tokens: tuple[str, ...]
     iters: int = 100
     time: int = 1
     verify: int | None = None
     ignored_flags: tuple[str, ...] = ()
     calls: int | None = None
     share: float | None = None
+
+    @property
+    def tokens(self) -> tuple[str, ...]:
+        """The command's words, unquoted (`text` is them shell-quoted, or BOO's double-quoted aten line)."""
+        return tuple(split_words(self.text))
 
 
 def parse_invocation(cmd: str | Sequence[str], *, check: bool = True) -> Command:
@@ -56,7 +62,7 @@ def parse_invocation(cmd: str | Sequence[str], *, check: bool = True) -> Command
     if check:
         signature.check()
     text = aten_text(rest) or _join(rest)
-    return Command(signature=signature, text=text, tokens=tuple(rest), iters=driver.iters,
+    return Command(signature=signature, text=text, iters=driver.iters,
                    time=driver.time, verify=driver.verify, ignored_flags=driver.ignored)
 
 

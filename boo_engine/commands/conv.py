@@ -80,11 +80,27 @@ _QUANTITIES: dict[int, tuple[Callable[[dict], tuple], ...]] = {
 }
 
 
+#: small tuples seen (strides, paddings, filters: a few dozen in any file) -> the one kept: a session holds one
+#: signature per distinct line, and six tuples of their own were ~340 bytes of each
+_SHARED: dict[tuple, tuple] = {}
+_SHARED_KEPT = 4096
+
+
+def _shared(sizes: tuple) -> tuple:
+    kept = _SHARED.get(sizes)
+    if kept is not None:
+        return kept
+    if len(_SHARED) >= _SHARED_KEPT:
+        _SHARED.clear()
+    _SHARED[sizes] = sizes
+    return sizes
+
+
 def parse_conv(op: str, dtype_name: str, tokens: Sequence[str]) -> ConvSignature:
     """Build a ConvSignature from a conv command's flags (the op word already removed)."""
     values, spelled = parse_flags(op, tokens, CONV_FLAGS)
     nd = _spatial_dims(op, values, spelled)
-    in_sp, fil_sp, stride, pad, dil, opad = (get(values) for get in _QUANTITIES[nd])
+    in_sp, fil_sp, stride, pad, dil, opad = (_shared(get(values)) for get in _QUANTITIES[nd])
     bias = values["bias"]
     require(op, bias in (0, 1), f"-b expects 0 or 1, got {bias}")
     mode = values["mode"]
