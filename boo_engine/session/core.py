@@ -12,12 +12,12 @@ import dataclasses
 import os
 import tempfile
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 from .. import events as ev
-from ..commands import Command, looks_like_commands_file, parse_invocation, read_commands_file, split_words
+from ..commands import Command, iter_commands_file, looks_like_commands_file, parse_invocation, split_words
 from ..commands.flags import ignored_flags_note
 from ..config import SessionConfig
 from ..errors import BooError, CommandError, elide
@@ -120,7 +120,7 @@ class Session:
         added: list[JobResult] = []
         for item in inputs:
             if looks_like_commands_file(item):
-                for _, jobs in self.add_file(item):
+                for _, jobs in self._add_lines(item):
                     added += jobs
             else:
                 added += self.add_command(item)
@@ -129,12 +129,14 @@ class Session:
     def add_file(self, path: str, extra_args: Sequence[str] = ()) -> list[tuple[str, list[JobResult]]]:
         """Every line of a commands file, as (line text, its jobs); a bad line gets one FAILED job naming
         file:line. A missing or unreadable file raises CommandError."""
+        return list(self._add_lines(path, extra_args))
+
+    def _add_lines(self, path: str, extra_args: Sequence[str] = ()) -> Iterator[tuple[str, list[JobResult]]]:
+        """`add_file`, a line at a time (what each line was read as is gone once its jobs are made)."""
         extra = list(extra_args) + list(self.config.extra_args)
         with collector_paused():
-            return [
-                (line.text, self._add_entry(InputEntry.from_line(line)))
-                for line in read_commands_file(path, extra, errors="collect")
-            ]
+            for line in iter_commands_file(path, extra):
+                yield line.text, self._add_entry(InputEntry.from_line(line))
 
     def add_command(self, text: str | Sequence[str], *, source: str | None = None) -> list[JobResult]:
         """One command string; raises CommandError (one line) when it does not parse."""

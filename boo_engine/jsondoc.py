@@ -1,0 +1,96 @@
+"""The JSON export (`exporters`): the document, and the same bytes written into a file a result at a time.
+
+A run of 200,000 jobs made its document whole before writing it: every result as a dict (`JobResult.to_dict`),
+a NaN-free copy of all of them (`json_safe`), then the text, ~3 copies of the run at the peak. `write_json`
+writes the text of one result at a time where the document holds its results, indented as `json.dumps` indents
+them, so the file is byte for byte `render_json`'s.
+"""
+from __future__ import annotations
+
+import datetime
+import io
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import IO, Any
+
+from .compare import BASELINE_LABEL, Comparison, by_variant, column_label, comparison_key, summarize
+from .results import JobResult
+from .weights import ModelLine
+
+Comparisons = Mapping[tuple[str, str, str], Comparison]
+#: what the document holds where its results go, while `write_json` writes them (no text of a run holds NULs)
+_SLOT = "\x00results\x00"
+
+
+def json_safe(v: Any) -> Any:
+    """JSON has no NaN / inf: they become null, so every JSON parser reads the file."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        return {str(k): json_safe(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [json_safe(x) for x in v]
+    return v
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(json_safe(value), indent=1, allow_nan=False, default=str)
+
+
+def result_doc(r: JobResult, comparisons: Comparisons) -> dict[str, Any]:
+    """One result as the document holds it: every field (raw samples included), its column and its comparison."""
+    d = r.to_dict()
+    cmp = comparisons.get(comparison_key(r))
+    d["column"] = column_label(r)
+    d["comparison"] = cmp.to_dict() if cmp else None
+    return d
+
+
+def _document(results: Any, *, environment: dict[str, Any] | None, run: dict[str, Any] | None,
+              comparisons: Comparisons, model: Sequence[ModelLine] | None) -> dict[str, Any]:
+    return {
+        "format": "boo-tui-results",
+        "format_version": 1,
+        "exported_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "environment": environment,
+        "run": run,
+        "results": results,
+        "comparisons": [
+            {"target": t, "command": cmd, "variant": label, "baseline": BASELINE_LABEL, **c.to_dict()}
+            for (t, cmd, label), c in comparisons.items()
+        ],
+        "summary": {label: s.to_dict() for label, s in summarize(by_variant(comparisons)).items()},
+        "model": [line.to_dict() for line in model or ()],
+    }
+
+
+def render_json(results: Sequence[JobResult], *, environment: dict[str, Any] | None, run: dict[str, Any] | None,
+                comparisons: Comparisons, model: Sequence[ModelLine] | None = None) -> str:
+    """The whole document as text."""
+    doc = _document([result_doc(r, comparisons) for r in results], environment=environment, run=run,
+                    comparisons=comparisons, model=model)
+    return _dumps(doc) + "\n"
+
+
+def write_json(f: IO[bytes], results: Iterable[JobResult], *, environment: dict[str, Any] | None,
+               run: dict[str, Any] | None, comparisons: Comparisons, model: Sequence[ModelLine] | None = None) -> None:
+    """`render_json`'s text, UTF-8, into `f`, one result at a time (never every result's dict at once)."""
+    out = io.TextIOWrapper(f, encoding="utf-8", newline="")
+    text = _dumps(_document(_SLOT, environment=environment, run=run, comparisons=comparisons, model=model)) + "\n"
+    slot = json.dumps(_SLOT)
+    if text.count(slot) != 1:   # (a NUL in the environment, say): the whole document, as render_json makes it
+        out.write(render_json(list(results), environment=environment, run=run, comparisons=comparisons,
+                              model=model))
+    else:
+        before, _, after = text.partition(slot)
+        out.write(before)
+        first = True
+        for r in results:   # a list at depth 1 of indent=1: "[", each item at depth 2, "]" at depth 1
+            out.write("[\n  " if first else ",\n  ")
+            out.write(_dumps(result_doc(r, comparisons)).replace("\n", "\n  "))
+            first = False
+        out.write("[]" if first else "\n ]")
+        out.write(after)
+    out.flush()
+    out.detach()   # `f` is the caller's to close
