@@ -19,8 +19,9 @@ from .results import JobResult
 from .weights import ModelLine
 
 Comparisons = Mapping[tuple[str, str, str], Comparison]
-#: what the document holds where its results go, while `write_json` writes them (no text of a run holds NULs)
-_SLOT = "\x00results\x00"
+#: what the document holds where its results and its comparisons go while `write_json` writes them (no text of a
+#: run holds a NUL)
+_SLOTS = ("\x00results\x00", "\x00comparisons\x00")
 
 
 def json_safe(v: Any) -> Any:
@@ -47,8 +48,14 @@ def result_doc(r: JobResult, comparisons: Comparisons) -> dict[str, Any]:
     return d
 
 
-def _document(results: Any, *, environment: dict[str, Any] | None, run: dict[str, Any] | None,
-              comparisons: Comparisons, model: Sequence[ModelLine] | None) -> dict[str, Any]:
+def _comparison_doc(key: tuple[str, str, str], c: Comparison) -> dict[str, Any]:
+    t, cmd, label = key
+    return {"target": t, "command": cmd, "variant": label, "baseline": BASELINE_LABEL, **c.to_dict()}
+
+
+def _document(results: Any, comparisons_doc: Any, *, environment: dict[str, Any] | None,
+              run: dict[str, Any] | None, comparisons: Comparisons,
+              model: Sequence[ModelLine] | None) -> dict[str, Any]:
     return {
         "format": "boo-tui-results",
         "format_version": 1,
@@ -56,10 +63,7 @@ def _document(results: Any, *, environment: dict[str, Any] | None, run: dict[str
         "environment": environment,
         "run": run,
         "results": results,
-        "comparisons": [
-            {"target": t, "command": cmd, "variant": label, "baseline": BASELINE_LABEL, **c.to_dict()}
-            for (t, cmd, label), c in comparisons.items()
-        ],
+        "comparisons": comparisons_doc,
         "summary": {label: s.to_dict() for label, s in summarize(by_variant(comparisons)).items()},
         "model": [line.to_dict() for line in model or ()],
     }
@@ -68,29 +72,38 @@ def _document(results: Any, *, environment: dict[str, Any] | None, run: dict[str
 def render_json(results: Sequence[JobResult], *, environment: dict[str, Any] | None, run: dict[str, Any] | None,
                 comparisons: Comparisons, model: Sequence[ModelLine] | None = None) -> str:
     """The whole document as text."""
-    doc = _document([result_doc(r, comparisons) for r in results], environment=environment, run=run,
-                    comparisons=comparisons, model=model)
+    doc = _document([result_doc(r, comparisons) for r in results],
+                    [_comparison_doc(k, c) for k, c in comparisons.items()],
+                    environment=environment, run=run, comparisons=comparisons, model=model)
     return _dumps(doc) + "\n"
 
 
 def write_json(f: IO[bytes], results: Iterable[JobResult], *, environment: dict[str, Any] | None,
                run: dict[str, Any] | None, comparisons: Comparisons, model: Sequence[ModelLine] | None = None) -> None:
-    """`render_json`'s text, UTF-8, into `f`, one result at a time (never every result's dict at once)."""
+    """`render_json`'s text, UTF-8, into `f`, a result (and a comparison) at a time: never all of them as dicts."""
     out = io.TextIOWrapper(f, encoding="utf-8", newline="")
-    text = _dumps(_document(_SLOT, environment=environment, run=run, comparisons=comparisons, model=model)) + "\n"
-    slot = json.dumps(_SLOT)
-    if text.count(slot) != 1:   # (a NUL in the environment, say): the whole document, as render_json makes it
+    text = _dumps(_document(*_SLOTS, environment=environment, run=run, comparisons=comparisons, model=model)) + "\n"
+    slots = [json.dumps(slot) for slot in _SLOTS]
+    if any(text.count(slot) != 1 for slot in slots):   # (a NUL in the environment, say): as render_json makes it
         out.write(render_json(list(results), environment=environment, run=run, comparisons=comparisons,
                               model=model))
     else:
-        before, _, after = text.partition(slot)
-        out.write(before)
-        first = True
-        for r in results:   # a list at depth 1 of indent=1: "[", each item at depth 2, "]" at depth 1
-            out.write("[\n  " if first else ",\n  ")
-            out.write(_dumps(result_doc(r, comparisons)).replace("\n", "\n  "))
-            first = False
-        out.write("[]" if first else "\n ]")
-        out.write(after)
+        items = ((result_doc(r, comparisons) for r in results),
+                 (_comparison_doc(k, c) for k, c in comparisons.items()))
+        for slot, docs in zip(slots, items):
+            before, _, text = text.partition(slot)
+            out.write(before)
+            _write_list(out, docs)
+        out.write(text)
     out.flush()
     out.detach()   # `f` is the caller's to close
+
+
+def _write_list(out: IO[str], docs: Iterable[dict[str, Any]]) -> None:
+    """A list of the document's (at depth 1 of indent=1), as json.dumps writes it: `[`, each item at depth 2, `]`."""
+    first = True
+    for doc in docs:
+        out.write("[\n  " if first else ",\n  ")
+        out.write(_dumps(doc).replace("\n", "\n  "))
+        first = False
+    out.write("[]" if first else "\n ]")

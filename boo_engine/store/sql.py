@@ -218,15 +218,13 @@ class WriteConnection:
         the run has no row for yet, each only saying what its job is) in the transaction `c` is in: a few
         statements for them all, where `result_in` takes 3-4 a row. A row the run has already fails the whole
         insert (sqlite3.IntegrityError: the caller writes them one by one instead). Returns how many are final."""
-        described = [(t, op, f, dumps(sig)) for t, op, f, sig in commands if sig is not None]
-        if described:
-            c.executemany("INSERT INTO commands (text, op, func_name, signature) VALUES (?, ?, ?, ?)"
-                          " ON CONFLICT (text) DO UPDATE SET signature = excluded.signature", described)
-        named = [(t, op, f) for t, op, f, sig in commands if sig is None]
-        there = {t for t, _, _, _ in described}   # (these are in already)
-        named += [(r[0], r[1], r[BARE_FUNC_NAME]) for r in rows if r[0] not in there]
-        c.executemany("INSERT INTO commands (text, op, func_name) VALUES (?, ?, ?) ON CONFLICT (text) DO NOTHING",
-                      named)
+        # every command before its first row, in the order the rows first name them (as one at a time would)
+        given = {t: (t, op, f, None if sig is None else dumps(sig)) for t, op, f, sig in commands}
+        first = {r[0]: r for r in rows}   # (a dict keeps the first row's place: the order they are first named)
+        ordered = [given.pop(t) if t in given else (t, r[1], r[BARE_FUNC_NAME], None) for t, r in first.items()]
+        ordered[:0] = given.values()   # (commands of no row here: first)
+        c.executemany("INSERT INTO commands (text, op, func_name, signature) VALUES (?, ?, ?, ?) ON CONFLICT (text)"
+                      " DO UPDATE SET signature = excluded.signature WHERE excluded.signature IS NOT NULL", ordered)
         variant_ids = {name: self._variant_id(c, run_id, name) for name in {r[2] for r in rows}}
         c.executemany(f"INSERT INTO results (run_id, command_id, variant_id, {', '.join(BARE_COLUMNS)})"
                       f" VALUES (?, (SELECT id FROM commands WHERE text = ?), ?, {', '.join('?' * len(BARE_COLUMNS))})",
