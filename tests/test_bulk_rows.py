@@ -172,5 +172,6 @@ def test_the_count_is_one_per_job_however_often_it_is_written(tmp_path, rerun):
     for status in ([FAILED, QUEUED, FAILED] if rerun else [FAILED, FAILED]):
         r = dataclasses.replace(r, status=status, finished_at=time.time() if status in FINAL_STATUSES else None)
         store.record_result(run, r)
+        store.flush()   # (one drain would keep the last write only)
     store.close()
     assert store._writer._stored == 1

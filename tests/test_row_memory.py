@@ -149,6 +149,9 @@ def test_an_aten_list_reads_as_literal_eval_reads_it():
             text = "".join(random.choice(alphabet) for _ in range(random.randint(0, 12)))
             text = "[" + text + "]" if random.random() < 0.5 else text
             assert ours(text) == literal(text), text
+    for text in ("[1, 2]", "[[1, 2], []]", "[1,]", "[01]", "[- 1]", "[]", "['a', 'b']", "['a' 'b']", "['a',]",
+                 "['a\rb']", "['a\x00']", "['a\\'b']", "['a\\nb']", " [ 'c10::Half' , 'float' ] ", "['\u00e9']"):
+        assert ours(text) == literal(text), text
     assert ours("[" * 100000 + "]" * 100000) == "error"
 
 
