@@ -132,8 +132,7 @@ class ConvSignature(OpSignature):
 
     def __post_init__(self) -> None:
         for name in ("in_spatial", "fil_spatial", "stride", "padding", "dilation", "output_padding"):
-            value = getattr(self, name)
-            if type(value) is not tuple:
+            if type(value := getattr(self, name)) is not tuple:
                 object.__setattr__(self, name, tuple(value))
         nd = len(self.in_spatial)
         # fill defaults that depend on the spatial rank (frozen: go through object.__setattr__)

@@ -203,24 +203,8 @@ class Session:
             if self.run_id is None:
                 self._recorder.start_run(self.environment(), self.variants)
             ids = list(job_ids) if job_ids is not None else list(self.jobs)
-            rows: list[JobResult] = []   # to store, RECORD_CHUNK at a time (in bulk: record_many)
-            for i, job_id in enumerate(ids):
-                if state.stop.is_set():   # interrupt() from another thread waits for this lock: storing 200,000
-                    self._recorder.record_many(rows)   # rows takes seconds; the run never gets the rest
-                    self._plan.skipped(ids[i:])
-                    return
-                result = self.jobs.get(job_id)
-                if result is not None and result.status == QUEUED:
-                    state.job(job_id).prepare(iters, min_time_s)
-                    state.queued.append(job_id)
-                    rows.append(result)
-                elif result is not None and result.status == FAILED and state.job(job_id).command is None:
-                    rows.append(result)  # bad input lines are stored as failed rows too
-                if len(rows) >= RECORD_CHUNK:
-                    self._recorder.record_many(rows)
-                    rows = []
-            self._recorder.record_many(rows)
-            self._runner.ensure_running()
+            if queue_and_store(state, self._recorder, ids, iters, min_time_s):
+                self._runner.ensure_running()
 
     def rerun(self, job_ids: Iterable[str], *, iters: int | None = None, min_time_s: float | None = None,
               fresh: bool = False) -> bool:
@@ -361,6 +345,32 @@ class Session:
 
     def _collect_environment(self) -> None:
         self._environment = run_environment(self.target, self._cache, self._state.emit, self.cluster)
+
+
+def queue_and_store(state: SessionState, recorder: RunRecorder, ids: list[str], iters: int | None,
+                    min_time_s: float | None) -> bool:
+    """start()'s work under the state lock: queue the given jobs that are queued and store their rows (and those
+    of bad input lines, failed rows), RECORD_CHUNK at a time (in bulk: `record_many`). False when interrupt()
+    stopped it (from another thread, which waits for the lock: storing 200,000 rows takes seconds): the run never
+    gets the jobs after that."""
+    rows: list[JobResult] = []
+    for i, job_id in enumerate(ids):
+        if state.stop.is_set():
+            recorder.record_many(rows)
+            state.plan.skipped(ids[i:])
+            return False
+        result = state.jobs.get(job_id)
+        if result is not None and result.status == QUEUED:
+            state.job(job_id).prepare(iters, min_time_s)
+            state.queued.append(job_id)
+            rows.append(result)
+        elif result is not None and result.status == FAILED and state.job(job_id).command is None:
+            rows.append(result)  # bad input lines are stored as failed rows too
+        if len(rows) >= RECORD_CHUNK:
+            recorder.record_many(rows)
+            rows = []
+    recorder.record_many(rows)
+    return True
 
 
 def session_target(config: SessionConfig) -> Target:
