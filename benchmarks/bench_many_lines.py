@@ -20,7 +20,9 @@ at once (`interrupt()`: every job stored again as interrupted, as one Ctrl-C doe
 own process with a fresh temporary database and kernel cache; its peak RSS is that process's own VmHWM (read
 from /proc while it runs, the last reading kept), beside wait4's ru_maxrss (the largest of it and its children).
 Reported per case: wall seconds, CPU seconds (user + system: what other processes on the machine do not
-change), peak RSS (MiB), the rows in the database, the run's status, the exit code.
+change; `cpu_s` with the processes it started and waited for, such as the benchmark worker that start() starts,
+`cpu_self_s` the session's process alone), peak RSS (MiB), the rows in the database, the run's status, the exit
+code.
 
     python3 benchmarks/bench_many_lines.py [--sizes 5000,20000,200000] [--kinds bad,bad-dup,dup,distinct,mixed]
                                            [--convs FILE] [--timeout 600] [--signal TERM|INT]
@@ -35,6 +37,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import sqlite3
@@ -118,8 +121,10 @@ def child(kind: str, commands: str, db: str, cache: str) -> int:
     finally:
         session.close()
     t_end = time.monotonic()
+    own = resource.getrusage(resource.RUSAGE_SELF)   # this process alone: not the benchmark worker it started
     print(json.dumps({"jobs": len(jobs), "plan_s": round(t_plan - t0, 2), "start_s": round(t_start - t_plan, 2),
-                      "interrupt_close_s": round(t_end - t_start, 2)}), file=sys.stderr)
+                      "interrupt_close_s": round(t_end - t_start, 2),
+                      "cpu_self_s": round(own.ru_utime + own.ru_stime, 2)}), file=sys.stderr)
     return 0
 
 

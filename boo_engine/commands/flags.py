@@ -58,10 +58,12 @@ def _convert(op: str, spelled: str, kind: str, raw: str) -> Any:
 
 @dataclass(frozen=True)
 class _Compiled:
-    """A flag table made ready for parsing: its flags by long name and by short letter, and the defaults."""
+    """A flag table made ready for parsing: its flags by long name, by short letter and by the token that names
+    them (`--name`, `-x`), and the defaults."""
 
     by_long: dict[str, Flag]
     by_short: dict[str, Flag]
+    by_token: dict[str, Flag]
     defaults: dict[str, Any]
 
 
@@ -76,7 +78,9 @@ def _compile(table: Iterable[Flag]) -> _Compiled:
     if known is not None and known[0] is table:
         return known[1]
     flags = list(table)
-    compiled = _Compiled({f.long: f for f in flags}, {f.short: f for f in flags if f.short},
+    by_token = {"--" + f.long: f for f in flags}
+    by_token.update({"-" + f.short: f for f in flags if f.short and len(f.short) == 1})
+    compiled = _Compiled({f.long: f for f in flags}, {f.short: f for f in flags if f.short}, by_token,
                          {f.long: f.default for f in flags})
     if isinstance(table, tuple):   # immutable: safe to reuse (a list could change under us)
         if len(_COMPILED) >= _COMPILED_KEPT:
@@ -92,14 +96,19 @@ def parse_flags(op: str, tokens: Sequence[str], table: Iterable[Flag]) -> tuple[
     The spellings let later validation name the flag as the user wrote it.
     """
     compiled = _compile(table)
-    by_long, by_short = compiled.by_long, compiled.by_short
+    by_long, by_short, by_token = compiled.by_long, compiled.by_short, compiled.by_token
     values: dict[str, Any] = dict(compiled.defaults)
     spelled: dict[str, str] = {}
     i, n = 0, len(tokens)
     while i < n:
         token = tokens[i]
-        flag: Flag | None = None
+        flag: Flag | None = by_token.get(token)
         raw: str | None = None
+        if flag is not None and i + 1 < n:   # the usual `-x value` / `--name value`
+            values[flag.long] = _convert(op, token, flag.kind, tokens[i + 1])
+            spelled[flag.long] = token
+            i += 2
+            continue
         if token.startswith("--") and len(token) > 2:
             name, eq, inline = token[2:].partition("=")
             flag = by_long.get(name)
@@ -214,9 +223,14 @@ def split_driver_args(tokens: Sequence[str]) -> DriverArgs:
     iters, time, verify = 100, 1, None
     family = _family(tokens[0]) if tokens and not tokens[0].startswith("-") else "command"
     table = _driver_table(family)
-    rest: list[str] = []
-    ignored: list[str] = []
     i, n = 0, len(tokens)
+    if "=" not in "".join(tokens):   # no `--flag=value`: only a token that is a flag's name can be one
+        named = table.keys() & set(tokens)
+        if not named:
+            return DriverArgs(rest=list(tokens))
+        i = min(tokens.index(name) for name in named)   # every token before the first is the op's
+    rest: list[str] = list(tokens[:i])
+    ignored: list[str] = []
     while i < n:
         token = tokens[i]
         entry = table.get(token.partition("=")[0] if token.startswith("--") else token)
