@@ -198,6 +198,6 @@ def read_commands_file(path, extra_args=(), errors="raise"):
     out: list[Command] = []
     for line in iter_commands_file(path, extra_args):
         if line.command is None:
-            raise CommandError(line.message)
+            raise CommandError(f"{line.source}: {line.error}")
         out.append(line.command)
     return out
