@@ -61,18 +61,18 @@ def main() -> None:
             unlowered(text)
         print(f"rule check {sig.op_name:32s} {(time.perf_counter() - t) / 20 * 1e3:6.1f} ms per export")
 
-    native = aten_mod.IREE_NATIVE_OPS
+    native, native16 = aten_mod.IREE_NATIVE_OPS, aten_mod.IREE_NATIVE_OPS_16BIT
     with tempfile.TemporaryDirectory() as d:
         results = {}
-        for label, ops in (("as-is", native), ("decomposed", frozenset())):
-            aten_mod.IREE_NATIVE_OPS = ops   # the property reads the module's global
+        for label, ops, ops16 in (("as-is", native, native16), ("decomposed", frozenset(), frozenset())):
+            aten_mod.IREE_NATIVE_OPS, aten_mod.IREE_NATIVE_OPS_16BIT = ops, ops16   # the property reads these
             cache = KernelCache(Path(d) / label)
             for sig in sigs:
                 if sig.op_name not in native:
                     continue
                 kernel = get_launchable(sig, opts.target, None, cache=cache)
                 results[(sig.op_name, label)] = median_us(kernel, sig.get_sample_args(0), opts.calls)
-        aten_mod.IREE_NATIVE_OPS = native
+        aten_mod.IREE_NATIVE_OPS, aten_mod.IREE_NATIVE_OPS_16BIT = native, native16
     for sig in sigs:
         if sig.op_name in native:
             a, b = results[(sig.op_name, "as-is")], results[(sig.op_name, "decomposed")]

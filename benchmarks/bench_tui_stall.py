@@ -71,6 +71,7 @@ async def bench(args: argparse.Namespace) -> dict:
         "run_s": round(time.monotonic() - t0, 1),
         "ticks": monitor.ticks,
         "max_stall_ms": round(monitor.max_stall_s * 1000, 1),
+        "max_ui_busy_ms": round(monitor.max_busy_s * 1000, 1),   # the UI thread's own CPU between two ticks
         "gap_p50_ms": round(statistics.median(gaps) * 1000, 1) if gaps else None,
         "gap_p99_ms": round(gaps[int(0.99 * (len(gaps) - 1))] * 1000, 1) if gaps else None,
         "long_gaps": [[round(t, 2), round(g * 1000)] for t, g in monitor.long_gaps[:30]],

@@ -11,11 +11,11 @@ checked up front (`check_export_path`) so a long run cannot end in "unknown exte
 - Markdown (`markdown.py`): one row per command, variants (and the torch reference) side by side with their
   ratio to the baseline, its 95% CI and a verdict mark; fit to paste into a pull request.
 
-Results whose commands file gave weights (`# boo-tui: calls=N share=P%`) carry `calls` and `share` in every
-format, and every format adds the model line of each column (`weights.model_lines`: sum of calls x median, its
-ratio to the baseline with a CI and a verdict, partial when some weighted command is not counted): CSV rows with
-status `model`, a `model` list in the JSON, a line beside the geomean in the Markdown. Rows stay in the file's
-order.
+Results whose commands file gave weights (`# boo-tui: calls=N share=P% us=T`) carry `calls` and `share` in every
+format (`captured_us` too in the CSV and JSON), and every format adds the model line of each column
+(`weights.model_lines`: sum of calls x median, its ratio to the baseline with a CI and a verdict, partial when some
+weighted command is not counted, and what part of the capture it counts): CSV rows with status `model`, a `model`
+list in the JSON, a line beside the geomean in the Markdown. Rows stay in the file's order.
 """
 from __future__ import annotations
 
@@ -60,11 +60,12 @@ CSV_COLUMNS = [
     "numerics", "noisy", "noise_reason", "host_load", "steal", "disturbed", "rounds", "block_k", "warmup_calls",
     "compile_seconds", "cache_hit", "num_dispatches", "spec_applied", "compile_flags",
     "ratio_vs_baseline", "ci_low", "ci_high", "p_value", "verdict", "verdict_reason",
-    "calls", "share", "weighted_us",
+    "calls", "share", "captured_us", "weighted_us",
     "error", "source", "reproducer", "job_id",
 ]
 #: the `command` and `status` of a CSV row holding a model line (`weights.ModelLine`): its `median_us` is the
-#: column's sum of calls x median, `n` the kernels counted, `calls` / `share` their sums, `error` says "partial"
+#: column's sum of calls x median, `n` the kernels counted, `calls` / `share` / `captured_us` their sums, `error`
+#: says "partial"
 MODEL_COMMAND = "model: sum of calls x median"
 MODEL_STATUS = "model"
 _STAT_COLUMNS = ("n", "min_us", "median_us", "mean_us", "max_us", "stddev_us", "p10_us", "p90_us", "iqr_us",
@@ -271,7 +272,7 @@ def _result_record(r: JobResult, comparisons: Comparisons) -> dict[str, Any]:
     d.update(ratio_vs_baseline=cmp.ratio if cmp else None, ci_low=cmp.ci_low if cmp else None,
              ci_high=cmp.ci_high if cmp else None, p_value=cmp.p_value if cmp else None,
              verdict=cmp.verdict if cmp else None, verdict_reason=cmp.reason if cmp else None)
-    d.update(calls=r.calls, share=r.share, weighted_us=weighted_us(r))
+    d.update(calls=r.calls, share=r.share, captured_us=r.captured_us, weighted_us=weighted_us(r))
     d.update(roofline_us=r.roofline_us, pct_roofline=r.pct_roofline)
     return d
 
@@ -289,6 +290,7 @@ def _model_record(line: ModelLine) -> dict[str, Any]:
              backend=TORCH if line.label == TORCH else IREE,
              median_us=line.total_us, ratio_vs_baseline=line.ratio, ci_low=line.ci_low, ci_high=line.ci_high,
              p_value=line.p_value, verdict=line.verdict, calls=line.calls, share=line.share,
+             captured_us=line.captured_us,
              weighted_us=line.total_us,
              error=(f"partial: {line.commands} of {line.weighted} weighted commands" if line.partial else None))
     return d
@@ -348,7 +350,8 @@ def render_boo_driver_csv(rows: Sequence[tuple[str, Mapping[str, JobResult]]], *
     several_devices = len({r.where for r in results if r.device}) > 1   # GPUs, or Ray nodes
     if several_devices:
         header.append("device")
-    ours = (len(backends) if roof else 0) + (len(backends) if dispatch else 0) + several_devices
+    header += [f"{b} n" for b in backends]   # the samples taken: fewer than --iter when the time limit came first
+    ours = (len(backends) if roof else 0) + (len(backends) if dispatch else 0) + several_devices + len(backends)
     out = []
     for arguments, by_backend in rows:
         line = [arguments]
@@ -371,6 +374,8 @@ def render_boo_driver_csv(rows: Sequence[tuple[str, Mapping[str, JobResult]]], *
                      else NA for b in backends]
         if several_devices:
             line.append(" ".join(sorted({r.where for r in by_backend.values() if r.device})) or NA)
+        line += [str(r.stats.n) if (r := by_backend.get(b)) is not None and r.status == DONE and r.stats else NA
+                 for b in backends]
         out.append(line)
     if weighted:
         out.append(_boo_driver_model_row(rows, backends, len(header) - ours) + [NA] * ours)

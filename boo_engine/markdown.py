@@ -25,14 +25,23 @@ from .compare import (
 )
 from .compile.flags import chosen_flags
 from .environment import defaults_label, machine_label
-from .results import DONE, FAILED, JobResult
+from .results import DONE, FAILED, TORCH, JobResult
 from .weights import ModelLine, has_weights, model_lines
 
 Comparisons = Mapping[tuple[str, str, str], Comparison]
 
 #: the mark of each verdict, in the Markdown export and the dashboard's "vs base" column alike
 VERDICT_MARK = {FASTER: "✅", SLOWER: "❌", SAME: "≈", UNCLEAR: "❓", INSUFFICIENT: "❔"}
-_MARK = {v: f"{VERDICT_MARK[v]} {'too few samples' if v == INSUFFICIENT else v}" for v in VERDICT_MARK}
+
+
+def verdict_words(verdict: str, *, reference: bool = False) -> tuple[str, str]:
+    """(mark, words) of a verdict. A variant's row says how it does against the baseline: `✅ faster`. The eager
+    torch reference's row (`reference`) says which side is faster, and its mark is the IREE kernel's side: torch
+    faster is `❌ torch faster`, IREE faster `✅ iree faster` (a green check had marked torch beating IREE)."""
+    if reference and verdict in (FASTER, SLOWER):
+        return ("❌", "torch faster") if verdict == FASTER else ("✅", "iree faster")
+    mark = next((m for v, m in VERDICT_MARK.items() if v == verdict), "")
+    return mark, "too few samples" if verdict == INSUFFICIENT else str(verdict)
 
 
 def verdict_legend(min_effect: float) -> str:
@@ -65,14 +74,15 @@ def format_us(x: float | None) -> str:
     return f"{x:.2f}"
 
 
-def format_ratio(c: Comparison) -> str:
-    """`0.912x [0.900, 0.925] ✅ faster`: the ratio, its CI and the verdict (`-` without a ratio)."""
+def format_ratio(c: Comparison, *, reference: bool = False) -> str:
+    """`0.912x [0.900, 0.925] ✅ faster`: the ratio, its CI and the verdict (`-` without a ratio); for the torch
+    reference's column (`reference`) the verdict names the faster side (`verdict_words`)."""
     if not math.isfinite(c.ratio):
         return "-"
     s = f"{c.ratio:.3f}x"
     if math.isfinite(c.ci_low) and math.isfinite(c.ci_high):
         s += f" [{c.ci_low:.3f}, {c.ci_high:.3f}]"
-    return f"{s} {_MARK.get(c.verdict, c.verdict)}"
+    return " ".join(part for part in (s, *verdict_words(c.verdict, reference=reference)) if part)
 
 
 def _short(text: str | None, limit: int = 80) -> str:
@@ -195,7 +205,9 @@ def render_markdown(results: Sequence[JobResult], *, environment: dict[str, Any]
     notes = ["Times are median microseconds per call."]
     if any(r.pct_roofline is not None for r in results):
         notes.append("% roof = the roofline (the least time the kernel's FLOPs and bytes allow on this machine's "
-                     "measured peaks, `boo-tui peak`) / median x 100.")
+                     "measured peaks, `boo-tui peak`) / median x 100"
+                     + ("; ▲ = above it: the kernel beat a measured peak (why: the JSON export's "
+                        "device_detail.roofline)." if any((r.pct_roofline or 0) > 100 for r in results) else "."))
     if comparisons:
         notes.append(verdict_legend(min_effect))
     if n_noisy:
@@ -215,7 +227,8 @@ def render_markdown(results: Sequence[JobResult], *, environment: dict[str, Any]
 
 def describe_model_line(line: ModelLine, *, label: bool = True) -> str:
     """One line a person reads (the dashboard, the Markdown export): `tuned 9,876 us 0.800x [0.780, 0.820]
-    faster (3 kernels, 12 calls, 70.1% of the model's eager time; partial: 3 of 4 weighted commands)`."""
+    faster (3 kernels, 12 calls, 70.1% of the captured compute: 12,345 of 17,610 us, this column 0.80x it;
+    partial: 3 of 4 weighted commands)`. A file without captured times (`us=`) says its shares' sum only."""
     name = f"{line.label} " if label else ""
     if not line.commands:
         return f"{name}no kernel counted yet (0 of {line.weighted} weighted commands)"
@@ -226,12 +239,21 @@ def describe_model_line(line: ModelLine, *, label: bool = True) -> str:
                   if math.isfinite(line.ci_low) and math.isfinite(line.ci_high) else "")
             parts.append(f"{line.ratio:.3f}x{ci}")
         parts.append("too few samples" if line.verdict == INSUFFICIENT else str(line.verdict))
-    notes = [f"{line.commands} kernels, {line.calls} calls, {line.share:.1f}% of the model's eager time"]
+    notes = [f"{line.commands} kernels, {line.calls} calls, {_coverage(line)}"]
     if line.partial:
         notes.append(f"partial: {line.commands} of {line.weighted} weighted commands")
     if line.unweighted:
         notes.append(f"{line.unweighted} without weight not counted")
     return " ".join(parts) + " (" + "; ".join(notes) + ")"
+
+
+def _coverage(line: ModelLine) -> str:
+    """What part of the capture the line counts, and this column's time against the capture's."""
+    if line.captured_us is None or line.vs_captured is None:
+        return f"share {line.share:.1f}% (the file gives no captured times)"
+    total = f" of {format_us(line.captured_total_us)}" if line.captured_total_us is not None else ""
+    return (f"{line.share:.1f}% of the captured compute: {format_us(line.captured_us)}{total} us, "
+            f"this column {line.vs_captured:.2f}x it")
 
 
 def _model_md(line: ModelLine, multi_target: bool) -> str:
@@ -277,8 +299,11 @@ def _flags_column(cells: dict[tuple[str, str], dict[str, JobResult]], label: str
 
 
 def roof_cell(r: JobResult | None) -> str:
-    """A result's % of its roofline (`limits/`), one decimal; "-" without one."""
-    return f"{r.pct_roofline:.1f}" if r is not None and r.status == DONE and r.pct_roofline is not None else "-"
+    """A result's % of its roofline (`limits/`), one decimal, `▲` above 100% (it beat a measured peak: its
+    `device_detail["roofline"]` says why); "-" without one."""
+    if r is None or r.status != DONE or r.pct_roofline is None:
+        return "-"
+    return f"{r.pct_roofline:.1f}" + (" ▲" if r.pct_roofline > 100 else "")
 
 
 def _has_roofline(cells: dict[tuple[str, str], dict[str, JobResult]]) -> bool:
@@ -341,6 +366,6 @@ def _side_by_side_table(cells: dict[tuple[str, str], dict[str, JobResult]], labe
             row += [_latency_cell(by_label.get(label))] + ([roof_cell(by_label.get(label))] if roof else [])
             if label != BASELINE_LABEL:
                 c = comparisons.get((target, command, label))
-                row.append(format_ratio(c) if c else "-")
+                row.append(format_ratio(c, reference=label == TORCH) if c else "-")
         lines.append("| " + " | ".join(row) + " |")
     return lines

@@ -138,7 +138,8 @@ class JobResult:
     error: str | None = None        # one line: why it failed
     source: str | None = None       # "file:line" when it came from a commands file
     calls: int | None = None        # the command's weight in the model it was captured from (`# boo-tui:` line):
-    share: float | None = None      # times the model called it, and its share of the model's eager time in %
+    share: float | None = None      # times the model called it, its share of the capture's compute total in %,
+    captured_us: float | None = None  # and those calls' time in the capture (us; None when the line gives none)
     stats: Stats | None = None
     samples_us: list[float] = field(default_factory=list)
     block_k: int | None = None      # calls per sample (samples are per-call means of a block of k calls)

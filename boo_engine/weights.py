@@ -1,9 +1,11 @@
 """The model line: what the kernels of a captured model cost the model, per variant, with a verdict.
 
 A commands file captured from a model (`boo-tui capture`) gives each command its weight: `calls`, how often the
-model called the kernel, and `share`, its share of the model's eager time (`commands/files.py`). The model line
-of a column (a variant, the baseline, or "torch") is the model's time in these kernels, sum(calls x median), and
-for a column other than the baseline its ratio against the baseline's sum over the SAME commands, with:
+model called the kernel, `share`, its part of the capture's compute total (the profiled time of every compute call
+of a pass; in files captured before it, of the model's eager time), and `us`, those calls' time in the capture
+(`commands/files.py`). The model line of a column (a variant, the baseline, or "torch") is the model's time in
+these kernels, sum(calls x median), and for a column other than the baseline its ratio against the baseline's sum
+over the SAME commands, with:
 - a 95% CI: a percentile bootstrap of the weighted sums, each command's median resampled from its own samples
   on both sides (the per-kernel comparison's bootstrap, summed with the weights), seeded;
 - a p-value: the bootstrap's two-sided one (twice the smaller tail of the resampled ratios beyond 1.0);
@@ -14,6 +16,12 @@ A command counts in a column's line only where the column has the engine's compa
 both the variant and the baseline, and a variant's spec applied): commands that failed, were interrupted or got no
 ratio are left out and the line is `partial`, saying how many of the weighted commands it covers; commands
 without a weight (a file with some weight lines missing or malformed) are counted apart (`unweighted`).
+
+What the file covers: `share` is the sum of the counted commands' shares (the part of the capture's compute total
+the line measures), `captured_us` their time in the capture, `captured_total_us` the capture's whole compute total
+(sum(us) x 100 / sum(share) over the weighted commands: exact when the file holds every command, and still right
+for a file cut to its top commands). The torch column's total_us against captured_us says whether the weights add
+up: the same commands timed on their own against what they took in the model.
 """
 from __future__ import annotations
 
@@ -55,7 +63,9 @@ class ModelLine:
     weighted: int                 # weighted commands of the target in all (counted or not)
     unweighted: int               # commands of the target without a weight (never counted)
     calls: int                    # sum of calls over the commands counted
-    share: float                  # sum of share over the commands counted (percent of the model's eager time)
+    share: float                  # sum of share over the commands counted (percent of the capture's compute total)
+    captured_us: float | None = None        # their time in the capture (None: some counted command gives none)
+    captured_total_us: float | None = None  # the capture's compute total (None: some weighted command gives no us)
 
     @property
     def partial(self) -> bool:
@@ -63,12 +73,17 @@ class ModelLine:
         return self.commands < self.weighted
 
     @property
+    def vs_captured(self) -> float | None:
+        """total_us / captured_us: this column's time in the kernels against the capture's (None without it)."""
+        return self.total_us / self.captured_us if self.captured_us else None
+
+    @property
     def speedup(self) -> float:
         return 1.0 / self.ratio if self.ratio else math.inf
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d.update(partial=self.partial, speedup=self.speedup)
+        d.update(partial=self.partial, speedup=self.speedup, vs_captured=self.vs_captured)
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
 
 
@@ -144,8 +159,11 @@ def _line(target: str, label: str, baseline: str, weights: Mapping[str, JobResul
         counted.append((calls, mine, base))
         share += weighted.share or 0.0
     total = sum(calls * (_median(r) or 0.0) for calls, r, _ in counted)
+    captured = [weights[r.command].captured_us for _, r, _ in counted]
     common = dict(target=target, label=label, total_us=total, commands=len(counted), weighted=len(weights),
-                  unweighted=unweighted, calls=sum(c for c, _, _ in counted), share=share)
+                  unweighted=unweighted, calls=sum(c for c, _, _ in counted), share=share,
+                  captured_us=sum(u for u in captured if u is not None) if counted and None not in captured else None,
+                  captured_total_us=captured_total(weights.values()))
     if label == baseline:
         return ModelLine(baseline_us=None, ratio=math.nan, ci_low=math.nan, ci_high=math.nan, p_value=math.nan,
                          verdict=None, **common)  # type: ignore[arg-type]
@@ -161,6 +179,18 @@ def _line(target: str, label: str, baseline: str, weights: Mapping[str, JobResul
     verdict = decide(ratio, low, high, p_value, min_effect=min_effect, alpha=alpha)
     return ModelLine(baseline_us=base_total, ratio=ratio, ci_low=low, ci_high=high, p_value=p_value,
                      verdict=verdict, **common)  # type: ignore[arg-type]
+
+
+def captured_total(weighted: Iterable[JobResult]) -> float | None:
+    """The capture's compute total from its weighted commands: sum(us) x 100 / sum(share); None when one gives no
+    us or the shares sum to nothing."""
+    us = share = 0.0
+    for r in weighted:
+        if r.captured_us is None or r.share is None:
+            return None
+        us += r.captured_us
+        share += r.share
+    return us * 100.0 / share if share > 0 else None
 
 
 def _bootstrap(counted: list[tuple[int, JobResult, JobResult | None]], *, n_boot: int, seed: int,

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
+from textual.widgets import TabbedContent
 
 from boo_engine.exporters import FORMATS
 from boo_engine.results import FINAL_STATUSES, JobResult, Status
@@ -187,6 +188,10 @@ class ActionsMixin(_AppBase):
             return
         peaks = self.session.peaks if self.session is not None else None
         self.push_screen(RooflineScreen(results, peaks))
+
+    def action_show_pane(self, pane: str) -> None:
+        """One of the panes (hist, timeline, detail, log) in front: keys 1-4, Enter on a row for the detail."""
+        self.query_one("#panes", TabbedContent).active = f"tab-{pane}"
 
     def action_copy_repro(self) -> None:
         repro = reproducer_text(self._selected_view())

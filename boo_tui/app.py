@@ -31,7 +31,7 @@ from textual import work
 from textual.app import App, ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
-from textual.widgets import DataTable, Footer, Header, Input, RichLog, Static, TabbedContent, TabPane
+from textual.widgets import Footer, Header, Input, RichLog, Static, TabbedContent, TabPane
 
 from boo_engine import events as ev
 from boo_engine.compare import DEFAULT_MIN_EFFECT
@@ -44,7 +44,7 @@ from .actions import ActionsMixin
 from .bridge import EventBridge
 from .cells import COLUMN_WIDTHS, Filter
 from .live_table import TABLE_FLUSH_S, LiveTableMixin
-from .messages import ComparisonsComputed, EngineEvent, EngineFailed, SamplesReady, SessionFailed, SessionOpened
+from .messages import ComparisonsComputed, EngineFailed, EventsReady, SessionFailed, SessionOpened
 from .model import RunModel
 from .palette import BINDINGS as DASHBOARD_BINDINGS
 from .palette import BooCommands, palette_entries
@@ -63,6 +63,8 @@ from .tuning import TuneMixin
 
 __all__ = ["PALETTE", "BooApp", "BooCommands", "run_app"]
 
+EVENTS_PER_TURN = 256   # engine events applied before the event loop gets a turn (~10 us each)
+
 
 class BooApp(TuneMixin, ActionsMixin, LiveTableMixin, App[int]):
     """The dashboard. `config` and `inputs` are what `boo-tui` was given; the session opens on mount."""
@@ -70,7 +72,9 @@ class BooApp(TuneMixin, ActionsMixin, LiveTableMixin, App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "boo-tui"
     COMMANDS = App.COMMANDS | {BooCommands}
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (150, "-wide")]
+    #: side by side (plots and details right of the table) only where the table keeps the 120 columns its answer
+    #: columns need (the panes take 60): at 160 the panes had hidden numerics and noisy
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (180, "-wide")]
     BINDINGS = DASHBOARD_BINDINGS
 
     def __init__(self, config: Any, inputs: list[str] | None = None, *, autostart: bool = True) -> None:
@@ -118,7 +122,7 @@ class BooApp(TuneMixin, ActionsMixin, LiveTableMixin, App[int]):
                     id="filter")
         yield Static("", id="model-line")        # a file with weights: the engine's model line (live_table)
         with Vertical(id="body"):
-            yield ResultsTable(id="results", cursor_type="row", zebra_stripes=True)
+            yield ResultsTable(id="results", source=self._row_cells, zebra_stripes=True)
             with TabbedContent(id="panes"):
                 with TabPane("Histogram", id="tab-hist"):
                     yield PlotView("histogram", id="hist", empty="select a job: its samples appear here")
@@ -133,9 +137,8 @@ class BooApp(TuneMixin, ActionsMixin, LiveTableMixin, App[int]):
         yield Footer()
 
     def on_mount(self) -> None:
-        table = self.query_one("#results", DataTable)
-        for key, label in self.table_columns:
-            table.add_column(label, key=key, width=COLUMN_WIDTHS.get(key))
+        table = self.query_one("#results", ResultsTable)
+        table.set_columns(self.table_columns, COLUMN_WIDTHS)
         self.query_one("#model-line", Static).display = False
         table.focus()
         self.sub_title = "opening session..."
@@ -149,10 +152,9 @@ class BooApp(TuneMixin, ActionsMixin, LiveTableMixin, App[int]):
     # ---- the session ------------------------------------------------------------------------------------
     @work(thread=True, group="session-open")
     def _open_session(self) -> None:
-        """Create the session and add the inputs off the UI thread (opening the DB, reading files)."""
+        """Create the session and add the inputs off the UI thread (opening the DB, reading files). The imports a
+        run needs come after, on the engine thread (`on_session_opened`): the table shows the jobs first."""
         try:
-            warm_imports()
-            warm_plotext()
             session = Session(self.config, listener=self.bridge.listener)
         except Exception as e:  # noqa: BLE001 - a bad target or DB path is a message, not a traceback
             self.post_message(SessionFailed(one_line(e)))
@@ -193,6 +195,10 @@ class BooApp(TuneMixin, ActionsMixin, LiveTableMixin, App[int]):
         target = getattr(getattr(session, "target", None), "name", None) or getattr(self.config, "target", "")
         self.title = f"boo-tui  {target}" if target else "boo-tui"
         self._update_subtitle()
+        # what a run imports (scipy, the compile pool, plotext...: 1-2 s, 5 s on a loaded host) is imported now, first
+        # on the engine thread, so the table showed the jobs without waiting for it and no import holds the GIL in
+        # the middle of the run (engine calls run in order: the run starts after it)
+        self._call_engine(_warm_up)
         self._ask_for_verdicts()            # a resumed run's finished commands
         if self.autostart and any(v.status == Status.QUEUED for v in self.model.jobs.values()):
             # Draw the queued table first: its first paint renders every visible cell (25-30 ms), and the
@@ -251,8 +257,21 @@ class BooApp(TuneMixin, ActionsMixin, LiveTableMixin, App[int]):
             self._dirty |= self.model.set_comparisons(key, by_key[key], generation)
 
     # ---- messages from other threads ---------------------------------------------------------------------
-    def on_engine_event(self, message: EngineEvent) -> None:
-        event = message.event
+    async def on_events_ready(self, message: EventsReady) -> None:
+        """The engine's events, in order, EVENTS_PER_TURN at a time with the event loop running in between (a
+        captured model queues 2,000 jobs at once)."""
+        while events := self.bridge.take(EVENTS_PER_TURN):
+            for event in events:
+                self._apply_event(event)
+            await asyncio.sleep(0)
+
+    def _apply_event(self, event: ev.Event) -> None:
+        if isinstance(event, ev.SamplesAdded):   # the one flood while a kernel is measured: no more than this
+            view = self.model.jobs.get(event.job_id or "")
+            if view is not None:
+                self.model.add_samples(view, event.samples_us, event.total, event.target_count)
+                self._dirty.add(view.job_id)
+            return
         try:
             changed = self.model.apply(event)
         except Exception as e:  # noqa: BLE001
@@ -282,13 +301,6 @@ class BooApp(TuneMixin, ActionsMixin, LiveTableMixin, App[int]):
         self._dirty |= changed
         if isinstance(event, (ev.RunStarted, ev.RunFinished, ev.JobFinished, ev.JobQueued, ev.JobStatus)):
             self._subtitle_stale = True   # counted at the next flush: counting per event was O(jobs^2) on a load
-
-    def on_samples_ready(self, message: SamplesReady) -> None:
-        for batch in self.bridge.drain():
-            view = self.model.jobs.get(batch.job_id or "")
-            if view is not None:
-                self.model.add_samples(view, batch.samples_us, batch.total, batch.target_count)
-                self._dirty.add(view.job_id)
 
     # ---- quitting ----------------------------------------------------------------------------------------
     async def action_quit(self) -> None:
@@ -372,6 +384,11 @@ def run_app(config: Any, inputs: list[str], *, autostart: bool = True) -> int:
             print(f"boo-tui: what the worker processes printed is in {kept}", file=sys.stderr)
     rc = app.return_code
     return int(rc) if isinstance(rc, int) else 0
+
+
+def _warm_up() -> None:
+    warm_imports()
+    warm_plotext()
 
 
 def _kill_children(app: BooApp) -> None:

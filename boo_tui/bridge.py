@@ -1,10 +1,12 @@
-"""From engine threads to the UI thread without ever blocking the engine.
+"""From engine threads to the UI thread without ever blocking the engine, and without flooding the UI.
 
-The session calls `EventBridge.listener(event)` from its worker threads while it measures. The listener must be
-quick and must not wait on the UI (`call_from_thread` would block the measuring thread until the UI ran), so it
-only `post_message`s (a non-blocking, thread-safe queue put). Sample batches, the one flood, are buffered under a
-lock and announced by a single `SamplesReady` poke that `can_replace` its predecessor: however many batches arrive
-while the UI is busy, the UI drains them all in one go.
+The session calls `EventBridge.listener(event)` from its worker threads. The listener must be quick and must not
+wait on the UI (`call_from_thread` would block the measuring thread until the UI ran), so it appends the event to
+a buffer under a lock and, when the buffer was empty, posts one `EventsReady` poke (a non-blocking, thread-safe
+queue put). However many events arrive while the UI is busy (a captured model's 2,000 `JobQueued`, then 2,000
+`JobStatus` as its compiles start, sample batches while a kernel is measured), the UI takes them in order, a chunk
+at a time (`take`), letting the event loop run between chunks: one message instead of thousands, each of which
+Textual would have dispatched without letting the screen or a key press in between.
 """
 from __future__ import annotations
 
@@ -13,17 +15,17 @@ from typing import Any
 
 from boo_engine import events as ev
 
-from .messages import EngineEvent, SamplesReady
+from .messages import EventsReady
 from .model import shape_label
 
 
 class EventBridge:
-    """Turns session events into messages for `target` (the app)."""
+    """Turns session events into one poke at a time for `target` (the app), and hands them over in order."""
 
     def __init__(self, target: Any) -> None:
         self._target = target
         self._lock = threading.Lock()
-        self._pending: list[ev.SamplesAdded] = []
+        self._pending: list[ev.Event] = []
         self._poked = False
 
     def listener(self, event: ev.Event) -> None:
@@ -33,26 +35,25 @@ class EventBridge:
                 # the table's shape column parses the command: done here, on the engine's thread, it costs the
                 # UI nothing (1,000 labels were 0.43 s of one table build); shape_label caches it
                 shape_label(event.result.command)
-            if isinstance(event, ev.SamplesAdded):
-                with self._lock:
-                    self._pending.append(event)
-                    if self._poked:
-                        return
-                    self._poked = True
-                self._target.post_message(SamplesReady())
-            else:
-                self._target.post_message(EngineEvent(event))
+            with self._lock:
+                self._pending.append(event)
+                if self._poked:
+                    return
+                self._poked = True
+            self._target.post_message(EventsReady())
         except Exception:  # noqa: BLE001 - the engine must never die of a UI problem (e.g. app closing)
             pass
 
     def idle(self) -> bool:
-        """No sample batch is waiting for the UI."""
+        """No event is waiting for the UI."""
         with self._lock:
             return not self._pending
 
-    def drain(self) -> list[ev.SamplesAdded]:
-        """Take every buffered batch (UI thread)."""
+    def take(self, limit: int) -> list[ev.Event]:
+        """The oldest `limit` events (UI thread). An empty answer means the buffer is empty and the next event
+        posts a new poke; until then the poke's handler is expected to come back for the rest."""
         with self._lock:
-            out, self._pending = self._pending, []
-            self._poked = False
+            out, self._pending = self._pending[:limit], self._pending[limit:]
+            if not out:
+                self._poked = False
         return out

@@ -11,14 +11,16 @@ from typing import Any
 from rich.text import Text
 
 from boo_engine.compare import Comparison, Verdict
-from boo_engine.exporters import VERDICT_MARK, format_us
-from boo_engine.results import Status
+from boo_engine.exporters import format_us
+from boo_engine.markdown import roof_cell, verdict_words
+from boo_engine.results import TORCH, Status
 
 from .model import JobView, RunModel, shape_label
 
 #: "#" numbers the commands in the order they were added and "shape" says what each one computes, so rows can be
-#: told apart at a glance; the kernel name is long (it spells the shapes), so it goes last, and the numbers come
-#: before the columns that only matter now and then.
+#: told apart at a glance; then the answer (median, the ratio vs the baseline with its verdict, numerics, noise),
+#: which fits 120 columns; the throughput and roofline columns follow on wider terminals, and the kernel name
+#: (long: it spells the shapes) goes last.
 COLUMNS: list[tuple[str, str]] = [
     ("cmd", "#"),
     ("op", "op"),
@@ -28,14 +30,15 @@ COLUMNS: list[tuple[str, str]] = [
     ("status", "status"),
     ("median", "median us"),
     ("vs_base", "vs base"),
-    ("gflops", "GFLOP/s"),
-    ("roof", "% roof"),
     ("numerics", "numerics"),
     ("noisy", "noisy"),
+    ("gflops", "GFLOP/s"),
+    ("roof", "% roof"),
     ("kernel", "kernel"),
 ]
 #: the columns a commands file with weights (`# boo-tui: calls=N share=P%` lines) adds, after the shape: the
-#: kernel's share of the model's eager time and how often the model called it
+#: kernel's share of the capture's compute total (of the model's eager time in older files) and how often the model
+#: called it
 WEIGHT_COLUMNS: list[tuple[str, str]] = [("share", "share %"), ("calls", "calls")]
 
 
@@ -53,8 +56,9 @@ def columns(weighted: bool, several_devices: bool = False) -> list[tuple[str, st
 
 
 #: columns of a fixed width: the engine's verdicts arrive as row updates, which keep column widths (table.py), so
-#: "vs base" is wide enough for them from the start (`0.912x ✅`, `0.0912x ❓`: the mark takes two cells)
-COLUMN_WIDTHS: dict[str, int] = {"vs_base": 10}
+#: "vs base" is wide enough for them from the start (`0.912x ✅`, `0.0912x ❓`: the mark takes two cells; the
+#: torch reference's `0.0912x torch`)
+COLUMN_WIDTHS: dict[str, int] = {"vs_base": 13}
 
 #: the widest shape label the table shows (longer ones lose tokens in the middle: see `elide_tokens`). With it,
 #: the 80-column table shows #, op, shape, variant, backend, status and the median.
@@ -78,10 +82,12 @@ VERDICT_STYLE: dict[Verdict, str] = {Verdict.FASTER: "bold green", Verdict.SLOWE
 
 # ---- cells -----------------------------------------------------------------------------------------------
 def status_text(view: JobView) -> Text:
+    """The status cell; a job being measured counts its samples: `timing 17/100` (short: the columns up to
+    "noisy" fit 120 terminal columns)."""
     label = str(view.status)
     if view.status == Status.MEASURING:
         n = len(view.samples_us)
-        label = f"measuring {n}/{view.target_count}" if view.target_count else f"measuring {n}"
+        label = f"timing {n}/{view.target_count}" if view.target_count else f"timing {n}"
     return Text(label, style=STATUS_STYLE.get(view.status, ""))
 
 
@@ -96,19 +102,36 @@ def fmt_ratio(ratio: float) -> str:
     return f"{ratio:.{decimals}f}"
 
 
-def verdict_text(c: Comparison | None) -> Text:
+#: the torch reference's row is coloured for the IREE kernel's side: torch faster is red, IREE faster green
+REFERENCE_STYLE = {**VERDICT_STYLE, Verdict.FASTER: VERDICT_STYLE[Verdict.SLOWER],
+                    Verdict.SLOWER: VERDICT_STYLE[Verdict.FASTER]}
+
+
+def verdict_text(c: Comparison | None, *, reference: bool = False) -> Text:
     """The "vs base" cell: the engine's ratio median(job) / median(baseline) (< 1 is faster) and its verdict
-    mark, as the Markdown export writes them: `0.912x ✅`, `1.04x ≈`, `1.09x ❓`."""
+    mark, as the Markdown export writes them: `0.912x ✅`, `1.04x ≈`, `1.09x ❓`; the torch reference's row
+    (`reference`) names the faster side instead of a mark: `0.78x torch` in red, `1.29x iree` in green."""
     if c is None or not math.isfinite(c.ratio):
         return Text("-", style="dim")
-    return Text(f"{fmt_ratio(c.ratio)}x {VERDICT_MARK.get(c.verdict, c.verdict)}",
-                style=VERDICT_STYLE.get(c.verdict, ""))
+    mark, words = verdict_words(c.verdict, reference=reference)
+    if reference and c.verdict in (Verdict.FASTER, Verdict.SLOWER):
+        mark = words.split()[0]   # the faster side's name: "torch" (red) or "iree" (green)
+    return Text(f"{fmt_ratio(c.ratio)}x {mark or c.verdict}",
+                style=(REFERENCE_STYLE if reference else VERDICT_STYLE).get(c.verdict, ""))
 
 
-def ci_text(c: Comparison) -> str:
-    """`0.912x [0.900, 0.925] faster`: a verdict with its 95% CI, as the detail pane and the screens say it."""
+def ci_text(c: Comparison, *, reference: bool = False) -> str:
+    """`0.912x [0.900, 0.925] ✅ faster`: a verdict with its 95% CI, as the detail pane and the screens say it."""
     ci = f" [{c.ci_low:.3f}, {c.ci_high:.3f}]" if math.isfinite(c.ci_low) and math.isfinite(c.ci_high) else ""
-    return f"{fmt_ratio(c.ratio)}x{ci} {VERDICT_MARK.get(c.verdict, '')} {c.verdict}"
+    mark, words = verdict_words(c.verdict, reference=reference)
+    return " ".join(part for part in (f"{fmt_ratio(c.ratio)}x{ci}", mark, words) if part)
+
+
+def roof_text(r: Any) -> Text:
+    """The "% roof" cell: above 100% (a kernel that beat a measured peak: the detail pane says why) marked ▲."""
+    if r.pct_roofline is None:
+        return Text("-", style="dim")
+    return Text(roof_cell(r), style="yellow" if r.pct_roofline > 100 else "")
 
 
 def row_cells(model: RunModel, view: JobView) -> dict[str, Any]:
@@ -129,8 +152,8 @@ def row_cells(model: RunModel, view: JobView) -> dict[str, Any]:
         "status": status_text(view),
         "median": Text(fmt_us(view.median_us), style="" if st else "dim"),
         "gflops": fmt_gflops(st.gflops if st else None),
-        "roof": Text(f"{r.pct_roofline:.1f}") if r.pct_roofline is not None else Text("-", style="dim"),
-        "vs_base": verdict_text(model.comparison_of(view)),
+        "roof": roof_text(r),
+        "vs_base": verdict_text(model.comparison_of(view), reference=r.backend == TORCH),
         "numerics": numerics,
         "noisy": Text("noisy", style="yellow") if r.noisy else Text(""),
         "share": Text(f"{r.share:.2f}") if r.share is not None else Text("-", style="dim"),
@@ -142,6 +165,19 @@ def fmt_gflops(x: float | None) -> str:
     if x is None:
         return "-"
     return f"{x:.1f}" if x < 100 else f"{x:,.0f}"
+
+
+#: the widest command label the compare and trend screens show first (the whole command comes last): a 156-character
+#: command first had pushed the ratio, CI and verdict off screen
+COMMAND_WIDTH = 40
+
+
+def command_cell(command: str) -> str:
+    """A command as the compare and trend screens name it first: its op word and shape label (`convbfp16 n4 c35
+    48x32 k35 1x1 NHWC fwd`), elided in the middle to COMMAND_WIDTH; the command itself when it has no shape."""
+    label = shape_label(command)
+    text = f"{command.split()[0]} {label}" if label and command.split() else command
+    return elide_tokens(text, COMMAND_WIDTH)
 
 
 @lru_cache(maxsize=4096)

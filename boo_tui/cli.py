@@ -6,7 +6,9 @@ a terminal.
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
+import textwrap
 from collections.abc import Sequence
 
 from boo_engine.cli.common import add_session_args, config_from_args, fail, glue_flag_values, internal_error
@@ -17,11 +19,27 @@ from boo_engine.errors import BooError
 PROG = "boo-tui"
 
 
+#: `boo-tui NAME ...`: the subcommands, each its own front end in boo_engine/cli/ (imported only when named), with
+#: the line `boo-tui --help` shows for it
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "tune": ("boo_engine.cli.tune", "search flags, tiles and formulations for kernels on this machine"),
+    "capture": ("boo_engine.cli.capture", "a model's kernels (or a profiler trace's) as a weighted commands file"),
+    "model": ("boo_engine.cli.model", "a model end to end: eager torch vs iree_boo, numerics, where the time goes"),
+    "peak": ("boo_engine.cli.peak", "this machine's measured peaks (GFLOP/s per dtype, memory GB/s)"),
+    "compare": ("boo_engine.cli.compare", "two stored runs compared, without measuring again"),
+    "merge": ("boo_engine.cli.merge", "results databases merged into one"),
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
+    width = max(len(name) for name in SUBCOMMANDS)
     p = argparse.ArgumentParser(
         prog=PROG,
-        description="Benchmark IREE-compiled kernels from MIOpenDriver commands: a live dashboard, or headless "
-                    "with --export results.{csv,json,md}.",
+        description=textwrap.fill("Benchmark IREE-compiled kernels from MIOpenDriver commands: a live dashboard, or "
+                                  "headless with --export results.{csv,json,md}.", 79),
+        epilog="subcommands (boo-tui NAME --help for each):\n" + "\n".join(
+            f"  {name:<{width}}  {line}" for name, (_, line) in SUBCOMMANDS.items()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False,
     )
     add_session_args(p)
@@ -31,30 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["tune"]:   # `boo-tui tune ...`: the autotuner (headless; boo_engine/cli/tune.py)
-        from boo_engine.cli.tune import main as tune_main
-
-        return tune_main(argv[1:])
-    if argv[:1] == ["capture"]:   # `boo-tui capture ...`: a model's kernels as a commands file (cli/capture.py)
-        from boo_engine.cli.capture import main as capture_main
-
-        return capture_main(argv[1:])
-    if argv[:1] == ["model"]:   # `boo-tui model ...`: a model end to end, eager vs iree_boo (cli/model.py)
-        from boo_engine.cli.model import main as model_main
-
-        return model_main(argv[1:])
-    if argv[:1] == ["peak"]:   # `boo-tui peak ...`: this machine's measured peaks (cli/peak.py)
-        from boo_engine.cli.peak import main as peak_main
-
-        return peak_main(argv[1:])
-    if argv[:1] == ["compare"]:   # `boo-tui compare A B`: two stored runs (cli/compare.py; no compiler import)
-        from boo_engine.cli.compare import main as compare_main
-
-        return compare_main(argv[1:])
-    if argv[:1] == ["merge"]:   # `boo-tui merge A.db B.db -o ALL.db`: databases into one (cli/merge.py)
-        from boo_engine.cli.merge import main as merge_main
-
-        return merge_main(argv[1:])
+    if argv[:1] and argv[0] in SUBCOMMANDS:
+        module = importlib.import_module(SUBCOMMANDS[argv[0]][0])
+        return int(module.main(argv[1:]))
     args = build_parser().parse_args(glue_flag_values(argv))
     try:
         with checked_stdout():

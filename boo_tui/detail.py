@@ -12,8 +12,9 @@ from boo_engine.compare import Comparison
 from boo_engine.compile.flags import chosen_flags
 from boo_engine.exporters import verdict_legend
 from boo_engine.modelbench.breakdown import breakdown_lines
+from boo_engine.results import TORCH
 
-from .cells import VERDICT_STYLE, ci_text, fmt_us
+from .cells import ci_text, fmt_us, verdict_text
 from .model import JobView, describe_command, shape_label
 
 
@@ -91,6 +92,11 @@ def render_detail(view: JobView, comparison: Comparison | None = None,
                                   f"sd {fmt_us(st.stddev_us)}  n={st.n}")
         if st.gflops is not None:
             t.add_row("throughput", f"{st.gflops:.2f} GFLOP/s" + (f", {st.gbps:.2f} GB/s" if st.gbps else ""))
+        if r.pct_roofline is not None:
+            above = (r.device_detail or {}).get("roofline")
+            t.add_row("roofline", Text(f"{r.pct_roofline:.1f}% of the least time its FLOPs and bytes allow on "
+                                       f"this machine's measured peaks" + (f": {above}" if above else ""),
+                                       style="yellow" if above else ""))
         if r.device_us is not None:   # GPU: the dispatches' own device time (profiler), beside the wall time
             t.add_row("dispatch", f"{fmt_us(r.device_us)} device time of the dispatches per call (profiler); "
                                   "the median above is the wall time per call")
@@ -110,7 +116,9 @@ def render_detail(view: JobView, comparison: Comparison | None = None,
     if comparison is not None:
         parts.append(Text("\nvs baseline", style="bold"))
         t = _kv_table()
-        t.add_row("ratio", Text(ci_text(comparison), style=VERDICT_STYLE.get(comparison.verdict, "")))
+        reference = view.result.backend == TORCH
+        t.add_row("ratio", Text(ci_text(comparison, reference=reference),
+                                style=verdict_text(comparison, reference=reference).style))
         t.add_row("test", f"Mann-Whitney p={comparison.p_value:.3g}, n {comparison.n_baseline} baseline / "
                           f"{comparison.n_variant} this job")
         if min_effect is not None:

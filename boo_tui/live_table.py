@@ -6,7 +6,7 @@ filtered or sorted is rebuilt at most every RESORT_S (rows may join, leave or mo
 (`# boo-tui:` lines) adds the share and calls columns, makes share (descending) the default order, and shows the
 engine's model line above the table (`Session.model_lines`, asked for on the engine thread at most every
 MODEL_LINE_S while results settle). Handlers here are named ones
-(`on_data_table_...`) checking the widget's id: Textual's `@on` decorator only works in message-pump classes.
+(`on_results_table_...`) checking the widget's id: Textual's `@on` decorator only works in message-pump classes.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import events
-from textual.widgets import DataTable, Input, Static
+from textual.widgets import Input, Static
 
 from boo_engine.exporters import describe_model_line
 from boo_engine.results import JobResult
@@ -40,9 +40,13 @@ TABLE_FLUSH_S = 0.1      # dirty table rows are redrawn at most this often
 RESORT_S = 1.0           # a live-updated sorted table is re-sorted at most this often
 RESULTS = "results"      # the results table's id
 #: sort columns whose values never change while a job runs: a table sorted by one is never re-sorted for an update
-#: (a 2,000-row rebuild costs ~0.5 s of the UI thread; sorting by share is the default for a captured model)
+#: (sorting by share is the default for a captured model)
 STATIC_SORT_KEYS = frozenset({None, "cmd", "op", "shape", "share", "calls", "variant", "backend", "kernel"})
 MODEL_LINE_S = 1.0       # the model line is recomputed at most this often (a bootstrap over every weighted kernel)
+#: the header's counts change at most this often: a new sub-title is a layout of the whole screen in Textual (15-30
+#: ms of the event loop on a loaded 2-core host), and while a file's jobs arrive or compiles start it changes every
+#: flush
+SUBTITLE_S = 0.5
 
 
 class LiveTableMixin(_AppBase):
@@ -67,6 +71,7 @@ class LiveTableMixin(_AppBase):
     _model_line_busy: bool = False
 
     _subtitle_stale: bool
+    _subtitle_at: float = 0.0
 
     if TYPE_CHECKING:
         def _error(self, message: str) -> None: ...
@@ -89,7 +94,13 @@ class LiveTableMixin(_AppBase):
         return self._shown
 
     def _add_results(self, results: Iterable[JobResult]) -> None:
+        """Jobs a session call added (their `JobQueued` events, applied already, carry the same records: those are
+        skipped, which for 20,000 lines was 80-120 ms of one handler)."""
+        jobs = self.model.jobs
         for r in results:
+            view = jobs.get(r.job_id)
+            if view is not None and view.result is r:
+                continue
             self.model.upsert(r)
             self._dirty.add(r.job_id)
         self._rebuild = True
@@ -97,8 +108,9 @@ class LiveTableMixin(_AppBase):
     def _flush_views(self) -> None:
         """Bring the table, the plots and the detail pane up to date (runs every TABLE_FLUSH_S)."""
         t0 = time.perf_counter()
-        if self._subtitle_stale:
+        if self._subtitle_stale and time.monotonic() - self._subtitle_at >= SUBTITLE_S:
             self._subtitle_stale = False
+            self._subtitle_at = time.monotonic()
             self._update_subtitle()
         try:
             self._flush_dirty()
@@ -112,50 +124,44 @@ class LiveTableMixin(_AppBase):
         if self.model.weighted:
             self._weights_arrived()
             self._ask_for_model_line(now)
-        # re-sorting rebuilds the table (about 50 us a row): big tables are re-sorted less often
-        resort_every = RESORT_S * max(1.0, len(self.model.jobs) / 500)
+        # re-sorting orders the job ids again (~5 ms for 2,000 on a loaded host; the table draws the rows on screen)
         if (dirty and (self.filter.active or self.sort_by not in STATIC_SORT_KEYS)
-                and now - self._last_resort >= resort_every):
+                and now - self._last_resort >= RESORT_S):
             self._rebuild = True    # a status or a median changed: rows may join, leave or move
         if dirty and len(self.model.devices) > 1 and not self._rebuild:   # a second device: its column appears
-            self._rebuild = "device" not in self.query_one(f"#{RESULTS}", DataTable).columns
+            self._rebuild = "device" not in self.query_one(f"#{RESULTS}", ResultsTable).columns
+        if dirty:
+            self._update_rows(dirty)
         if self._rebuild:
             self._rebuild_table()
             self._last_resort = now
-        elif dirty:
-            self._update_rows(dirty)
         if dirty or self._detail_for is None:
             self._refresh_selection(dirty)
 
     def _rebuild_table(self) -> None:
+        """Order (and filter) the rows again: the table keeps the cursor on the selected job when it is still shown,
+        and draws only the rows on screen (their cells come from `_row_cells`)."""
         self._rebuild = False
-        table = self.query_one(f"#{RESULTS}", DataTable)
+        table = self.query_one(f"#{RESULTS}", ResultsTable)
         keep = self.selected
         views = ordered(self.model, self.filter, self.sort_by, self.sort_reverse)
         wanted = self.table_columns
-        if [c.value for c in table.columns] != [k for k, _ in wanted]:
-            table.clear(columns=True)
-            for key, label in wanted:
-                table.add_column(label, key=key, width=COLUMN_WIDTHS.get(key))
-        else:
-            table.clear()
-        for view in views:
-            cells = row_cells(self.model, view)
-            table.add_row(*[cells[k] for k, _ in wanted], key=view.job_id)
-        self._shown = {v.job_id for v in views}
-        if keep is not None and keep in self._row_keys():
-            table.move_cursor(row=table.get_row_index(keep), animate=False)
-        elif views:
+        if list(table.columns) != [k for k, _ in wanted]:
+            table.set_columns(wanted, COLUMN_WIDTHS)
+        table.set_rows([v.job_id for v in views], cursor_key=keep)
+        self._shown = set(table.keys)
+        if views and (keep is None or keep not in self._shown):
             self._select(views[0].job_id)
         self._label_sorted_column()
 
+    def _row_cells(self, job_id: str) -> dict[str, Any]:
+        """A row's cells, when the table draws or measures it."""
+        return row_cells(self.model, self.model.jobs[job_id])
+
     def _update_rows(self, ids: set[str]) -> None:
-        """Redraw the given rows (the model says which rows an event changed: the engine's verdicts for a
-        command change all of its rows)."""
-        table = self.query_one(f"#{RESULTS}", ResultsTable)
-        for job_id in ids & self._row_keys():
-            cells = row_cells(self.model, self.model.jobs[job_id])
-            table.update_row(job_id, {key: cells[key] for key, _ in self.table_columns})
+        """The given jobs changed (the model says which rows an event changed: the engine's verdicts for a command
+        change all of its rows): the table draws those on screen again and re-measures the others."""
+        self.query_one(f"#{RESULTS}", ResultsTable).invalidate(ids)
 
     # ---- weights: the share and calls columns, the model line ---------------------------------------------
     def _weights_arrived(self) -> None:
@@ -199,23 +205,24 @@ class LiveTableMixin(_AppBase):
 
     # ---- sorting and filtering ---------------------------------------------------------------------------
     def _label_sorted_column(self) -> None:
-        table = self.query_one(f"#{RESULTS}", DataTable)
-        for key, label in self.table_columns:
-            col = table.columns.get(key)  # type: ignore[call-overload]
-            if col is None:
-                continue
-            arrow = (" v" if self.sort_reverse else " ^") if key == self.sort_by else ""
-            col.label = Text(label + arrow)
-        table.refresh()
+        arrow = " v" if self.sort_reverse else " ^"
+        self.query_one(f"#{RESULTS}", ResultsTable).set_labels(
+            {key: label + (arrow if key == self.sort_by else "") for key, label in self.table_columns})
 
-    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if event.data_table.id == RESULTS and event.row_key is not None and event.row_key.value is not None:
-            self._select(event.row_key.value)
+    def on_results_table_row_highlighted(self, event: ResultsTable.RowHighlighted) -> None:
+        if event.table.id == RESULTS:
+            self._select(event.key)
 
-    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
-        if event.data_table.id != RESULTS:
+    def on_results_table_row_selected(self, event: ResultsTable.RowSelected) -> None:
+        """Enter on a row: its detail (the row is the selected job already, by highlighting it)."""
+        if event.table.id == RESULTS:
+            self._select(event.key)
+            self.action_show_pane("detail")  # type: ignore[attr-defined]  # (the app's, from actions.py)
+
+    def on_results_table_header_selected(self, event: ResultsTable.HeaderSelected) -> None:
+        if event.table.id != RESULTS:
             return
-        key = event.column_key.value
+        key = event.key
         if key == self.sort_by:
             self.sort_reverse = not self.sort_reverse
         else:
@@ -237,14 +244,14 @@ class LiveTableMixin(_AppBase):
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.input.id == "filter":
-            self.query_one(f"#{RESULTS}", DataTable).focus()
+            self.query_one(f"#{RESULTS}", ResultsTable).focus()
 
     def action_focus_filter(self) -> None:
         self.query_one("#filter", Input).focus()
 
     def on_key(self, event: events.Key) -> None:
         if event.key == "escape" and self.focused is self.query_one("#filter", Input):
-            self.query_one(f"#{RESULTS}", DataTable).focus()
+            self.query_one(f"#{RESULTS}", ResultsTable).focus()
             event.stop()
 
     # ---- selection: plots and detail ---------------------------------------------------------------------

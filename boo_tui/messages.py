@@ -1,6 +1,6 @@
 """Every message the dashboard's threads send to the UI thread: small typed dataclasses, one per kind of news.
 
-Engine events come through `EngineEvent` / `SamplesReady` (see `bridge.EventBridge`); what a call on the engine
+Engine events come through `EventsReady` (see `bridge.EventBridge`); what a call on the engine
 thread (`BooApp._call_engine`) returns comes back as the message its caller asked for (`JobsAdded`,
 `ExportWritten`, ...), or as `EngineFailed`. Screens' thread workers hand results back with `Deferred`.
 Posting a message never blocks the thread that posts it.
@@ -13,24 +13,14 @@ from typing import Any
 
 from textual.message import Message
 
-from boo_engine import events as ev
 from boo_engine.compare import Comparison
 from boo_engine.results import JobResult
 from boo_engine.weights import ModelLine
 
 
-@dataclass
-class EngineEvent(Message):
-    """One session event (anything but a sample batch), in the order the engine emitted it."""
-
-    event: ev.Event
-
-
-class SamplesReady(Message):
-    """New sample batches are waiting in the bridge's buffer. Consecutive pokes collapse into one."""
-
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, SamplesReady)
+class EventsReady(Message):
+    """Session events are waiting in the bridge's buffer, in the order the engine emitted them (one poke at a
+    time: the bridge posts the next only once the UI has taken every event)."""
 
 
 @dataclass

@@ -40,6 +40,12 @@ BINDINGS: list[BindingType] = [
     Binding("c", "copy_repro", "Copy", tooltip="Copy the selected job's reproducer command to the clipboard"),
     Binding("s", "sort", "Sort by next column", show=False, tooltip="Cycle the results table's sort column"),
     Binding("slash", "focus_filter", "Filter", tooltip="Filter rows: op:conv status:failed free text"),
+    # the panes beside (or below) the table: a number key each, as the footer shows; Enter on a row opens Detail
+    Binding("1", "show_pane('hist')", "Histogram", show=False, tooltip="Show the selected job's latency histogram"),
+    Binding("2", "show_pane('timeline')", "Samples", show=False, tooltip="Show the selected job's samples over time"),
+    Binding("3", "show_pane('detail')", "Detail", show=False,
+            tooltip="Show everything about the selected job (also Enter on a row)"),
+    Binding("4", "show_pane('log')", "Log", show=False, tooltip="Show the run's log"),
 ]
 
 

@@ -2,7 +2,9 @@
 
 A timer on the app fires every `interval_s`; a timer callback goes through the app's message queue, so the gap
 between two callbacks includes any handler that hogs the UI thread. The largest gap minus the interval is the
-longest the user could have waited for a key press or a redraw.
+longest the user could have waited for a key press or a redraw. On a loaded host most of a gap can be the OS
+running other processes: the UI thread's own CPU time between two ticks (`max_busy_s`) is the part that is the
+dashboard's work, whatever the load.
 """
 from __future__ import annotations
 
@@ -21,15 +23,22 @@ class StallMonitor:
         self.long_gaps: list[tuple[float, float]] = []   # (seconds since start, gap) of gaps over 50 ms
         self._t0 = time.perf_counter()
         self._last: float | None = None
+        self._last_cpu = 0.0
+        self.max_busy_s = 0.0      # the most CPU time the UI thread used between two ticks
+        self.busy_s: list[float] = []
         self._timer: Any = None
 
     def start(self) -> StallMonitor:
         self._last = self._t0 = time.perf_counter()
+        self._last_cpu = time.thread_time()
         self._timer = self.app.set_interval(self.interval_s, self._tick)
         return self
 
     def _tick(self) -> None:
-        now = time.perf_counter()
+        now, cpu = time.perf_counter(), time.thread_time()     # (the tick runs on the UI thread)
+        busy, self._last_cpu = cpu - self._last_cpu, cpu
+        self.busy_s.append(busy)
+        self.max_busy_s = max(self.max_busy_s, busy)
         if self._last is not None:
             gap = now - self._last
             self.gaps_s.append(gap)

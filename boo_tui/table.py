@@ -1,115 +1,486 @@
-"""The results table: a DataTable whose cell updates re-render only the row they touch.
+"""The results table: a Line API widget that keeps its rows as keys and draws only the lines on screen.
 
-Textual's `DataTable.update_cell` bumps one table-wide counter that is part of every render cache key, so a
-single changed cell (a progress count, a median) throws away the rendering of every visible cell. With the
-results table that cost 30-47 ms of the UI thread per frame for 17 visible rows (measured with
-benchmarks/bench_tui_stall.py), several times a second while a kernel is measured: the largest part of the
-dashboard's event-loop stalls. `update_row` writes the new values and drops only that row's cached renders.
+Textual's DataTable stores every cell of every row and does bookkeeping per added row (~0.15 ms): a captured
+model's 2,000 jobs were a 0.3-0.5 s frame each time the table was built, and each live update scanned its render
+caches and summed the heights of the rows above (docs/performance.md). Here a build is the order of the keys
+(`set_rows`); a row's cells come from `source(key)` when the row is drawn or measured, and stay cached until
+`invalidate` says the row changed. Column widths follow the widest cell of the rows shown: rows on screen are
+measured before they are drawn, the others a chunk at a time on a timer, so the event loop is never held for long.
+Only the rows whose cells changed are drawn again.
 
-It reaches into DataTable's caches (Textual 8.x, the version range pyproject allows); if they are not there
-(another Textual), it falls back to `update_cell`, which is correct, only slower.
+It behaves as the dashboard's DataTable did: a row cursor (up/down, page up/down, ctrl+home/ctrl+end; home/end
+and left/right scroll sideways), zebra stripes, a click moves the cursor (a click on the cursor's row or Enter
+selects it), a click on a header asks to sort by that column, and the cursor stays on its key when the rows are
+set again.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from rich.cells import cell_len
-from rich.text import Text
-from textual.widgets import DataTable
-from textual.widgets._data_table import ColumnKey, RowKey
+from rich.style import Style
+from textual import events
+from textual.binding import Binding, BindingType
+from textual.geometry import Region, Size, Spacing
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+from textual.timer import Timer
+from textual.widget import Widget
+
+from .table_lines import Cell, Column, TableRows, column_at, line_segments
+
+MEASURE_CHUNK = 100          # rows measured per timer tick (~50 us a row: a few ms of the event loop)
+MEASURE_EVERY_S = 0.01       # how often the measuring timer ticks while rows wait to be measured
+
+#: the theme's colours as the other screens' DataTables use them, so every table of the app looks alike
+_CSS = """
+    ResultsTable {
+        background: $surface;
+        color: $foreground;
+        &:focus {
+            background-tint: $foreground 5%;
+            & > .results-table--cursor {
+                background: $block-cursor-background;
+                color: $block-cursor-foreground;
+                text-style: $block-cursor-text-style;
+            }
+            & > .results-table--header {
+                background-tint: $foreground 5%;
+            }
+        }
+        &:dark {
+            & > .results-table--even-row {
+                background: $surface-darken-1 40%;
+            }
+        }
+        & > .results-table--header {
+            text-style: bold;
+            background: $panel;
+            color: $foreground;
+        }
+        & > .results-table--even-row {
+            background: $surface-lighten-1 50%;
+        }
+        & > .results-table--cursor {
+            background: $block-cursor-blurred-background;
+            color: $block-cursor-blurred-foreground;
+            text-style: $block-cursor-blurred-text-style;
+        }
+        & > .results-table--hover {
+            background: $block-hover-background;
+        }
+    }
+    """
 
 
-def _one_line_width(cell: Any) -> int | None:
-    """The width of a one-line cell as DataTable would measure it, or None when only measuring can tell."""
-    if isinstance(cell, Text):
-        return cell.cell_len if "\n" not in cell.plain else None
-    if isinstance(cell, str):    # DataTable reads a str as markup: only plain text is measured here
-        return cell_len(cell) if "[" not in cell and "\n" not in cell else None
-    return None
+class CellDoesNotExist(LookupError):
+    """No such row (or column) in the table."""
 
 
-class ResultsTable(DataTable):
-    #: how many updates took the row-only path (the tests check it is the one in use)
-    row_updates = 0
+class _TableMessage(Message):
+    def __init__(self, table: ResultsTable, key: str) -> None:
+        self.table = table
+        self.key = key
+        super().__init__()
 
-    def _update_dimensions(self, new_rows: Iterable[RowKey]) -> None:
-        """Column widths from the new rows. DataTable measures every new cell through the console (a terminal-size
-        query each: 0.5-0.6 s of the UI thread for 2,000 rows of 14 columns, a captured model's commands file);
-        our cells are one-line Text or plain strings, whose width is their cell length, so only other rows go
-        through DataTable's own measuring. Same widths, ~20x less time."""
-        with self._redrawn_if_widths_change():
-            self._measure_new_rows(new_rows)
+    @property
+    def control(self) -> ResultsTable:
+        return self.table
 
-    def _update_column_widths(self, updated_cells: set[Any]) -> None:
-        with self._redrawn_if_widths_change():
-            super()._update_column_widths(updated_cells)
 
-    @contextmanager
-    def _redrawn_if_widths_change(self) -> Iterator[None]:
-        """DataTable's cell, row and line renders are keyed by a counter (_update_count) that measuring the
-        columns (idle time) does not bump: rows the screen drew before the measuring (a busy host) kept the
-        headers' widths ("co" for "conv") until some other change. A new count renders them again."""
-        before = [(c.key, c.content_width) for c in self.columns.values()]
-        yield
-        if [(c.key, c.content_width) for c in self.columns.values()] != before and hasattr(self, "_update_count"):
-            self._update_count += 1
+class _Navigation(ScrollView):
+    """What the keys and the mouse do to the results table (its cursor, hover row and scrolling)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "select_cursor", "Select", show=False),
+        Binding("up", "cursor_up", "Cursor up", show=False),
+        Binding("down", "cursor_down", "Cursor down", show=False),
+        Binding("pageup", "page_up", "Page up", show=False),
+        Binding("pagedown", "page_down", "Page down", show=False),
+        Binding("ctrl+home", "first_row", "Top", show=False),
+        Binding("ctrl+end", "last_row", "Bottom", show=False),
+        Binding("home", "leftmost", "Home", show=False),
+        Binding("end", "rightmost", "End", show=False),
+        Binding("left", "scroll_left", "Left", show=False),
+        Binding("right", "scroll_right", "Right", show=False),
+    ]
+
+    # (ResultsTable's)
+    cursor_row: int
+    header_height: int
+    _hover_row: int | None
+    _rows: TableRows
+
+    if TYPE_CHECKING:
+        @property
+        def cursor_key(self) -> str | None: ...
+        def move_cursor(self, row: int, *, scroll: bool = True, animate: bool = False) -> None: ...
+        def _refresh_row(self, row: int) -> None: ...
+        def _post(self, kind: str, key: str) -> None: ...
+
+    def _keyboard(self, row: int) -> None:
+        self._set_hover(None)
+        self.move_cursor(row)
+
+    def action_cursor_up(self) -> None:
+        self._keyboard(self.cursor_row - 1)
+
+    def action_cursor_down(self) -> None:
+        self._keyboard(self.cursor_row + 1)
+
+    def _page(self) -> int:
+        return max(1, self.scrollable_content_region.height - self.header_height)
+
+    def action_page_down(self) -> None:
+        self.scroll_to(y=self.scroll_y + self._page(), animate=False, force=True)
+        self._keyboard(self.cursor_row + self._page())
+
+    def action_page_up(self) -> None:
+        self.scroll_to(y=self.scroll_y - self._page(), animate=False, force=True)
+        self._keyboard(self.cursor_row - self._page())
+
+    def action_first_row(self) -> None:
+        self._keyboard(0)
+
+    def action_last_row(self) -> None:
+        self._keyboard(len(self._rows.keys) - 1)
+
+    def action_leftmost(self) -> None:
+        self.scroll_to(x=0, animate=False)
+
+    def action_rightmost(self) -> None:
+        self.scroll_to(x=self.max_scroll_x, animate=False)
+
+    def action_select_cursor(self) -> None:
+        if self.cursor_key is not None:
+            self._post("selected", self.cursor_key)
+
+    # ---- the mouse ---------------------------------------------------------------------------------------
+    def _row_under(self, event: events.MouseEvent) -> tuple[int | None, int | None]:
+        """(row, column) under the mouse; row -1 is the header, None off the rows."""
+        offset = event.get_content_offset(self)
+        if offset is None:
+            return None, None
+        column = column_at(self._rows.columns, offset.x + int(self.scroll_x))
+        if offset.y < self.header_height:
+            return -1, column
+        row = offset.y - self.header_height + int(self.scroll_y)
+        return (row if row < len(self._rows.keys) else None), column
+
+    async def _on_click(self, event: events.Click) -> None:
+        row, column = self._row_under(event)
+        if row == -1 and column is not None:
+            self._post("header", self._rows.columns[column].key)
+        elif row is not None and row >= 0:
+            again = row == self.cursor_row
+            self.move_cursor(row, animate=True)
+            if again:
+                self.action_select_cursor()
+            event.stop()
+
+    def _on_mouse_move(self, event: events.MouseMove) -> None:
+        row, _ = self._row_under(event)
+        self._set_hover(row if row is not None and row >= 0 else None)
+
+    def _on_leave(self, _: events.Leave) -> None:
+        self._set_hover(None)
+
+    def _set_hover(self, row: int | None) -> None:
+        if row != self._hover_row:
+            old, self._hover_row = self._hover_row, row
+            for r in (old, row):
+                if r is not None:
+                    self._refresh_row(r)
+
+
+class ResultsTable(_Navigation, can_focus=True):
+    """Rows are keys; `source(key)` gives a row's cells as {column key: Text or str}."""
+
+    ALLOW_SELECT = False      # (as DataTable: a drag selects no text; a click moves the cursor)
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "results-table--header", "results-table--cursor", "results-table--hover", "results-table--even-row",
+        "results-table--odd-row"}
+    DEFAULT_CSS = _CSS
+
+    class RowHighlighted(_TableMessage):
+        """The cursor moved to another row (keys, a click, `move_cursor`): `key` is its row's."""
+
+    class RowSelected(_TableMessage):
+        """Enter on the cursor's row, or a click on it: `key` is its row's."""
+
+    class HeaderSelected(_TableMessage):
+        """A click on a column's header: `key` is the column's."""
+
+    header_height = 1
+
+    def __init__(self, *, source: Callable[[str], Mapping[str, Any]] | None = None, zebra_stripes: bool = True,
+                 name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(name=name, id=id, classes=classes)
+        self._rows = TableRows(source or (lambda key: {}))
+        self.zebra_stripes = zebra_stripes
+        self.cursor_row = 0
+        self._strips: dict[str, tuple[tuple[Any, ...], Strip]] = {}   # drawn rows, with what they were drawn for
+        self._header: tuple[tuple[Any, ...], Strip] | None = None
+        self._layout = 0                            # bumped when a column's width or label changes
+        self._hover_row: int | None = None
+        self._measurer: Timer | None = None
+        #: work done (tests and benchmarks count it): rows drawn, and the measuring timer's ticks that measured rows
+        self.rows_rendered = 0
+        self.measure_ticks = 0
+
+    # ---- what the table holds ----------------------------------------------------------------------------
+    @property
+    def source(self) -> Callable[[str], Mapping[str, Any]]:
+        """Where a row's cells come from: {column key: Text or str} for a row key."""
+        return self._rows.source
+
+    @source.setter
+    def source(self, source: Callable[[str], Mapping[str, Any]]) -> None:
+        self._rows.source = source
+
+    @property
+    def columns(self) -> dict[str, Column]:
+        return {c.key: c for c in self._rows.columns}
+
+    @property
+    def row_count(self) -> int:
+        return len(self._rows.keys)
+
+    @property
+    def keys(self) -> list[str]:
+        """The rows' keys, top to bottom."""
+        return list(self._rows.keys)
+
+    @property
+    def cursor_key(self) -> str | None:
+        keys = self._rows.keys
+        return keys[self.cursor_row] if 0 <= self.cursor_row < len(keys) else None
+
+    @property
+    def measured(self) -> bool:
+        """Every shown row measured: the column widths are final for these rows."""
+        return not self._rows.unmeasured
+
+    @property
+    def rows_measured(self) -> int:
+        return self._rows.rows_measured
+
+    @property
+    def cells_kept(self) -> int:
+        """Rows whose cells the table holds (those drawn last; the model has the rest)."""
+        return self._rows.kept
+
+    @property
+    def row_updates(self) -> int:
+        """Shown rows that were measured again and had changed."""
+        return self._rows.row_updates
+
+    def get_row_index(self, key: str) -> int:
+        if key not in self._rows.index:
+            raise CellDoesNotExist(f"no row {key!r}")
+        return self._rows.index[key]
+
+    def get_row(self, key: str) -> list[Cell]:
+        self.get_row_index(key)
+        return list(self._cells_of(key))
+
+    def get_row_at(self, index: int) -> list[Cell]:
+        if not 0 <= index < self.row_count:
+            raise CellDoesNotExist(f"no row {index}")
+        return list(self._cells_of(self._rows.keys[index]))
+
+    def get_cell(self, key: str, column: str) -> Cell:
+        at = [c.key for c in self._rows.columns]
+        if column not in at:
+            raise CellDoesNotExist(f"no column {column!r}")
+        return self.get_row(key)[at.index(column)]
+
+    # ---- changing it -------------------------------------------------------------------------------------
+    def set_columns(self, columns: Sequence[tuple[str, str]], widths: Mapping[str, int] | None = None) -> None:
+        """New columns ((key, label), fixed widths by key): every row is measured again."""
+        self._rows.set_columns(columns, widths or {})
+        self._relayout()
+        self._measure_later()
+
+    def set_labels(self, labels: Mapping[str, str]) -> None:
+        """New header labels (a sort arrow)."""
+        if self._rows.set_labels(labels):
+            self._relayout()
+
+    def set_rows(self, keys: Iterable[str], cursor_key: str | None = None) -> None:
+        """The rows, top to bottom. The cursor goes to `cursor_key`'s row when it is one of them, else to the top.
+        Column widths are those of these rows (as far as they are measured); no message is posted."""
+        widths = [c.render_width for c in self._rows.columns]
+        self._rows.set_rows(keys)
+        self.cursor_row = self._rows.index.get(cursor_key, 0) if cursor_key is not None else 0
+        self._hover_row = None
+        if widths != [c.render_width for c in self._rows.columns]:
+            self._relayout()
+        else:       # rows drawn before are drawn again only where their place's stripe or the cursor changed
+            self._set_virtual_size(Size(self._rows.width, self.header_height + len(self._rows.keys)))
             self.refresh()
+        self._scroll_to_cursor()
+        self._measure_later()
 
-    def _measure_new_rows(self, new_rows: Iterable[RowKey]) -> None:
-        try:
-            columns = self.ordered_columns
-            rest: list[RowKey] = []
-            for row_key in new_rows:
-                row, data = self.rows.get(row_key), self._data.get(row_key)
-                if row is None or data is None or row_key not in self._row_locations:
-                    continue
-                widths = [_one_line_width(data.get(column.key)) for column in columns]
-                if row.label is not None or row.auto_height or None in widths:
-                    rest.append(row_key)
-                    continue
-                for column, width in zip(columns, widths):
-                    if width is not None and width > column.content_width:
-                        column.content_width = width
-        except AttributeError:   # a Textual without these internals: its own way
-            super()._update_dimensions(new_rows)
-            return
-        super()._update_dimensions(rest)   # the rest, and the table's virtual size
+    def invalidate(self, keys: Iterable[str]) -> None:
+        """These rows' cells changed: rows on screen are drawn again now (only those whose cells differ), other
+        shown rows are measured again on the timer, rows not shown are forgotten."""
+        visible = self._visible_rows()
+        grew = False
+        for key in keys:
+            self._rows.invalidate(key)
+            if self._rows.index.get(key, -1) in visible:
+                grew = self._measure(key) or grew
+        if grew:
+            self._relayout()
+        self._measure_later()
 
-    def update_row(self, row_key: str, values: Mapping[str, Any]) -> None:
-        """Set several cells of one row; only that row is rendered again. Column widths stay as they are
-        (as with update_cell's default)."""
-        try:
-            self._update_row_cached(RowKey(row_key), values)
-        except AttributeError:  # a Textual without these caches: the table-wide way
-            for column, value in values.items():
-                self.update_cell(row_key, column, value)
+    # ---- the cursor --------------------------------------------------------------------------------------
+    def move_cursor(self, row: int, *, scroll: bool = True, animate: bool = False) -> None:
+        row = max(0, min(row, len(self._rows.keys) - 1))
+        old, self.cursor_row = self.cursor_row, row
+        if row != old:
+            self._refresh_row(old)
+            self._refresh_row(row)
+        if scroll:
+            self._scroll_to_cursor(animate)
+        if row != old and self.cursor_key is not None:
+            self._post("highlighted", self.cursor_key)
 
-    def _update_row_cached(self, row_key: RowKey, values: Mapping[str, Any]) -> None:
-        row_index = self._row_locations.get(row_key)
-        data = self._data.get(row_key)
-        if row_index is None or data is None:
-            for column, value in values.items():
-                self.update_cell(row_key, column, value)  # raises CellDoesNotExist
+    def _post(self, kind: str, key: str) -> None:
+        message = {"highlighted": self.RowHighlighted, "selected": self.RowSelected, "header": self.HeaderSelected}
+        self.post_message(message[kind](self, key))
+
+    def _scroll_to_cursor(self, animate: bool = False) -> None:
+        if self._rows.keys:
+            region = Region(int(self.scroll_x), self.header_height + self.cursor_row, max(1, self.size.width), 1)
+            self.scroll_to_region(region, animate=animate, spacing=Spacing(self.header_height, 0, 0, 0), force=True)
+
+    # ---- measuring ---------------------------------------------------------------------------------------
+    def _cells_of(self, key: str) -> tuple[Cell, ...]:
+        if self._rows.needs_measuring(key) and self._measure(key):
+            self._relayout()
+        return self._rows.cells(key)
+
+    def _measure(self, key: str, keep: bool = True) -> bool:
+        """Measure one row (its cells kept for drawing when `keep`); whether a column grew. A shown row whose cells
+        changed is drawn again."""
+        changed, grew = self._rows.measure(key, keep)
+        if changed:
+            self._refresh_row(self._rows.index[key])
+        return grew
+
+    def _measure_later(self) -> None:
+        if not self._rows.unmeasured:
             return
-        changed = False
-        for column, value in values.items():
-            ck = ColumnKey(column)
-            if ck not in self._column_locations:
-                self.update_cell(row_key, column, value)  # raises CellDoesNotExist
-            if data.get(ck) != value:
-                data[ck] = value
-                changed = True
-        if not changed:
+        if self._measurer is None:
+            self._measurer = self.set_interval(MEASURE_EVERY_S, self._measure_some)
+        else:
+            self._measurer.resume()
+
+    def _measure_some(self) -> None:
+        self.measure_ticks += bool(self._rows.unmeasured)
+        grew = False
+        visible = self._visible_rows()
+        for key in self._rows.next_unmeasured(MEASURE_CHUNK):
+            grew = self._measure(key, keep=self._rows.index.get(key, -1) in visible) or grew
+        if grew:
+            self._relayout()
+        if not self._rows.unmeasured and self._measurer is not None:
+            self._measurer.pause()
+
+    def _visible_rows(self) -> range:
+        top = int(self.scroll_y)
+        return range(top, min(len(self._rows.keys), top + max(0, self.size.height - self.header_height)))
+
+    # ---- drawing -----------------------------------------------------------------------------------------
+    def _relayout(self) -> None:
+        """Columns changed width or label: every line is drawn again, and the scrollable size follows."""
+        self._layout += 1
+        self._strips.clear()
+        self._header = None
+        self._set_virtual_size(Size(self._rows.width, self.header_height + len(self._rows.keys)))
+        self.refresh()
+
+    def _set_virtual_size(self, size: Size) -> None:
+        """The scrollable size, without a layout of the whole screen (~20 ms of the event loop, for each build
+        while a file's jobs arrive and each column that grows) unless a scrollbar appears or goes: the table's own
+        region does not change, only its scrollbars' thumbs and the scroll limits do."""
+        if size == self.virtual_size:
             return
-        # cell and row renders are keyed by row key, the row's renderables by its index, lines by their place
-        # on screen (cheap to rebuild from the row renders, so they all go)
-        for cache in (self._cell_render_cache, self._row_render_cache):
-            for key in [k for k in cache.keys() if k[0] == row_key]:
-                cache.discard(key)
-        for key in [k for k in self._row_renderable_cache.keys() if k[1] == row_index]:
-            self._row_renderable_cache.discard(key)
-        self._line_cache.clear()
-        self.row_updates += 1
-        self.refresh_row(row_index)
+        if not self.container_size:          # not laid out yet: the first layout takes it
+            self.virtual_size = size
+            return
+        self.set_reactive(Widget.virtual_size, size)
+        self._scroll_update(size)            # (a scrollbar shown or hidden is a layout, by Textual's own reactive)
+
+    def _refresh_row(self, row: int) -> None:
+        """Draw a row again: now if it is on screen (a refresh is not free: ~0.5 ms), else when scrolled to."""
+        if 0 <= row < len(self._rows.keys):
+            self._strips.pop(self._rows.keys[row], None)
+            if row in self._visible_rows():
+                self.refresh_line(self.header_height + row)
+
+    def notify_style_update(self) -> None:
+        self._strips.clear()
+        self._header = None
+        super().notify_style_update()
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        # the rows about to be drawn are measured first, so every line of this frame has the same column widths
+        grew = False
+        for row in self._visible_rows():
+            key = self._rows.keys[row]
+            if self._rows.needs_measuring(key):
+                grew = self._measure(key) or grew
+        if grew:
+            self._relayout()
+        return super().render_lines(crop)
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        scroll_x, scroll_y = self.scroll_offset
+        if y < self.header_height:
+            strip = self._header_strip(width)
+        elif y - self.header_height + scroll_y < len(self._rows.keys):
+            strip = self._row_strip(y - self.header_height + scroll_y, width)
+        else:
+            return Strip.blank(width, self.rich_style)
+        return strip.crop(scroll_x, scroll_x + width).adjust_cell_length(width, self.rich_style)
+
+    def _fill(self, width: int) -> int:
+        return max(0, width - self._rows.width)
+
+    def _header_strip(self, width: int) -> Strip:
+        stamp = (self._layout, width, self.has_focus)
+        if self._header is None or self._header[0] != stamp:
+            style = self.get_component_rich_style("results-table--header")
+            labels = [c.label for c in self._rows.columns]
+            self._header = (stamp, Strip(line_segments(self.app.console, self._rows.columns, labels, style, None,
+                                                       self._fill(width))).simplify())
+        return self._header[1]
+
+    def _row_strip(self, row: int, width: int) -> Strip:
+        key = self._rows.keys[row]
+        cursor, hover = row == self.cursor_row, row == self._hover_row
+        stamp = (self._layout, width, self.has_focus, row % 2, cursor, hover)
+        cached = self._strips.get(key)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        style = self.get_component_rich_style(
+            ("results-table--odd-row" if row % 2 else "results-table--even-row") if self.zebra_stripes
+            else "results-table--odd-row")
+        post: Style | None = None
+        if hover:
+            style += self.get_component_rich_style("results-table--hover")
+        if cursor:
+            cursor_style = self.get_component_rich_style("results-table--cursor")
+            style += cursor_style
+            post = Style(color=cursor_style.color) if cursor_style.color else None
+        strip = Strip(line_segments(self.app.console, self._rows.columns, self._cells_of(key), style, post,
+                                    self._fill(width))).simplify()
+        self._strips[key] = (stamp, strip)
+        self.rows_rendered += 1
+        return strip

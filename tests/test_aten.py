@@ -47,6 +47,8 @@ OWN = [
     # integer indices and a bool mask
     """aten::embedding "[[10, 4], [6], [], [], []]" "['float', 'long int', 'Scalar', 'Scalar', 'Scalar']" "[[4, 1], [1], [], [], []]" "['', '', '-1', 'False', 'False']\"""",
     """aten::where "[[2, 3], [2, 3], [2, 3]]" "['bool', 'float', 'float']" "[[3, 1], [3, 1], [3, 1]]" "['', '', '']\"""",
+    # an eval-mode batch norm's backward (as BatchNorm1d records it): save_mean / save_invstd are empty tensors
+    """aten::native_batch_norm_backward "[[2, 16, 64], [2, 16, 64], [16], [16], [16], [0], [0], [], [], []]" "['float', 'float', 'float', 'float', 'float', 'float', 'float', 'Scalar', 'Scalar', 'ScalarList']" "[[1024, 64, 1], [1024, 64, 1], [1], [1], [1], [1], [1], [], [], []]" "['', '', '', '', '', '', '', 'False', '1.0000000000000001e-05', '[True, True, True]']\"""",
     # fp16 softmax over a non-last dim, an unrecorded optional (half_to_float) left to its default
     """aten::_softmax "[[4, 32], [], []]" "['c10::Half', 'Scalar', 'Scalar']" "[[32, 1], [], []]" "['', '0', 'False']\"""",
 ]
@@ -115,6 +117,8 @@ def test_syntax_only_parse_never_resolves():
      r"^aten::mm: argument 1 has 2 dims but 1 strides"),
     ("""aten::mm "[[2, 3], [4, 5]]" "['float', 'float']" "[[3, 1], [5, 1]]" "['', '']\"""",
      r"^aten::mm: no overload takes these 2 arguments \(default: .*"),
+    ("""aten::neg "[[2, -1]]" "['float']" "[[1, 1]]" "['']\"""",
+     r"^aten::neg: argument 0 has a dimension of size -1 \(a size is 0 or more\)$"),
     ("""aten::add "[[], []]" "['Scalar', 'Scalar']" "[[], []]" "['1', '2']\"""",
      r"^aten::add: no tensor argument"),
     ("""aten::gelu "[[2, 3], []]" "['float', '']" "[[3, 1], []]" "['', 'tanh']" junk""",

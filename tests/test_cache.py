@@ -72,6 +72,24 @@ def test_hit_from_a_fresh_cache_object_needs_no_export(first, root, monkeypatch)
     assert lookup_cached(parse_command(GEMM), "cpu", cache=KernelCache(root)).key == first.key
 
 
+def test_a_change_to_the_export_code_misses_the_index(first, root, monkeypatch, tmp_path):
+    """The index hands a kernel out without exporting it: a fix in compile/export.py or lowering.py that changes
+    a kernel's MLIR must miss it, or the kernel exported before the fix is served (a training batch_norm's
+    3-output kernel was, after export.py stopped returning the running statistics)."""
+    from boo_engine.compile import sources
+
+    assert [p.name for p in sources.EXPORT_CODE] == ["export.py", "lowering.py"]
+    assert all(p.is_file() for p in sources.EXPORT_CODE)
+    fixed = tmp_path / "export.py"
+    fixed.write_text(sources.EXPORT_CODE[0].read_text() + "\n# a fix\n")
+    monkeypatch.setattr(sources, "EXPORT_CODE", (fixed, sources.EXPORT_CODE[1]))
+    sources._source_digest.cache_clear()
+    try:
+        assert lookup_cached(parse_command(GEMM), "cpu", cache=KernelCache(root)) is None
+    finally:
+        sources._source_digest.cache_clear()
+
+
 def test_compile_command_script_rebuilds_the_same_kernel(first):
     import subprocess
 

@@ -77,6 +77,10 @@ MODEL = textwrap.dedent('''
         return Shapes()
 
 
+    def volume():
+        return nn.Sequential(nn.Conv3d(4, 8, 3, padding=1, bias=False), nn.ReLU())
+
+
     class Flaky(nn.Module):
         calls = 0
 
@@ -99,7 +103,7 @@ MODEL = textwrap.dedent('''
         return 42
 ''')
 
-SHARE_LINE = re.compile(r"# boo-tui: calls=(\d+) share=(\d+\.\d\d)% self=(\d+\.\d\d)%")
+SHARE_LINE = re.compile(r"# boo-tui: calls=(\d+) share=(\d+\.\d\d)% self=(\d+\.\d\d)% us=(\d+\.\d)")
 INPUT = "2x3x16x16"
 
 
@@ -183,7 +187,7 @@ def test_forward_capture_writes_miopen_lines_equal_to_the_calls(forward):
     out, commands = forward
     header = read_commands(out)[0]
     text = "\n".join(header)
-    assert "net.py:make" in text and INPUT in text and torch.__version__ in text and "eager time" in text
+    assert "net.py:make" in text and INPUT in text and torch.__version__ in text and "compute total" in text
     sigs = signatures(commands)
     assert sigs[conv(3, 8, bias=True)] == 1
     assert sigs[conv(8, 8)] == 2                       # the body conv, called twice, merged
@@ -248,6 +252,16 @@ def test_nhwc_capture_reads_channels_last_from_the_strides(model_file, tmp_path)
     assert BatchNormSignature("float32", (2, 16, 16, 8), "NHWC", True, "backward", save=True) in sigs
     bwd = [s for s in sigs if s.op == "conv" and s.forw != 1]
     assert bwd and all(s.in_layout == "NHWC" and s.fil_layout == "NHWC" for s in bwd)
+
+
+def test_nhwc_capture_of_a_conv3d_model_is_channels_last_3d(model_file, tmp_path):
+    out = tmp_path / "volume.txt"
+    assert main(["capture", f"{model_file}:volume", "--input", "1x4x4x6x6", "--layout", "nhwc", "--backward",
+                 "-o", str(out)]) == 0
+    convs = {s for s in signatures(read_commands(out)[1]) if s.op == "conv"}
+    assert ConvSignature("float32", 1, 4, 8, (4, 6, 6), (3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1),
+                         in_layout="NDHWC", fil_layout="NDHWC", out_layout="NDHWC") in convs
+    assert convs and all(s.in_layout == "NDHWC" and s.fil_layout == "NDHWC" for s in convs), convs
 
 
 def test_eval_mode_batch_norm_is_inference(model_file, tmp_path):

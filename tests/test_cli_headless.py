@@ -160,7 +160,8 @@ def test_boo_driver_csv_and_exit_codes(env, tmp_path):
     assert header == ["arguments",
                       "iree_boo min", "iree_boo max", "iree_boo mean", "iree_boo stddev", "iree_boo num_dispatches",
                       "torch min", "torch max", "torch mean", "torch stddev", "torch num_dispatches",
-                      "iree_boo pct_roofline", "torch pct_roofline"]   # ours after iree-boo-driver's own
+                      "iree_boo pct_roofline", "torch pct_roofline",
+                      "iree_boo n", "torch n"]   # ours after iree-boo-driver's own
 
     cmds = tmp_path / "c.txt"
     cmds.write_text(f"{GEMM}\ngemm -k 0\n")
@@ -199,7 +200,7 @@ def test_boo_driver_verify_numerics_csv_and_tolerance_flags(env, tmp_path):
     assert header[:6] == ["arguments", "iree_boo min", "iree_boo max", "iree_boo mean", "iree_boo stddev",
                           "iree_boo num_dispatches"]
     assert header[6:17] == BOO_NUMERICS and header[17:] == ["numerics_max_rel_err", "numerics_reason",
-                                                            "iree_boo pct_roofline"]
+                                                            "iree_boo pct_roofline", "iree_boo n"]
     good = dict(zip(header, rows[1]))
     assert good["numerics_pass"] == "PASS" and good["structured_test"] == "N.A."   # skipped
     assert float(good["boo_vs_ref_stddev"]) > 0 and "e" in good["boo_vs_ref_max"]  # BOO's %.6e

@@ -56,7 +56,7 @@ COMMANDS = [
     f"layernorm {LN} --mode 0 -F 14",
     f"layernorm {LN} --mode 1 -F 2 --input-permutation 2 0 1",
     # BOO's sample lines at their size: the weight / bias grads sum 13440 rows, which failed the numerics check
-    # until the sum was chunked (ops/layernorm.py _sum_leading)
+    # until the sum was chunked (ops/layernorm.py sum_leading)
     "layernorm --input 10x32x42x32 -t 1 -F 4 --iter 100",
     "layernorm --input 10x32x42x32 -t 1 -F 8 --iter 100",
     # 16-bit forward: the reference normalizes in float32 (as eager torch does); before it did, the kernel

@@ -122,7 +122,8 @@ def test_markdown_side_by_side(tmp_path, results):
     conv, gemm = body
     assert conv[0] == f"`{CONV}`" and conv[1] == "100.0"
     assert conv[3].startswith("0.8") and "faster" in conv[3] and "[" in conv[3]
-    assert "slower" in conv[5]
+    # torch's column names the faster side, its mark the IREE kernel's: torch 1.3x slower is IREE faster, green
+    assert conv[5].endswith("✅ iree faster"), conv[5]
     assert gemm[2].startswith("**failed**") and "\\|" in gemm[2]   # the failure reason, pipe escaped
     assert "⚠" in gemm[1]
     assert "≈ same" in gemm[5]
@@ -211,8 +212,11 @@ def test_boo_driver_csv(tmp_path, results):
         "pytorch_vs_ref_mean", "pytorch_vs_ref_stddev", "pytorch_vs_ref_max",
         "boo_vs_pytorch_mean", "boo_vs_pytorch_stddev", "boo_vs_pytorch_max", "structured_test",
         "numerics_max_rel_err", "numerics_reason",
+        "iree n", "torch n",   # ours, after every column of iree-boo-driver's: the samples taken
     ]
     conv, gemm = table[1], table[2]
+    assert conv[-2:] == [str(conv_base.stats.n), str(conv_torch.stats.n)] and gemm[-2:] == ["N.A.", "N.A."]
+    conv, gemm = conv[:-2], gemm[:-2]
     assert conv[0] == CONV and float(conv[1]) == conv_base.stats.min_us and conv[5] == "1" and conv[11] == "PASS"
     assert conv[10] == "N.A."   # torch has no dispatch count
     assert conv[12:22] == ["N.A."] * 10   # no per-output statistics in this check
@@ -239,10 +243,21 @@ def test_boo_driver_csv_without_numerics(tmp_path, results):
     write_boo_driver_csv(path, [(CONV, {"iree": r})])
     with open(path, newline="") as f:
         assert next(csv.reader(f)) == ["arguments", "iree min", "iree max", "iree mean", "iree stddev",
-                                       "iree num_dispatches"]
+                                       "iree num_dispatches", "iree n"]
     write_boo_driver_csv(path, [(CONV, {"iree": r})], numerics=True)   # --verify-numerics: the columns, N.A.
     with open(path, newline="") as f:
         header, row = list(csv.reader(f))
-    assert header[6] == "numerics_pass" and row[6:] == ["N.A."] * 13
+    assert header[6] == "numerics_pass" and row[6:-1] == ["N.A."] * 13 and header[-1] == "iree n"
     with pytest.raises(ExportError):
         write_boo_driver_csv(tmp_path / "d.json", [])
+
+
+def test_a_verdict_names_the_faster_side_for_the_torch_reference():
+    """A green check had marked torch beating IREE: the torch column's verdict was the variants' "faster"."""
+    from boo_engine.markdown import verdict_words
+
+    assert verdict_words("faster") == ("✅", "faster") and verdict_words("slower") == ("❌", "slower")
+    assert verdict_words("faster", reference=True) == ("❌", "torch faster")
+    assert verdict_words("slower", reference=True) == ("✅", "iree faster")
+    assert verdict_words("same", reference=True) == ("≈", "same")
+    assert verdict_words("insufficient", reference=True) == ("❔", "too few samples")

@@ -243,15 +243,17 @@ def test_cold_cache_flushes_before_every_call_outside_the_timing(kernels):
 
 
 def test_cold_cache_is_slower_than_warm_for_a_kernel_whose_data_fits_in_cache(tmp_path):
-    """A 1x1 conv on 4x35x48x32 (215 KB in, fits L2): flushing the caches (a buffer 2x the LLC) before every call
-    makes every call fetch its operands from memory (measured on a Zen 3: 730 vs 405 us, 1.8x)."""
+    """A gemm of 4x384 by 384x384 (590 KB of f32 weights, read once a call: fits a Zen 4's L2 and any L3) is
+    bound by reading its operands: flushing the caches (a buffer 2x the LLC) before every call makes every call
+    fetch them from memory. Measured on a 2-vCPU AMD EPYC Zen 4: 15-22 us warm, 100-150 us cold, 6.4-7x, beside a
+    CPU burner too. (The 1x1 conv this test used first is bound by its compute: 1.8x on a Zen 3, 1.13-1.16x on a
+    Zen 4, too close to a bound.)"""
     from boo_engine import parse_command
     from boo_engine.bench.flush import make_cpu_flush
     from boo_engine.compile.pool import compile_signature
     from boo_engine.targets import Target
 
-    sig = parse_command("conv -n 4 -c 35 -H 48 -W 32 -k 35 -y 1 -x 1 --in_layout NHWC --out_layout NHWC "
-                        "--fil_layout NHWC")
+    sig = parse_command("gemm -m 4 -n 384 -k 384")
     art = compile_signature(sig, Target("cpu"), cache=None)
     call = IreeCall(RuntimeCache(), sig, str(art.vmfb_path), "local-sync", 1, "main", sig.get_sample_args(0)).call
     flush, what = make_cpu_flush()
@@ -260,4 +262,4 @@ def test_cold_cache_is_slower_than_warm_for_a_kernel_whose_data_fits_in_cache(tm
     for _ in range(3):   # interleaved: a load spike on the shared host hits both modes alike
         warm.append(statistics.median(measure(call, iters=30, warmup_s=0.02).samples_us))
         cold.append(statistics.median(measure(call, iters=30, warmup_s=0.02, flush=flush).samples_us))
-    assert statistics.median(cold) > 1.15 * statistics.median(warm), (warm, cold)
+    assert statistics.median(cold) > 2.0 * statistics.median(warm), (warm, cold)

@@ -254,3 +254,50 @@ def test_compare_split_over_processes_gives_the_same_comparisons(tmp_path, monke
     parallel = compare_stored(a, b, workers=2).comparisons
     assert list(parallel.items()) == list(serial.items()) and len(serial) == 12
     assert sum(c.verdict == "slower" for c in serial.values()) == 4
+
+
+def test_newest_first_is_by_start_time_also_after_a_merge(dbs):
+    """Merged in the other order, the newest run got the lowest id, and "newest first" listed it last."""
+    from boo_engine.store import Store
+
+    d, env = dbs
+    p = boo_tui(["merge", "two.db", "one.db", "-o", "reversed.db"], env, d)
+    assert p.returncode == 0, p.stderr
+    store = Store(d / "reversed.db")
+    try:
+        runs = store.list_runs()
+        last = store.last_run_id()
+    finally:
+        store.close()
+    starts = [r["started_at"] for r in runs]
+    assert starts == sorted(starts, reverse=True) and [r["id"] for r in runs] == [1, 3, 2], runs
+    assert last == 1     # two.db's run, the newest, merged first
+
+
+def test_two_files_of_one_name_are_labelled_apart_in_a_comparison(dbs):
+    d, env = dbs
+    for where in ("laptop", "ci"):
+        (d / where).mkdir(exist_ok=True)
+        shutil.copy(d / "one.db", d / where / "r.db")
+    p = boo_tui(["compare", "laptop/r.db:1", "ci/r.db:2"], env, d)
+    assert p.returncode == 0, p.stderr
+    assert "laptop/r.db:1" in p.stdout and "ci/r.db:2" in p.stdout, p.stdout[:2000]
+
+
+def test_the_trend_plot_names_its_runs_on_the_x_axis():
+    from boo_engine.history import TrendPoint
+    from boo_tui.screens.trend import render_trend
+
+    points = [TrendPoint(run_id=i, started_at=f"2026-11-{10 + i:02d}T05:00:00+00:00", host="h", device="d",
+                         compiler="c", flags=(), median_us=100.0 + i, ci_low_us=95.0 + i, ci_high_us=105.0 + i, n=20,
+                         noisy=False, compiler_changed=False, flags_changed=False) for i in (4, 7, 9)]
+    text = render_trend(points, 100, 16)
+    assert "#4 11-14" in text and "#7 11-17" in text and "#9 11-19" in text
+
+
+def test_a_run_started_with_python_dash_m_is_stored_as_boo_tui(dbs):
+    """`python -m boo_tui ...` stored `__main__.py ...` as the run's command line (the history screen shows it)."""
+    d, _ = dbs
+    with sqlite3.connect(d / "one.db") as c:
+        lines = [line for (line,) in c.execute("SELECT command_line FROM runs")]
+    assert lines and all(line.startswith("boo-tui ") for line in lines), lines

@@ -426,6 +426,57 @@ def test_a_ray_client_address_runs_through_the_client_server(cluster, tmp_path, 
     con.close()
 
 
+def _stuck_client_server() -> tuple[object, int]:
+    """A Ray client server that takes the connection, answers the ping and never answers the join: Ray's client
+    waits for the join without a limit (and, when a join fails, can hang closing its log stream)."""
+    from concurrent import futures
+
+    import grpc
+    from ray.core.generated import ray_client_pb2, ray_client_pb2_grpc
+
+    class Driver(ray_client_pb2_grpc.RayletDriverServicer):
+        def ClusterInfo(self, request, context):
+            return ray_client_pb2.ClusterInfoResponse(json="true")
+
+    def swallow(requests, context):
+        for _ in requests:   # takes every request, answers none
+            pass
+        return iter(())
+
+    class Data(ray_client_pb2_grpc.RayletDataStreamerServicer):
+        Datapath = staticmethod(swallow)
+
+    class Logs(ray_client_pb2_grpc.RayletLogStreamerServicer):
+        Logstream = staticmethod(swallow)
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+    ray_client_pb2_grpc.add_RayletDriverServicer_to_server(Driver(), server)
+    ray_client_pb2_grpc.add_RayletDataStreamerServicer_to_server(Data(), server)
+    ray_client_pb2_grpc.add_RayletLogStreamerServicer_to_server(Logs(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    return server, port
+
+
+def test_a_ray_client_server_that_never_answers_the_join_is_one_line_not_a_hang(tmp_path, cli_env):
+    pytest.importorskip("grpc")
+    server, port = _stuck_client_server()
+    code = ("import sys; import boo_engine.cluster.connect as c; c.CLIENT_JOIN_TIMEOUT_S = 3; "
+            "from boo_tui.cli import main; sys.exit(main(sys.argv[1:]))")
+    try:
+        t0 = time.monotonic()
+        p = subprocess.run([sys.executable, "-c", code, "--headless", "--db", str(tmp_path / "r.db"), "--ray",
+                            f"ray://127.0.0.1:{port}", COMMANDS[1]], env=cli_env, capture_output=True, text=True,
+                           timeout=120)
+        took = time.monotonic() - t0
+    finally:
+        server.stop(0)
+    assert p.returncode == 2, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "did not finish joining in 3 s" in lines[0], p.stderr
+    assert took < 60, took
+
+
 def test_tune_and_boo_driver_run_on_the_cluster(cluster, tmp_path, cli_env):
     """`boo-tui tune --ray` and `boo-driver --ray`: every result they store was measured by a node."""
     db = tmp_path / "t.db"

@@ -113,3 +113,26 @@ def test_cancel_and_close_mid_run_leave_a_consistent_db(tmp_path, cache_dir):
     assert con.execute("select status from runs").fetchone()[0] == "interrupted"
     statuses = dict(con.execute("select job_id, status from results").fetchall())
     assert statuses == {a.job_id: "cancelled", b.job_id: "interrupted"}
+
+
+def test_a_run_with_jobs_never_measured_is_interrupted_not_done(tmp_path, cache_dir):
+    """A run whose 2 jobs were never measured read `done`; --resume measures them."""
+    s = make(tmp_path, cache_dir, iters=10)
+    (a,) = s.add_command(GEMM)
+    (b,) = s.add_command("gemm -k 16 -m 16 -n 16")
+    s.start([a.job_id])                       # only the first: the second stays queued
+    assert s.wait(300)
+    s.close()
+    con = sqlite3.connect(tmp_path / "r.db")
+    assert con.execute("select status from runs").fetchone()[0] == "interrupted"
+    assert dict(con.execute("select job_id, status from results").fetchall()) == {a.job_id: "done",
+                                                                                   b.job_id: "interrupted"}
+    con.close()
+    whole = make(tmp_path / "whole", cache_dir, iters=10)
+    whole.add_command(GEMM)
+    whole.start()
+    assert whole.wait(300)
+    whole.close()
+    con = sqlite3.connect(tmp_path / "whole" / "r.db")
+    assert con.execute("select status from runs").fetchone()[0] == "done"
+    con.close()

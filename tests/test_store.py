@@ -49,6 +49,7 @@ def full_result(job_id: str = "j1", n: int = 7, **kw) -> JobResult:
         source="cmds.txt:3",
         calls=12,
         share=8.31,
+        captured_us=456.75,
         stats=Stats(n=n, min_us=10.0, max_us=11.5, mean_us=10.75, stddev_us=0.54, median_us=10.75, p10_us=10.15,
                     p90_us=11.35, iqr_us=0.75, gflops=12.5, gbps=3.25),
         samples_us=samples,
@@ -203,7 +204,7 @@ def test_migrations_idempotent(tmp_path):
         with sqlite3.connect(path) as conn:
             names = [r[0] for r in conn.execute("SELECT name FROM _sqlite_migrations")]
         assert names == ["m001_initial", "m002_run_owner", "m003_tunes", "m004_weights", "m005_limits", "m006_models",
-                         "m007_nodes", "m008_timing_evidence"]
+                         "m007_nodes", "m008_timing_evidence", "m009_captured_us"]
 
 
 def test_two_stores_on_one_file_at_once(tmp_path):

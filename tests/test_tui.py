@@ -24,12 +24,13 @@ import boo_tui
 from boo_engine import events as ev
 from boo_engine.commands import parse_command
 from boo_engine.compare import BASELINE_LABEL, Comparison, Verdict
+from boo_engine.markdown import VERDICT_MARK
 from boo_engine.results import FINAL_STATUSES, JobResult, Stats, Status
 from boo_engine.session import SessionConfig
 from boo_engine.store import Store
 from boo_engine.variants import BASELINE, Variant, parse_variant_arg
 from boo_tui.app import PALETTE, BooApp, BooCommands
-from boo_tui.cells import SHAPE_WIDTH, VERDICT_MARK, Filter, elide_tokens, ordered, row_cells
+from boo_tui.cells import SHAPE_WIDTH, Filter, elide_tokens, ordered, row_cells
 from boo_tui.model import JobView, RunModel
 from boo_tui.plots import PlotView, Series, legend_text, render_histogram
 from boo_tui.screens import RunCompareScreen, RunScreen
@@ -190,7 +191,7 @@ def test_samples_progress_in_status_cell():
     RunModel.add_samples(view, [1.0, 2.0], total=2, target=20)
     RunModel.add_samples(view, [3.0], total=3, target=20)
     assert view.samples_us == [1.0, 2.0, 3.0]
-    assert str(row_cells(RunModel(), view)["status"]) == "measuring 3/20"
+    assert str(row_cells(RunModel(), view)["status"]) == "timing 3/20"
 
 
 def test_histogram_clips_a_slow_outlier_and_says_so():
@@ -292,7 +293,7 @@ async def _full_run_table_plots_detail_export_compare_history(tmp_path, cache_di
         await pilot.press("m")
         await wait_until(pilot, lambda: rows_of(app, "#compare-table") == 2, 30, "the compare screen")
         cmp_table = app.screen.query_one("#compare-table")
-        assert [str(c.label) for c in cmp_table.columns.values()] == ["command", "baseline", "o3", "torch"]
+        assert [str(c.label) for c in cmp_table.columns.values()] == ["kernel", "baseline", "o3", "torch", "command"]
         await wait_until(pilot, lambda: "geomean" in str(app.screen.query_one("#compare-summary").render()),
                          30, "the comparison statistics")
         cmp_hist = app.screen.query_one("#compare-hist", PlotView)
@@ -325,7 +326,9 @@ async def _full_run_table_plots_detail_export_compare_history(tmp_path, cache_di
 
 #: the Markdown export's verdict marks (exporters.render_markdown) -> verdict
 MD_VERDICTS = {"✅ faster": Verdict.FASTER, "❌ slower": Verdict.SLOWER, "≈ same": Verdict.SAME,
-               "❓ unclear": Verdict.UNCLEAR, "❔ too few samples": Verdict.INSUFFICIENT}
+               "❓ unclear": Verdict.UNCLEAR, "❔ too few samples": Verdict.INSUFFICIENT,
+               # the torch reference's column names the faster side
+               "❌ torch faster": Verdict.FASTER, "✅ iree faster": Verdict.SLOWER}
 
 
 def markdown_verdicts(text: str) -> dict[tuple[str, str], tuple[float, Verdict]]:
@@ -368,6 +371,7 @@ async def _table_verdicts_are_the_markdown_exports(tmp_path, cache_dir):
 
         table = app.query_one("#results")
         mark_to_verdict = {mark: verdict for verdict, mark in VERDICT_MARK.items()}
+        mark_to_verdict.update({"torch": Verdict.FASTER, "iree": Verdict.SLOWER})   # the torch reference's row
         for view in compared:
             ratio_text, mark = cell_text(table, view.job_id, "vs_base").split(" ")
             ratio, verdict = exported[(view.result.command, view.column)]
@@ -417,7 +421,7 @@ def test_compare_screen_opened_mid_run_follows_the_run(tmp_path, cache_dir):
             await wait_until(pilot, lambda: o3_cell()[:1].isdigit(), 10, "the o3 ratio")
             await wait_until(pilot, lambda: "geomean" in str(app.screen.query_one("#compare-summary").render()),
                              30, "the comparison statistics")
-            assert [str(c.label) for c in table.columns.values()] == ["command", "baseline", "o3"]
+            assert [str(c.label) for c in table.columns.values()] == ["kernel", "baseline", "o3", "command"]
             await pilot.press("escape", "q")
 
     asyncio.run(body())

@@ -81,7 +81,7 @@ def test_history_trend_and_compare_across_machines(tmp_path):
             await wait_until(pilot, lambda: isinstance(app.screen, RunCompareScreen)
                              and rows(app, "#run-compare-table") == 1, 30, "the comparison")
             row = app.screen.query_one("#run-compare-table").get_row_at(0)
-            assert str(row[-2]) == "slower" and "rounds" in str(row[-1])   # the verdict, and each side's evidence
+            assert str(row[-3]) == "slower" and "rounds" in str(row[-2])   # the verdict, and each side's evidence
             summary = str(app.screen.query_one("#compare-summary").render())
             await wait_until(pilot, lambda: "Differs" in str(app.screen.query_one("#compare-summary").render()),
                              10, "the differences")

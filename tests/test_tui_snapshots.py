@@ -113,4 +113,4 @@ def test_snapshot_wide_layout(snap_compare, make_app):
         await pilot.pause(0.5)
         await wait_for_rows(30)(pilot)         # and the table drawn whole again after the detail pane's update
 
-    assert snap_compare(make_app([SAMPLES]), terminal_size=(160, 40), run_before=run_before)
+    assert snap_compare(make_app([SAMPLES]), terminal_size=(200, 50), run_before=run_before)   # side by side: >= 180

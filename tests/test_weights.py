@@ -34,14 +34,15 @@ def test_a_weight_line_gives_the_next_command_its_weight(tmp_path):
                  "# an ordinary comment between them\n"
                  f"{GEMM}\n"
                  f"{CONV}\n"                               # no weight line: none (the last one was used up)
-                 "# boo-tui: share=0.5 calls=1\n"          # any order, `%` optional
+                 "# boo-tui: share=0.5 us=12.5 calls=1\n"  # any order, `%` optional, `us` optional
                  f"{GEMM} --iter 5\n")
     commands = read_commands_file(f)
     assert [(c.calls, c.share) for c in commands] == [(12, 8.31), (None, None), (1, 0.5)]
+    assert [c.captured_us for c in commands] == [None, None, 12.5]
     assert commands[2].iters == 5 and commands[2].text == GEMM      # the command line itself parses as before
     lines = read_commands_file(f, errors="collect")
-    assert [(ln.source.rsplit(":", 1)[1], ln.calls, ln.share) for ln in lines] == [
-        ("5", 12, 8.31), ("6", None, None), ("8", 1, 0.5)]
+    assert [(ln.source.rsplit(":", 1)[1], ln.calls, ln.share, ln.captured_us) for ln in lines] == [
+        ("5", 12, 8.31, None), ("6", None, None, None), ("8", 1, 0.5, 12.5)]
 
 
 @pytest.mark.parametrize("weight, says", [
@@ -53,6 +54,9 @@ def test_a_weight_line_gives_the_next_command_its_weight(tmp_path):
     ("calls=3", "no share"),
     ("share=3%", "no calls"),
     ("calls=3 share=1% junk", "'junk' is not key=value"),
+    ("calls=3 share=1% us=abc", "us=abc is not a time in microseconds >= 0"),
+    ("calls=3 share=1% us=-2.5", "us=-2.5 is not a time in microseconds >= 0"),
+    ("calls=3 share=1% us=nan", "us=nan is not a time in microseconds >= 0"),
 ])
 def test_a_malformed_weight_line_is_a_one_line_error_naming_file_and_line(tmp_path, weight, says):
     f = tmp_path / "model.txt"
@@ -78,10 +82,10 @@ def test_a_bad_command_keeps_its_weight_so_the_model_line_can_count_it_missing(t
 
 # ---- the model line on its own ---------------------------------------------------------------------------
 def _result(command: str, variant: str, samples: list[float], calls: int | None, share: float | None,
-            status: str = DONE) -> JobResult:
+            status: str = DONE, captured_us: float | None = None) -> JobResult:
     ok = status == DONE
     return JobResult(job_id=f"{command}/{variant}", command=command, func_name="k", op="conv", variant=variant,
-                     target="cpu", backend="iree", status=status, calls=calls, share=share,
+                     target="cpu", backend="iree", status=status, calls=calls, share=share, captured_us=captured_us,
                      samples_us=samples if ok else [], stats=compute_stats(samples) if ok else None)
 
 
@@ -108,6 +112,29 @@ def test_model_line_is_the_weighted_sum_with_a_ci_and_partial_when_a_kernel_fail
     assert math.isclose(v.ratio, (10 * med["a", "v"] + med["b", "v"]) / v.baseline_us)
     assert v.ci_low < v.ratio < v.ci_high and v.ci_high < 1.0 and v.verdict == "faster"
     assert "partial: 2 of 3 weighted commands" in describe_model_line(v) and "1 without weight" in describe_model_line(v)
+
+
+def test_model_line_says_what_part_of_the_capture_it_counts_and_its_time_against_the_captured():
+    rng = random.Random(4)
+    # a file cut to its top three commands: shares 50 + 20 + 5 = 75% of a 1,000 us compute total
+    weights = {"a": (10, 50.0, 500.0), "b": (1, 20.0, 200.0), "c": (3, 5.0, 50.0)}
+    medians = {("a", "baseline"): 40, ("a", "v"): 30, ("b", "baseline"): 150, ("b", "v"): 160, ("c", "baseline"): 20}
+    results = [_result(cmd, variant, _noisy(med, 30, rng), *weights[cmd][:2], captured_us=weights[cmd][2])
+               for (cmd, variant), med in medians.items()]
+    results.append(_result("c", "v", [], *weights["c"][:2], status=FAILED, captured_us=50.0))
+    base, v = model_lines(results, compare_results(results))
+    assert math.isclose(base.captured_total_us, 1000.0) and math.isclose(v.captured_total_us, 1000.0)
+    assert (base.share, base.captured_us) == (75.0, 750.0)
+    assert (v.share, v.captured_us) == (70.0, 700.0), "the variant counts a and b: their part of the capture"
+    assert math.isclose(v.vs_captured, v.total_us / 700.0)
+    assert "70.0% of the captured compute: 700.0 of 1,000 us, this column " \
+        f"{v.total_us / 700.0:.2f}x it" in describe_model_line(v)
+    assert v.to_dict()["vs_captured"] == v.vs_captured and v.to_dict()["captured_total_us"] == 1000.0
+    # a file written before `us=` (or one command without it): shares only, no captured figures made up
+    results[0] = _result("a", "baseline", _noisy(40, 30, rng), 10, 50.0)
+    base, v = model_lines(results, compare_results(results))
+    assert base.captured_us is None and base.captured_total_us is None and v.captured_us is None
+    assert "share 75.0% (the file gives no captured times)" in describe_model_line(base)
 
 
 def test_model_line_claims_no_verdict_its_samples_cannot_support():
@@ -141,18 +168,18 @@ def _run(module: str, args: list[str], env: dict, cwd: Path) -> subprocess.Compl
 
 def _weighted_file(tmp_path: Path) -> Path:
     f = tmp_path / "model.txt"
-    f.write_text(f"# boo-tui: calls=3 share=40.5% self=12%\n{GEMM}\n"
-                 f"# boo-tui: calls=5 share=25%\n{CONV}\n"
-                 "# boo-tui: calls=2 share=10%\nconv -n 1 -c oops\n")     # a weighted line that fails
+    f.write_text(f"# boo-tui: calls=3 share=40.5% self=12% us=81\n{GEMM}\n"       # a 200 us compute total
+                 f"# boo-tui: calls=5 share=25% us=50\n{CONV}\n"
+                 "# boo-tui: calls=2 share=10% us=20\nconv -n 1 -c oops\n")     # a weighted line that fails
     return f
 
 
-def _stored(db: Path) -> dict[tuple[str, str], tuple[float, int, float]]:
-    """(command, backend) -> (median_us, calls, share), as the database has them."""
+def _stored(db: Path) -> dict[tuple[str, str], tuple[float, int, float, float]]:
+    """(command, backend) -> (median_us, calls, share, captured_us), as the database has them."""
     con = sqlite3.connect(db)
-    rows = con.execute("SELECT c.text, r.backend, r.median_us, r.calls, r.share FROM results r "
+    rows = con.execute("SELECT c.text, r.backend, r.median_us, r.calls, r.share, r.captured_us FROM results r "
                        "JOIN commands c ON c.id = r.command_id WHERE r.status = 'done'").fetchall()
-    return {(text, backend): (median, calls, share) for text, backend, median, calls, share in rows}
+    return {(text, backend): tuple(rest) for text, backend, *rest in rows}
 
 
 def test_every_export_carries_the_weights_and_the_model_line(env, tmp_path):
@@ -162,14 +189,15 @@ def test_every_export_carries_the_weights_and_the_model_line(env, tmp_path):
                          "--export", "r.md"], env, tmp_path)
     assert p.returncode == 1, p.stderr           # the bad line failed; the rest ran
     stored = _stored(db)
-    assert stored[(GEMM, "iree")][1:] == (3, 40.5) and stored[(CONV, "torch")][1:] == (5, 25.0)
+    assert stored[(GEMM, "iree")][1:] == (3, 40.5, 81.0) and stored[(CONV, "torch")][1:] == (5, 25.0, 50.0)
     # by hand, from the stored medians: the model's time in these kernels, per column
     base = 3 * stored[(GEMM, "iree")][0] + 5 * stored[(CONV, "iree")][0]
     torch = 3 * stored[(GEMM, "torch")][0] + 5 * stored[(CONV, "torch")][0]
 
     rows = list(csv.DictReader(open(tmp_path / "r.csv")))
     kernel_rows = [r for r in rows if r["status"] != MODEL_STATUS]
-    assert [(r["calls"], r["share"]) for r in kernel_rows] == [("3", "40.5")] * 2 + [("5", "25.0")] * 2 + [("2", "10.0")]
+    assert [(r["calls"], r["share"], r["captured_us"]) for r in kernel_rows] == \
+        [("3", "40.5", "81.0")] * 2 + [("5", "25.0", "50.0")] * 2 + [("2", "10.0", "20.0")]
     for r in kernel_rows[:4]:
         assert math.isclose(float(r["weighted_us"]), int(r["calls"]) * float(r["median_us"]))
     model = {r["variant"]: r for r in rows if r["status"] == MODEL_STATUS}
@@ -180,6 +208,7 @@ def test_every_export_carries_the_weights_and_the_model_line(env, tmp_path):
     assert float(model["torch"]["ci_low"]) <= float(model["torch"]["ratio_vs_baseline"]) <= float(model["torch"]["ci_high"])
     assert model["torch"]["verdict"] in ("faster", "slower", "same", "unclear")
     assert model["torch"]["error"] == "partial: 2 of 3 weighted commands" and model["torch"]["calls"] == "8"
+    assert model["torch"]["captured_us"] == "131.0", "the counted commands' time in the capture: 81 + 50"
 
     data = json.loads((tmp_path / "r.json").read_text())
     assert [(r["calls"], r["share"]) for r in data["results"]][:2] == [(3, 40.5), (3, 40.5)]
@@ -189,6 +218,8 @@ def test_every_export_carries_the_weights_and_the_model_line(env, tmp_path):
     assert math.isclose(lines["torch"]["ratio"], torch / base, rel_tol=1e-9)
     assert lines["torch"]["partial"] and (lines["torch"]["commands"], lines["torch"]["weighted"]) == (2, 3)
     assert math.isclose(lines["torch"]["share"], 65.5)
+    assert (lines["torch"]["captured_us"], lines["torch"]["captured_total_us"]) == (131.0, 200.0)
+    assert math.isclose(lines["torch"]["vs_captured"], torch / 131.0)
 
     md = (tmp_path / "r.md").read_text()
     assert "| calls | share |" in md.splitlines()[4]
@@ -197,6 +228,7 @@ def test_every_export_carries_the_weights_and_the_model_line(env, tmp_path):
     assert f"**baseline** {format_us(base)} us" in model_line
     assert f"**torch** {format_us(torch)} us {torch / base:.3f}x" in model_line
     assert "**partial**: 2 of 3 weighted commands" in model_line
+    assert f"65.5% of the captured compute: 131.0 of 200.0 us, this column {torch / 131:.2f}x it" in model_line
     geomean_at = md.index("Geomean latency ratio")
     assert geomean_at < md.index("Model time in these kernels")   # beside the geomean
 
@@ -205,8 +237,8 @@ def test_every_export_carries_the_weights_and_the_model_line(env, tmp_path):
     p = _run("boo_tui", ["--resume", str(run_id), "--db", str(db), "--export", "again.csv"], env, tmp_path)
     assert p.returncode in (0, 1), p.stderr
     again = list(csv.DictReader(open(tmp_path / "again.csv")))
-    assert [(r["calls"], r["share"]) for r in again if r["status"] != MODEL_STATUS] == \
-        [(r["calls"], r["share"]) for r in kernel_rows]
+    assert [(r["calls"], r["share"], r["captured_us"]) for r in again if r["status"] != MODEL_STATUS] == \
+        [(r["calls"], r["share"], r["captured_us"]) for r in kernel_rows]
     again_model = {r["variant"]: r for r in again if r["status"] == MODEL_STATUS}
     assert math.isclose(float(again_model["baseline"]["median_us"]), base, rel_tol=1e-9)
 
@@ -222,8 +254,8 @@ def test_boo_driver_csv_carries_the_weights_and_a_model_row(env, tmp_path):
     header, body = rows[0], rows[1:]
     assert header[:6] == ["arguments", "iree_boo min", "iree_boo max", "iree_boo mean", "iree_boo stddev",
                           "iree_boo num_dispatches"]        # iree-boo-driver's own columns keep their places
-    assert header[-6:-2] == ["calls", "share", "iree_boo calls_x_median", "torch calls_x_median"]
-    assert header[-2:] == ["iree_boo pct_roofline", "torch pct_roofline"]
+    assert header[-8:-4] == ["calls", "share", "iree_boo calls_x_median", "torch calls_x_median"]
+    assert header[-4:] == ["iree_boo pct_roofline", "torch pct_roofline", "iree_boo n", "torch n"]
     by_args = {r[0]: dict(zip(header, r)) for r in body}
     assert by_args[GEMM]["calls"] == "3" and by_args[CONV]["share"] == "25.0"
     assert math.isclose(float(by_args[GEMM]["iree_boo calls_x_median"]), 3 * stored[(GEMM, "iree")][0])

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from .classify import NON_COMPUTE
 from .errors import CaptureError
-from .lines import Captured, aten_line, command_for, merge, render
+from .lines import Captured, aten_line, command_for, compute_total, merge, render
 from .miopen import miopen_line
 from .model import InputSpec, capture_model, load_factory, parse_input
 from .trace import OpCall, TraceCalls, load_trace, outermost_calls
@@ -29,6 +29,7 @@ __all__ = [
     "aten_line",
     "capture_model",
     "command_for",
+    "compute_total",
     "load_factory",
     "load_trace",
     "merge",
@@ -51,21 +52,34 @@ def _summary(commands: Sequence[Captured], trace: TraceCalls, per_pass: bool) ->
             "0-d bookkeeping)")
 
 
+#: what the `# boo-tui:` items mean, in every captured file's header
+SHARE_DEFINITION = ("share = a command's part of the compute total (all its calls), self = the same of its self "
+                    "time, us = its profiled time in microseconds (all its calls; small ops read high: the profiler "
+                    "adds a few us to every op it records inside a call)")
+
+
 def model_commands(model_spec: str, inputs: Sequence[InputSpec], *, backward: bool = False,
-                   layout: str | None = None, eval_mode: bool = False, threads: int | None = None) -> str:
+                   layout: str | None = None, eval_mode: bool = False, threads: int = 1) -> str:
     """The commands file of a captured model (see model.capture_model)."""
     cap = capture_model(model_spec, inputs, backward=backward, layout=layout, eval_mode=eval_mode, threads=threads)
     commands = merge(cap.trace.calls, cap.trace.steps)
+    total = compute_total(commands)
+    calls = sum(c.calls for c in commands)
     header = [f"boo-tui capture of {cap.facts['model']}",
               f"inputs: {cap.facts['inputs']}",
               f"pass: {cap.facts['pass']}; layout: {cap.facts['layout']}; mode: {cap.facts['mode']}",
-              f"torch {cap.facts['torch']}",
-              f"eager time: {cap.eager_us / 1e3:.3f} ms (median of {cap.eager_runs} passes, profiler off); "
-              f"a recorded pass: {cap.profiled_us / 1e3:.3f} ms (median of {cap.trace.steps}, profiler on)",
-              "calls = per pass; share = a command's summed time in a recorded pass (median over the passes) / the "
-              "eager time (profiler overhead makes small ops look bigger); self = the same of its self time",
+              f"torch {cap.facts['torch']}; threads: {cap.facts['threads']} (measure with the same: boo-tui FILE "
+              f"--threads {cap.facts['threads']}{'; 1 is its default' if cap.facts['threads'] == '1' else ''})",
+              f"compute total: {total / 1e3:.3f} ms a pass = the profiled time of its {calls} compute calls, each "
+              f"the least over {cap.trace.steps} recorded passes (losing the core only adds time)",
+              SHARE_DEFINITION,
+              cap.facts["allocator"],
+              f"calls = per pass; eager pass: {cap.eager_us / 1e3:.3f} ms median, {cap.eager_min_us / 1e3:.3f} ms "
+              f"fastest of {cap.eager_runs} (profiler off; the compute total is "
+              f"{100 * total / cap.eager_min_us if cap.eager_min_us > 0 else 0:.0f}% of the fastest); a recorded pass: "
+              f"{cap.profiled_us / 1e3:.3f} ms (median of {cap.trace.steps}, profiler on)",
               _summary(commands, cap.trace, True), ""]
-    return render(header, commands, cap.eager_us)
+    return render(header, commands)
 
 
 def trace_commands(path: str) -> str:
@@ -73,12 +87,14 @@ def trace_commands(path: str) -> str:
     trace = outermost_calls(load_trace(path), path)
     commands = merge(trace.calls)
     header = [f"boo-tui capture of the trace {path}",
-              f"total: {trace.total_us / 1e3:.3f} ms = {trace.span_what}",
-              "share = a command's summed time in the trace / that total; self = the same of its self time",
-              "calls = how many times the trace recorded it (every profiled step counts)",
+              f"compute total: {compute_total(commands) / 1e3:.3f} ms = the profiled time of its {len(trace.calls)} "
+              "compute calls",
+              SHARE_DEFINITION,
+              f"calls = how many times the trace recorded it (every profiled step counts); the trace's time: "
+              f"{trace.total_us / 1e3:.3f} ms = {trace.span_what}",
               _summary(commands, trace, False)]
     if trace.device_events:
         header.append(f"times are the CPU-side op events' (launch time on a GPU); the trace's {trace.device_events} "
                       "GPU kernel/copy events are not attributed to them")
     header.append("")
-    return render(header, commands, trace.total_us)
+    return render(header, commands)

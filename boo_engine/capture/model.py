@@ -1,12 +1,18 @@
 """Capturing a live model: load `FILE.py:factory` or `package.module:factory`, build inputs from `--input` specs,
-time the eager pass without the profiler, then record three passes with torch.profiler and read its chrome trace with
-the same converter as `--trace` (trace.py).
+time the eager pass without the profiler, then record RECORDED_PASSES passes with torch.profiler and read its chrome
+trace with the same converter as `--trace` (trace.py).
 
 Why the profiler: its events carry exactly what BOO's aten lines are made of (names, input dims, dtypes, strides,
 concrete scalars, per the chrome trace it exports), plus durations and nesting, so the outermost op of each call
 chain is found by time interval; a dispatch mode would only see the decomposed ops below the composite ones
 (aten.convolution, never aten::conv2d) and would time nothing. Its cost is the profiler's per-op overhead in the
-recorded pass (benchmarks/bench_capture.py measures it); shares are taken over the eager time measured without it.
+recorded pass (benchmarks/bench_capture.py measures it), which is one reason shares are of the recorded calls' own
+total (the compute total, lines.py), never of the eager time measured without the profiler (which also holds Python,
+the ops left out, and every moment the thread lost its core).
+
+Threads: torch runs with `threads` CPU threads (1 unless told), the count boo-tui measures the commands with by
+default (`--threads`): with torch's default (2 on a busy 2-vCPU host) a conv/bn/attention net's eager pass took
+112 ms against 3.6 ms with one thread, and its shares summed to 808% (docs/performance.md, "Capture shares").
 
 torch is imported inside the functions: importing this module (and `boo-tui capture --trace`) needs no torch.
 """
@@ -15,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.util
+import itertools
 import json
 import os
 import re
@@ -28,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .allocator import SteadyHeap, steady_malloc
 from .errors import CaptureError, first_line
 from .trace import TraceCalls, outermost_calls
 
@@ -114,6 +122,9 @@ class ModelCapture:
 
     trace: TraceCalls
     eager_us: float
+    """median wall time of an eager pass, profiler off"""
+    eager_min_us: float
+    """the fastest of those passes"""
     eager_runs: int
     profiled_us: float
     """median wall time of a recorded pass, profiler on (after a profiled warm-up pass)"""
@@ -161,13 +172,13 @@ def _call_user(what: str, fn: Callable[[], Any]) -> Any:
 
 
 def capture_model(model_spec: str, inputs: Sequence[InputSpec], *, backward: bool = False,
-                  layout: str | None = None, eval_mode: bool = False, threads: int | None = None,
+                  layout: str | None = None, eval_mode: bool = False, threads: int = 1,
                   min_time_s: float = 0.5) -> ModelCapture:
     """Load, run once (warm-up), time eager passes, record RECORDED_PASSES passes; see the module docstring.
-    `threads`: torch's CPU threads (None: torch's default). On a shared 2-core host a small net's pass took 10.9 ms
-    with 2 threads and 1.5 ms with 1 (the other threads' barriers wait for a descheduled one), so a loaded machine
-    wants 1."""
-    if threads is not None and threads < 1:
+    `threads`: torch's CPU threads, as the measurement will use (boo-tui's `--threads`, 1 by default). On a shared
+    2-core host a small net's pass took 10.9 ms with 2 threads and 1.5 ms with 1 (the other threads' barriers wait
+    for a descheduled one)."""
+    if threads < 1:
         raise CaptureError(f"--threads {threads}: give at least 1")
     with _exit_refused():
         return _capture(model_spec, inputs, backward=backward, layout=layout, eval_mode=eval_mode,
@@ -175,12 +186,11 @@ def capture_model(model_spec: str, inputs: Sequence[InputSpec], *, backward: boo
 
 
 def _capture(model_spec: str, inputs: Sequence[InputSpec], *, backward: bool, layout: str | None,
-             eval_mode: bool, threads: int | None, min_time_s: float) -> ModelCapture:
+             eval_mode: bool, threads: int, min_time_s: float) -> ModelCapture:
     factory, where = load_factory(model_spec)
     import torch
 
-    if threads is not None:
-        torch.set_num_threads(threads)
+    torch.set_num_threads(threads)
 
     model = _call_user(f"{where}()", factory)
     if not isinstance(model, torch.nn.Module):
@@ -194,8 +204,7 @@ def _capture(model_spec: str, inputs: Sequence[InputSpec], *, backward: bool, la
     torch.manual_seed(0)
     args = [_make_input(torch, s) for s in inputs]
     if layout == "nhwc":
-        model = _call_user("model.to(memory_format=torch.channels_last)",
-                           lambda: model.to(memory_format=torch.channels_last))
+        _call_user("converting the model to channels-last", lambda: _model_channels_last(torch, model))
         args = [_channels_last(torch, a) for a in args]
     grads: list[Any] = []
 
@@ -221,14 +230,15 @@ def _capture(model_spec: str, inputs: Sequence[InputSpec], *, backward: bool, la
     def checked_pass() -> None:  # the model's own errors as one line; ours (trace reading) stay bugs
         _call_user("a pass of the model", one_pass)
 
-    times = _eager_times(checked_pass, min_time_s)
-    trace, profiled_us = _record(torch, checked_pass)
+    with steady_malloc() as heap:
+        times = _eager_times(checked_pass, min_time_s)
+        trace, profiled_us, faults = _record(torch, checked_pass, heap)
     facts = {"model": where, "inputs": " ".join(map(str, inputs)) or "(none)",
              "pass": "forward + backward of the sum of the outputs" if backward else "forward (no_grad)",
              "layout": "channels_last (--layout nhwc)" if layout == "nhwc" else "as built",
              "mode": "eval" if eval_mode else ("train" if model.training else "eval"),
-             "torch": f"{torch.__version__}, {torch.get_num_threads()} CPU thread(s)"}
-    return ModelCapture(trace, statistics.median(times) * 1e6, len(times), profiled_us, facts)
+             "torch": torch.__version__, "threads": str(torch.get_num_threads()), "allocator": heap.describe(faults)}
+    return ModelCapture(trace, statistics.median(times) * 1e6, min(times) * 1e6, len(times), profiled_us, facts)
 
 
 def _eager_times(one_pass: Callable[[], None], min_time_s: float) -> list[float]:
@@ -246,36 +256,62 @@ def _eager_times(one_pass: Callable[[], None], min_time_s: float) -> list[float]
     return times
 
 
-#: passes recorded (one ProfilerStep each): each command's figures are the median over them (lines.merge)
-RECORDED_PASSES = 3
+#: passes recorded (one ProfilerStep each): a command's calls are the median over them, each call's time the least
+#: (lines.merge)
+RECORDED_PASSES = 5
 
 
-def _record(torch: Any, one_pass: Callable[[], None]) -> tuple[TraceCalls, float]:
+def _record(torch: Any, one_pass: Callable[[], None],
+            heap: SteadyHeap) -> tuple[TraceCalls, float, int | None]:
     """RECORDED_PASSES passes recorded with the profiler, after a profiled warm-up step (the profiler's own start
     costs ~1 s the first time in a process, and its first step runs cold), exported as one chrome trace. Returns
-    the calls and the median wall time of a recorded pass."""
+    the calls, the median wall time of a recorded pass and its median count of page faults (None where the process
+    cannot count them).
+
+    Before the first recorded pass the heap gets a touched reserve: each recorded pass grows the heap by about
+    what it allocates (the profiler's records fill the holes its tensors left, allocator.py), so RECORDED_PASSES + 1
+    times the warm-up step's growth (which includes the profiler's start), and 16 MiB more."""
     from torch.profiler import ProfilerActivity, profile, schedule
 
     fd, tmp = tempfile.mkstemp(prefix="boo-capture-", suffix=".json")
     os.close(fd)
     step_s: list[float] = []
+    faults: list[int] = []
     try:
         with warnings.catch_warnings(), _quiet_stderr():
             warnings.simplefilter("ignore", UserWarning)  # "Profiler clears events at the end of each cycle"
             with profile(activities=[ProfilerActivity.CPU], record_shapes=True,
                          schedule=schedule(wait=0, warmup=1, active=RECORDED_PASSES),
                          on_trace_ready=lambda p: p.export_chrome_trace(tmp)) as prof:
-                for _ in range(1 + RECORDED_PASSES):
+                before = heap.heap_bytes()
+                for step in range(1 + RECORDED_PASSES):
+                    after = heap.heap_bytes() if step == 1 else None
+                    if before is not None and after is not None:
+                        heap.reserve((RECORDED_PASSES + 1) * max(after - before, 0) + (16 << 20))
+                    f0 = _minor_faults()
                     t0 = time.perf_counter()
                     one_pass()
                     step_s.append(time.perf_counter() - t0)
+                    f1 = _minor_faults()
+                    if f0 is not None and f1 is not None:
+                        faults.append(f1 - f0)
                     prof.step()
         with open(tmp, "rb") as f:
             data = json.load(f)
     finally:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-    return outermost_calls(data, "the recorded passes"), statistics.median(step_s[1:]) * 1e6
+    return (outermost_calls(data, "the recorded passes"), statistics.median(step_s[1:]) * 1e6,
+            round(statistics.median(faults[1:])) if len(faults) > 1 else None)
+
+
+def _minor_faults() -> int | None:
+    """This process's minor page faults so far (None without the resource module: not Unix)."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_minflt)
 
 
 @contextlib.contextmanager
@@ -314,6 +350,16 @@ def _make_input(torch: Any, spec: InputSpec) -> Any:
     if dtype == torch.bool:
         return torch.randint(0, 2, spec.shape).bool()
     return torch.randint(0, 2, spec.shape, dtype=dtype)  # 0/1: valid indices for any embedding
+
+
+def _model_channels_last(torch: Any, model: Any) -> None:
+    """The model's 4-D parameters and buffers channels_last, its 5-D ones channels_last_3d, in place.
+    `model.to(memory_format=torch.channels_last)` gives every 4-D and 5-D tensor the 4-D format, and fails on a
+    Conv3d's weight ('required rank 4 tensor to use channels_last format')."""
+    with torch.no_grad():
+        for t in itertools.chain(model.parameters(), model.buffers()):
+            if t.dim() in (4, 5):
+                t.data = _channels_last(torch, t.data)
 
 
 def _channels_last(torch: Any, t: Any) -> Any:

@@ -34,10 +34,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backward", action="store_true",
                    help="also record the backward pass of the sum of the outputs")
     p.add_argument("--layout", choices=["nhwc"], default=None,
-                   help="nhwc: convert the model and 4-D/5-D inputs to channels_last first")
+                   help="nhwc: convert the model and 4-D/5-D inputs to channels-last first (5-D: channels_last_3d)")
     p.add_argument("--eval", action="store_true", help="call model.eval() first (default: as the factory built it)")
     p.add_argument("--threads", type=int, default=None, metavar="N",
-                   help="torch CPU threads while capturing (default: torch's; 1 is the steadiest on a busy machine)")
+                   help="torch CPU threads while capturing (default 1, what boo-tui measures with by default): "
+                        "measure the file with the same --threads")
     p.add_argument("--trace", metavar="TRACE.json", default=None,
                    help="read a torch-profiler chrome trace (record_shapes=True) instead of running a model")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="the commands file to write")
@@ -81,7 +82,7 @@ def _main(args: argparse.Namespace) -> int:
                              "package.module:factory")
         check_output(args.output)
         text = model_commands(args.model, inputs, backward=args.backward, layout=args.layout, eval_mode=args.eval,
-                              threads=args.threads)
+                              threads=1 if args.threads is None else args.threads)
     try:
         atomic_write(args.output, text)
     except OSError as e:

@@ -147,11 +147,32 @@ def env_variant(variants: Sequence[Any]) -> list[Any]:
     return [v]
 
 
+def program_name() -> str:
+    """How the run was started, for its stored command line: `boo-tui`, also for `python -m boo_tui` (which had
+    stored `__main__.py`)."""
+    name = os.path.basename(sys.argv[0])
+    return "boo-tui" if name in ("__main__.py", "-c", "") else name
+
+
+def check_measurable(target, compile_only: str) -> None:
+    """UsageError, one line, when this machine has no device for `target` (a GPU target here, without that GPU):
+    its jobs failed one by one with torch's "Torch not compiled with CUDA enabled". `compile_only`: the option
+    that compiles without measuring."""
+    from ..targets import detect_gpu_archs
+
+    if target.can_run():
+        return
+    found = ", ".join(detect_gpu_archs(target.kind)) or "none"
+    raise UsageError(f"--target {target.name}: this machine has no {target.kind.upper()} GPU to measure it on "
+                     f"({target.kind} GPUs here: {found}); add {compile_only} to compile the kernels into the cache "
+                     f"without measuring (copy the cache to a machine that has one)")
+
+
 def config_from_args(args: argparse.Namespace):
     """SessionConfig from parsed arguments; raises a BooError subclass with a one-line message."""
     from ..config import SessionConfig
     from ..targets import parse_target
-    from ..variants import build_variants, preflight_variant
+    from ..variants import build_variants, preflight_target, preflight_variant
 
     if args.iter is not None and args.iter <= 0:
         raise UsageError(f"--iter must be positive, got {args.iter}")
@@ -164,6 +185,7 @@ def config_from_args(args: argparse.Namespace):
     target = parse_target(args.target) if args.target is not None else default_target()
     if target.notice and args.target is not None:   # (a detected GPU's notice comes from the session's log)
         print(f"note: {target.notice}", file=sys.stderr)
+    preflight_target(target)
     variants = build_variants(args.variant, args.variants_file, include_baseline=not args.no_baseline)
     from_env = env_variant(variants)
     variants += from_env
@@ -176,6 +198,8 @@ def config_from_args(args: argparse.Namespace):
               file=sys.stderr)
     run_flags = parse_run_flags(getattr(args, "flags", None) or [], target)
     devices = parse_devices(args.devices, target.kind) if getattr(args, "devices", None) is not None else ()
+    if not (getattr(args, "compile_only", False) or getattr(args, "ray", None)):
+        check_measurable(target, "--compile-only")
     backends = tuple(dict.fromkeys(args.backend or [IREE, TORCH]))
     check_cache_root(args.cache_dir)
     ray = ray_address_arg(getattr(args, "ray", None), devices)
@@ -207,7 +231,7 @@ def config_from_args(args: argparse.Namespace):
         devices=devices,
         ray_address=ray,
         compile_flags=run_flags,
-        command_line=" ".join(shlex.quote(a) for a in [os.path.basename(sys.argv[0])] + sys.argv[1:]),
+        command_line=" ".join(shlex.quote(a) for a in [program_name()] + sys.argv[1:]),
     )
 
 

@@ -69,7 +69,7 @@ def _main(args: argparse.Namespace) -> int:
         return EXIT_OK
     found = regressed(cmp, args.fail_on_regression)
     for (_target, command, label), c in found:
-        print(f"{PROG}: regression: {command} [{label}]: {c.ratio:.3f}x run {a.label}'s time (95% CI "
+        print(f"{PROG}: regression: {command} [{label}]: {c.ratio:.3f}x run {cmp.a.ref.label}'s time (95% CI "
               f"{c.ci_low:.3f}-{c.ci_high:.3f}, p={c.p_value:.2g}) > {1 + args.fail_on_regression / 100:.3f}",
               file=sys.stderr)
     return EXIT_REGRESSION if found else EXIT_OK

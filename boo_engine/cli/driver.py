@@ -15,11 +15,12 @@ import sys
 from collections.abc import Sequence
 
 from ..errors import BooError
-from ..results import DONE, IREE, TORCH, JobResult
+from ..results import DONE, FINAL_STATUSES, IREE, TORCH, JobResult
 from .common import (
     EXIT_FAILED,
     EXIT_OK,
     UsageError,
+    check_measurable,
     fail,
     gpu_id_devices,
     internal_error,
@@ -41,7 +42,7 @@ FLAGS = {
     "--commands-file": 1, "--csv": 1, "--backend": 1, "--verify-numerics": 0, "--cache-dir": 1,
     "--splat-input-value": 1, "--verbose": 0, "--no-verbose": 0, "--gpu-id": 1, "--devices": 1, "--target": 1,
     "--tuning-spec": 1, "--db": 1, "--preload": 0, "--jobs": 1, "--threads": 1, "--seed": 1,
-    "--min-time": 1, "--cache-mode": 1, "--flags": 1, "--ray": 1, "-h": 0, "--help": 0,
+    "--min-time": 1, "--max-time": 1, "--cache-mode": 1, "--flags": 1, "--ray": 1, "-h": 0, "--help": 0,
     # BOO's numerics flags (iree-turbine driver/driver.py)
     "--numerics-verbose": 0, "--numerics-min-samples": 1, "--numerics-stddev-rtol": 1, "--numerics-stddev-atol": 1,
     "--numerics-mean-rtol": 1, "--numerics-mean-atol": 1, "--numerics-reference-dtype": 1,
@@ -54,13 +55,16 @@ TOLERANCES = {"--numerics-stddev-rtol": "stddev_rtol", "--numerics-stddev-atol":
 USAGE = """usage: boo-driver [COMMAND ...] [--commands-file FILE] [--csv FILE] [--backend NAME]...
                   [--verify-numerics] [--cache-dir DIR] [--splat-input-value V] [--verbose | --no-verbose]
                   [--target cpu|hip:ARCH|cuda:ARCH] [--tuning-spec SPEC.mlir] [--db PATH] [--preload]
-                  [--jobs N] [--threads N] [--seed N] [--min-time S] [--gpu-id N|-1] [--devices LIST]
+                  [--jobs N] [--threads N] [--seed N] [--min-time S] [--max-time S] [--gpu-id N|-1]
+                  [--devices LIST]
                   [--cache-mode warm|cold] [--flags '--iree-flag=v ...'] [--ray ADDRESS]
                   [--numerics-verbose] [--numerics-min-samples N] [--numerics-{mean,stddev}-{atol,rtol} X]
                   [--numerics-reference-dtype float64|float32] [--skip-structured-tests]
 
 A drop-in for iree-boo-driver: COMMAND is an MIOpenDriver command (conv*, layernorm*, gemm*), with its own
---iter (and -t/--time, accepted and ignored: every kernel is timed).
+--iter (and -t/--time, accepted and ignored: every kernel is timed). Each line gives n=, the samples taken: a job
+stops at --max-time S (default 60 s) even before --iter samples, and the line then says so.
+Each command's lines are printed (and flushed) as soon as its jobs are done.
 --backend: iree (also iree_boo, iree_boo_experimental, iree_boo_legacy) and/or torch; default iree.
 --preload compiles every command into the cache (in parallel) without running anything.
 --gpu-id N measures on GPU N (-1: every GPU, as --devices all); refused on the cpu target and for a GPU this
@@ -155,6 +159,12 @@ def _number(opts, name, kind, default=None):
         raise BooError(f"{name} expects a number, got {value!r}") from None
 
 
+def _positive(value: float, name: str) -> float:
+    if not value > 0:
+        raise BooError(f"{name} must be positive, got {value:g}")
+    return value
+
+
 def numerics_criteria(opts: dict[str, list[str]]):
     """BOO's numerics flags as a NumericsCriteria; a bad value is a BooError (one line, exit 2)."""
     import math
@@ -204,7 +214,7 @@ def _devices(opts: dict[str, list[str]], target) -> tuple[str, ...]:
 
 
 def _run(opts: dict[str, list[str]], command: list[str]) -> int:
-    from ..variants import Variant, parse_variant_arg, preflight_variant, variant_from_env
+    from ..variants import Variant, parse_variant_arg, preflight_target, preflight_variant, variant_from_env
 
     names = opts.get("--backend") or ["iree_boo"]
     for name in names:
@@ -233,6 +243,7 @@ def _run(opts: dict[str, list[str]], command: list[str]) -> int:
         variant = parse_variant_arg(f"{os.path.splitext(os.path.basename(spec))[0]}={spec}")
     else:
         variant = variant_from_env() or variant
+    preflight_target(target)
     preflight_variant(variant, target)
     devices = _devices(opts, target)
     ray = ray_address_arg(_last(opts, "--ray"), devices) if "--preload" not in opts else None
@@ -240,6 +251,8 @@ def _run(opts: dict[str, list[str]], command: list[str]) -> int:
 
     if "--preload" in opts:
         return _preload(opts, files, command, variant, target, run_flags)
+    if ray is None:
+        check_measurable(target, "--preload")
 
     from ..config import SessionConfig
     from ..session import Session
@@ -251,6 +264,7 @@ def _run(opts: dict[str, list[str]], command: list[str]) -> int:
         threads=_number(opts, "--threads", int, 1),
         seed=_number(opts, "--seed", int, 0),
         min_time_s=_number(opts, "--min-time", float),
+        max_time_s=_positive(_number(opts, "--max-time", float, 60.0), "--max-time"),
         splat_value=_number(opts, "--splat-input-value", float),
         verify_numerics="--verify-numerics" in opts,
         numerics=criteria,
@@ -317,32 +331,70 @@ def _measure_and_print(session, files, command, names, verbose, rows, stops, *, 
     except BooError:
         if session.failure is None:   # (a store that takes no writes is reported once, after the CSV)
             raise
-    while not session.wait(timeout=0.2) and not stops.event.is_set():
-        pass
-    if stops.event.is_set():
-        session.interrupt()
-    if session.compile_stage.untrusted_note:   # once per run: the first cached kernel not trusted, compiled anew
-        print(f"{PROG}: warning: {session.compile_stage.untrusted_note}", file=sys.stderr)
-    failed = session.failure is not None
-    for text, jobs in entries:
-        by_backend: dict[str, JobResult] = {}
-        print(text)
-        for job in jobs:
-            if job.backend not in BACKENDS.values():  # a line that did not parse: it fails on every backend
-                by_backend = {n: job for n in names}
-                print(f">>> FAILED: {job.error}")
-                failed = True
-                continue
-            name = next(n for n in names if BACKENDS[n] == job.backend)
-            by_backend[name] = job
-            print(_line(name, job, len(names) > 1 or verbose))
-            failed = failed or not job_succeeded(job)
-            if job.numerics is not None:   # as BOO prints its verdict per command
-                print(_numerics_line(job.numerics))
-                if numerics_verbose:
-                    print("\n".join(_numerics_details(job.numerics)))
-        rows.append((text, by_backend))
+    printed = 0   # each command's lines as soon as its jobs are final, in the commands' order (iree-boo-driver's)
+    failed = False
+    while True:
+        idle = session.wait(timeout=0.2)
+        stopping = stops.event.is_set()
+        if stopping:
+            session.interrupt()
+        while printed < len(entries) and (idle or stopping or all(j.status in FINAL_STATUSES
+                                                                  for j in entries[printed][1])):
+            if printed == 0 and session.compile_stage.untrusted_note:   # once per run
+                print(f"{PROG}: warning: {session.compile_stage.untrusted_note}", file=sys.stderr)
+            failed = _print_entry(*entries[printed], names, verbose, rows, numerics_verbose) or failed
+            printed += 1
+        if idle or stopping:
+            break
+    return failed or session.failure is not None
+
+
+def _print_entry(text: str, jobs: list[JobResult], names, verbose, rows, numerics_verbose) -> bool:
+    """One command's lines (flushed: a redirected run shows its progress); True when a job of it failed."""
+    by_backend: dict[str, JobResult] = {}
+    failed = False
+    print(text)
+    for job in jobs:
+        if job.backend not in BACKENDS.values():  # a line that did not parse: it fails on every backend
+            by_backend = {n: job for n in names}
+            print(f">>> FAILED: {job.error}")
+            failed = True
+            continue
+        name = next(n for n in names if BACKENDS[n] == job.backend)
+        by_backend[name] = job
+        print(_line(name, job, len(names) > 1 or verbose))
+        if (short := _short_of_iter(job, text)) is not None:
+            print(f"{PROG}: note: {job.func_name} [{name}]: {short}", file=sys.stderr)
+        failed = failed or not job_succeeded(job)
+        if job.numerics is not None:   # as BOO prints its verdict per command
+            print(_numerics_line(job.numerics))
+            if numerics_verbose:
+                print("\n".join(_numerics_details(job.numerics)))
+    rows.append((text, by_backend))
+    sys.stdout.flush()
     return failed
+
+
+def _short_of_iter(job: JobResult, text: str) -> str | None:
+    """Why a done job has fewer samples than its command line `text`'s --iter asked, or None: the time limit came
+    first (a 7 s bf16 mm has 8 samples in 60 s), or samples that lost their core to another process were left out
+    of the statistics."""
+    if job.status != DONE or job.stats is None:
+        return None
+    try:
+        from ..commands import parse_invocation
+
+        asked = parse_invocation(text).iters
+    except (BooError, ValueError):
+        return None
+    taken = len(job.samples_us)
+    if taken < asked:
+        return (f"{taken} of the {asked} samples --iter asked: the job's time limit (--max-time, default 60 s) "
+                f"came first")
+    if job.stats.n < asked:
+        return (f"{job.stats.n} of its {taken} samples are in the statistics: the others lost their core to "
+                f"another process")
+    return None
 
 
 def _line(name: str, job: JobResult, show_backend: bool) -> str:
@@ -350,7 +402,7 @@ def _line(name: str, job: JobResult, show_backend: bool) -> str:
     if job.status == DONE and job.stats is not None:
         s = job.stats
         text = (f">>> {who}min={s.min_us:.2f}us max={s.max_us:.2f}us mean={s.mean_us:.2f}us "
-                f"stddev={s.stddev_us:.2f}us median={s.median_us:.2f}us")
+                f"stddev={s.stddev_us:.2f}us median={s.median_us:.2f}us n={s.n}")
         if job.device_us is not None:   # GPU: the dispatches' own device time, as iree-boo-driver reports it
             text += f" dispatch={job.device_us:.2f}us"
         if job.compile is not None and job.compile.num_dispatches is not None:

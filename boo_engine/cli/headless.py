@@ -38,13 +38,16 @@ def add_headless_args(p: argparse.ArgumentParser) -> None:
                    help="run without the UI; with no --export, print a Markdown table on stdout")
     h.add_argument("--fail-on-regression", type=float, default=None, metavar="PCT",
                    help="exit 3 when a variant is significantly slower than the baseline by more than PCT percent")
+    h.add_argument("--compile-only", action="store_true",
+                   help="compile every kernel (each variant) into the cache and measure nothing, e.g. for a GPU "
+                        "target this machine does not have (then copy the cache to one that does)")
     h.add_argument("--dump-dispatches", default=None, metavar="DIR",
                    help="write each command's dispatch sources and configurations to DIR (edit them, then "
                         "measure with --variant NAME=DIR/) and exit")
 
 
 def wants_headless(args: argparse.Namespace) -> bool:
-    return bool(args.export or args.headless or args.dump_dispatches)
+    return bool(args.export or args.headless or args.dump_dispatches or args.compile_only)
 
 
 def run_headless(args: argparse.Namespace) -> int:
@@ -62,6 +65,8 @@ def run_headless(args: argparse.Namespace) -> int:
         return fail(PROG, "no commands: give a commands file (e.g. sample_commands.txt) or a quoted command")
     if args.dump_dispatches:
         return _dump_dispatches(args, config)
+    if args.compile_only:
+        return _compile_only(args, config)
 
     # The benchmark worker process imports torch (~1 s) while this process does the same: started now, it is
     # ready by the time the first kernel can be measured.
@@ -203,6 +208,46 @@ def _regressions(comparisons: dict, pct: float | None) -> list[str]:
         f"p={c.p_value:.2g}) > {1 + pct / 100:.3f}"
         for (target, command, label), c in regressions(comparisons, pct)
     ]
+
+
+def _commands_of(inputs: Sequence[str]) -> tuple[list, list[str]]:
+    """The commands of the run's inputs (files and quoted commands), and the files' bad lines as messages."""
+    from ..commands import looks_like_commands_file, parse_invocation, read_commands_file
+
+    commands, bad = [], []
+    for item in inputs:
+        if not looks_like_commands_file(item):
+            commands.append(parse_invocation(item))
+            continue
+        for line in read_commands_file(item, errors="collect"):
+            if line.command is not None:
+                commands.append(line.command)
+            else:
+                bad.append(line.message or f"{item}: a line that does not parse")
+    return commands, bad
+
+
+def _compile_only(args, config) -> int:
+    """--compile-only: every (command, variant) compiled into the cache in parallel (compile.preload, as
+    boo-driver --preload), nothing measured or stored; exit 1 when a kernel or a line failed."""
+    from ..compile.cache import KernelCache
+    from ..compile.preload import format_summary, preload
+    from ..targets import parse_target
+
+    try:
+        commands, bad = _commands_of(args.inputs)
+        cache = KernelCache(config.cache_dir)
+    except BooError as e:
+        return fail(PROG, str(e))
+    if cache.notice:
+        print(f"{PROG}: {cache.notice}", file=sys.stderr)
+    summary = preload(commands, parse_target(config.target), config.variants, workers=config.compile_workers,
+                      cache=cache, timeout_s=config.compile_timeout_s, extra_flags=config.compile_flags)
+    for message in bad:
+        print(f"invalid {message}", file=sys.stderr)
+    print(format_summary(summary) + (f"; {len(bad)} invalid command line(s) not compiled" if bad else ""),
+          file=sys.stderr)
+    return EXIT_FAILED if (bad or summary.failed) else EXIT_OK
 
 
 def _dump_dispatches(args, config) -> int:

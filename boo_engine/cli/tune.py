@@ -20,7 +20,16 @@ from typing import Any
 
 from .. import locations
 from ..errors import BooError
-from .common import EXIT_FAILED, EXIT_OK, RAY_HELP, check_cache_root, fail, guarded, ray_address_arg
+from .common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    RAY_HELP,
+    UsageError,
+    check_cache_root,
+    fail,
+    guarded,
+    ray_address_arg,
+)
 
 PROG = "boo-tui tune"
 
@@ -46,13 +55,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="measuring time of the winner and the baseline each in the final (default 1.5)")
     p.add_argument("--db", default=None, metavar="PATH", help=locations.DB_HELP)
     p.add_argument("--cache-dir", default=None, metavar="DIR", help=locations.CACHE_HELP)
-    p.add_argument("--compile-workers", type=int, default=None, metavar="N")
+    p.add_argument("--compile-workers", type=int, default=None, metavar="N",
+                   help="compile processes working at once (default: one per core)")
     p.add_argument("--threads", type=int, default=1, metavar="N", help="CPU threads per kernel (default 1)")
     p.add_argument("--ray", default=None, metavar="ADDRESS", help=RAY_HELP)
     p.add_argument("--resume", nargs="?", const="last", default=None, metavar="TUNE_ID",
                    help="continue a stopped tune (the last one without an id): finished kernels are kept")
     p.add_argument("--try-flags", action="append", default=[], metavar="'FLAGS'",
                    help="a set of iree-compile flags to try on every kernel, beside the built-in choices (repeatable)")
+    p.add_argument("--top", type=int, default=None, metavar="N",
+                   help="tune only the N commands with the largest share of a captured model's time (its "
+                        "`# boo-tui: calls= share=` lines): the kernels that matter most to the model")
     p.add_argument("--defaults", action="store_true",
                    help="measure the per-op-class compiler flags for THIS machine and keep the winners as its defaults")
     return p
@@ -86,7 +99,28 @@ def _check(args: argparse.Namespace) -> str | None:
             return f"--try-flags {f!r}: expected iree-compile flags (--flag=value ...)"
     if not args.inputs and args.resume is None:
         return "nothing to tune: give commands files or command lines (or --resume)"
+    if args.top is not None and args.top < 1:
+        return f"--top {args.top}: give at least 1"
     return None
+
+
+def top_by_share(inputs: Sequence[str], n: int) -> tuple[list[str], float]:
+    """The `n` commands of the commands files among `inputs` with the largest share (each once, the first of
+    equal ones), and the share of the captured compute they hold together. UsageError when no line has a weight."""
+    from ..commands import looks_like_commands_file, read_commands_file
+
+    weighted: dict[str, float] = {}
+    for item in inputs:
+        if not looks_like_commands_file(item):
+            continue
+        for line in read_commands_file(item, errors="collect"):
+            if line.command is not None and line.share is not None:
+                weighted[line.text] = weighted.get(line.text, 0.0) + line.share
+    if not weighted:
+        raise UsageError(f"--top {n}: no command of {' '.join(inputs)} has a weight (the `# boo-tui: calls=N "
+                         f"share=P%` lines `boo-tui capture` writes)")
+    top = sorted(weighted, key=lambda text: -weighted[text])[:n]
+    return top, sum(weighted[text] for text in top)
 
 
 def _main(args: argparse.Namespace, argv: list[str]) -> int:
@@ -107,6 +141,11 @@ def _main(args: argparse.Namespace, argv: list[str]) -> int:
     except OSError as e:
         return fail(PROG, f"--out {args.out}: {e.strerror or e}")
     from ..tune.search import Tuner, TuneSettings
+
+    if args.top is not None and args.resume is None:
+        args.inputs, held = top_by_share(args.inputs, args.top)
+        print(f"{PROG}: tuning the {len(args.inputs)} command(s) with the largest share: {held:.1f}% of the "
+              f"captured compute", file=sys.stderr)
 
     settings = TuneSettings(
         target=args.target, out_dir=args.out, budget=args.budget, time_budget_s=args.time_budget, seed=args.seed,

@@ -15,6 +15,7 @@ import logging
 import os
 import socket
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,10 @@ CLIENT_PORT = 10001
 #: cleanly (interrupted, results kept) and a dashboard stays up
 RECONNECT_ENV = "RAY_gcs_rpc_server_reconnect_timeout_s"
 RECONNECT_S = "86400"
+#: how long joining through Ray's client (ray://) may take. Ray's client waits for its server's answer without a
+#: limit, and when joining fails it can hang for good closing its log stream (a client server that took the
+#: connection and never answered: seen once in ~25 ray:// runs beside 4 busy processes). A join takes 2-15 s.
+CLIENT_JOIN_TIMEOUT_S = 180.0
 
 
 @dataclass(frozen=True)
@@ -88,8 +93,9 @@ class Cluster:
             # --ray local: no dashboard (a web server that runs jobs), and every process on loopback (require_ray)
             local: dict[str, Any] = {"include_dashboard": False} if self.address == LOCAL else {}
             try:
-                ray.init(address=self.address, namespace=NAMESPACE, log_to_driver=False, logging_level=logging.ERROR,
-                         configure_logging=False, **local)
+                _bounded(is_client(self.address), lambda: ray.init(
+                    address=self.address, namespace=NAMESPACE, log_to_driver=False, logging_level=logging.ERROR,
+                    configure_logging=False, **local))
             except Exception as e:  # noqa: BLE001 - ConnectionError, ValueError for a bad address...: one line
                 hint = "" if type(e) is not ConnectionError or AUTH_MODE_ENV in os.environ else (
                     f" (a cluster with Ray's token authentication needs {AUTH_MODE_ENV}=token here too)")
@@ -149,6 +155,37 @@ class Cluster:
         nodes = self.nodes()
         return {"address": self.address, "nodes": [
             {"node": n.label, "ip": n.ip, "cpus": n.cpus, "gpus": n.gpus} for n in nodes]}
+
+
+def _bounded(bounded: bool, join: Callable[[], object]) -> None:
+    """`join()`, on a thread of its own given CLIENT_JOIN_TIMEOUT_S when `bounded` (a thread left hanging inside
+    Ray is a daemon: it does not keep the process from exiting)."""
+    if not bounded:
+        join()
+        return
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            join()
+        except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
+            failed.append(e)
+
+    logging.getLogger("ray._private.worker").addFilter(_not_main_thread_note)
+    thread = threading.Thread(target=run, name="boo-ray-join", daemon=True)
+    thread.start()
+    thread.join(CLIENT_JOIN_TIMEOUT_S)
+    if thread.is_alive():
+        raise TimeoutError(f"its client server took the connection but did not finish joining in "
+                           f"{CLIENT_JOIN_TIMEOUT_S:.0f} s")
+    if failed:
+        raise failed[0]
+
+
+def _not_main_thread_note(record: logging.LogRecord) -> bool:
+    """Ray's note that a join off the main thread leaves SIGTERM alone: what we want (the front end's own stop
+    handler stays), not a line for the user."""
+    return not str(record.msg).startswith("SIGTERM handler is not set")
 
 
 def _split_host_port(text: str) -> tuple[str, int] | None:

@@ -27,9 +27,10 @@ class Command:
     numerics even where numerics are off or opt-in; 0: nothing, since it is MIOpenDriver's default that the user
     did not ask for). `ignored_flags`: MIOpenDriver flags given that change nothing here (`-w`, `-s`, ...), as
     typed; front ends say so once per run.
-    `calls` / `share`: the command's weight in the model it was captured from, from the `# boo-tui: calls=N
-    share=P%` line before it in a commands file (`files.py`): how many times the model called the kernel (>= 1)
-    and its share of the model's eager time in percent. None when the file gives none.
+    `calls` / `share` / `captured_us`: the command's weight in the model it was captured from, from the
+    `# boo-tui: calls=N share=P% us=T` line before it in a commands file (`files.py`): how many times the model
+    called the kernel (>= 1), its share of the capture's compute total in percent, and those calls' time in the
+    capture (microseconds; None in a file that gives none). None when the file gives no weight.
     """
 
     signature: OpSignature
@@ -40,6 +41,7 @@ class Command:
     ignored_flags: tuple[str, ...] = ()
     calls: int | None = None
     share: float | None = None
+    captured_us: float | None = None
 
     @property
     def tokens(self) -> tuple[str, ...]:

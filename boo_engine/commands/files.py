@@ -4,10 +4,12 @@
 comment line; blank lines are skipped. `extra_args` are appended to every line, so a command-line `--iter 5`
 overrides the file's own (the last occurrence of a flag wins).
 
-Weights: a comment `# boo-tui: calls=12 share=8.31%` (what `boo-tui capture` writes) gives the NEXT command line
-its weight in the model it was captured from: `calls` (an int >= 1: how often the model called the kernel) and
-`share` (its share of the model's eager time, percent, 0-100, the `%` optional); both are required, other
-`key=value` items are ignored (captures may add some). A malformed weight line is a bad line like any other
+Weights: a comment `# boo-tui: calls=12 share=8.31% us=456.7` (what `boo-tui capture` writes) gives the NEXT
+command line its weight in the model it was captured from: `calls` (an int >= 1: how often the model called the
+kernel), `share` (its share of the capture's compute total, percent, 0-100, the `%` optional; a file captured
+before the compute total took shares of the model's eager time) and, optionally, `us` (the time those calls took in
+the capture, microseconds >= 0: what the model line compares the measured sum with); calls and share are required,
+other `key=value` items are ignored (captures may add some). A malformed weight line is a bad line like any other
 (`path:LINE: ...`); any other `#` line stays a comment.
 """
 from __future__ import annotations
@@ -35,6 +37,7 @@ class CommandLine:
     error: str | None
     calls: int | None = None     # the weight its `# boo-tui:` line gave (kept for a line that does not parse)
     share: float | None = None
+    captured_us: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -65,7 +68,8 @@ class Weight:
     """A command's weight in the model it was captured from."""
 
     calls: int        # >= 1
-    share: float      # percent of the model's eager time, 0-100
+    share: float      # percent of the capture's compute total (of the model's eager time in older files), 0-100
+    us: float | None = None   # the calls' time in the capture, microseconds (None: the line gives none)
 
 
 def is_weight_line(text: str) -> bool:
@@ -73,7 +77,8 @@ def is_weight_line(text: str) -> bool:
 
 
 def parse_weight(text: str) -> Weight:
-    """`# boo-tui: calls=12 share=8.31% self=3.10%` -> Weight(12, 8.31); CommandError naming what is wrong."""
+    """`# boo-tui: calls=12 share=8.31% self=3.10% us=456.7` -> Weight(12, 8.31, 456.7); CommandError naming what is
+    wrong."""
     items: dict[str, str] = {}
     for item in text[len(WEIGHT_PREFIX):].split():
         key, eq, value = item.partition("=")
@@ -96,7 +101,15 @@ def parse_weight(text: str) -> Weight:
         share = math.nan
     if not (math.isfinite(share) and 0.0 <= share <= 100.0):
         raise CommandError(f"weight line: share={elide(items['share'], 20)} is not a percentage between 0 and 100")
-    return Weight(calls, share)
+    us = None
+    if "us" in items:
+        try:
+            us = float(items["us"])
+        except ValueError:
+            us = math.nan
+        if not (math.isfinite(us) and us >= 0.0):
+            raise CommandError(f"weight line: us={elide(items['us'], 20)} is not a time in microseconds >= 0")
+    return Weight(calls, share, us)
 
 
 def _split_line(line: str, tsv: bool) -> list[str]:
@@ -151,7 +164,8 @@ def iter_commands_file(path: str | os.PathLike[str], extra_args: Sequence[str] =
             continue
         if text.startswith("#"):
             continue
-        calls, share = (weight.calls, weight.share) if weight is not None else (None, None)
+        calls, share, captured_us = (weight.calls, weight.share, weight.us) if weight is not None \
+            else (None, None, None)
         weight = None
         parsed = seen.get(text)
         if parsed is None:
@@ -163,12 +177,13 @@ def iter_commands_file(path: str | os.PathLike[str], extra_args: Sequence[str] =
                 seen.clear()
             seen[text] = parsed
         if isinstance(parsed, str):
-            yield CommandLine(source=source, text=elide(text), command=None, error=parsed, calls=calls, share=share)
+            yield CommandLine(source=source, text=elide(text), command=None, error=parsed, calls=calls, share=share,
+                              captured_us=captured_us)
             continue
         command = parsed
         if calls is not None:
-            command = dataclasses.replace(command, calls=calls, share=share)
-        yield CommandLine(source, text, command, None, calls, share)
+            command = dataclasses.replace(command, calls=calls, share=share, captured_us=captured_us)
+        yield CommandLine(source, text, command, None, calls, share, captured_us)
 
 
 @overload
@@ -188,7 +203,7 @@ def read_commands_file(path, extra_args=(), errors="raise"):
     errors="raise": return list[Command]; the first bad line raises CommandError `path:LINE: message`.
     errors="collect": return list[CommandLine] for every non-comment line, good and bad, so a dashboard can
     show the bad lines next to the good ones (a malformed `# boo-tui:` weight line is such a bad line).
-    A command after a `# boo-tui:` weight line carries its `calls` and `share` (None without one).
+    A command after a `# boo-tui:` weight line carries its `calls`, `share` and `captured_us` (None without one).
     A missing or unreadable file raises CommandError naming the path in both modes.
     """
     if errors not in ("raise", "collect"):

@@ -12,6 +12,7 @@ cache's .mlir file all say them) and read back by `decompositions_in`.
 """
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable
 from typing import Any
@@ -26,6 +27,8 @@ HEADER = "// boo: decomposed for IREE's torch input: "
 _OP = r"torch\.(?:aten|prims)\.[\w.]+"
 _OPERATOR = re.compile(rf'torch\.operator "({_OP})"')
 _ILLEGAL = re.compile(rf"failed to legalize operation '({_OP})'")
+_ILLEGAL_TORCH = re.compile(r"failed to legalize operation 'torch\.")
+_LEFT = re.compile(rf"= ({_OP}) ")
 _ILLEGAL_OPERATOR = re.compile(rf"failed to legalize operation 'torch\.operator'[^\n]*?name = \"({_OP})\"")
 
 
@@ -40,25 +43,31 @@ def mlir_name(op: Any) -> str:
 def unlowered(text: str) -> list[str]:
     """The aten ops (torch-dialect names, sorted) of imported MLIR `text` that IREE's torch input cannot lower:
     every generic `torch.operator "torch.aten..."`, and the aten op the torch-to-iree conversion fails to
-    legalize. [] when the conversion succeeds, or fails on something that is no aten op (iree-compile then
-    reports that failure itself)."""
+    legalize. When the conversion names a torch op that is no aten op (a `torch.constant.int` whose user, say
+    aten.max_pool3d_with_indices_backward, has no conversion: it is the first illegal op walked), the aten ops
+    the failed conversion left in the module. [] when the conversion succeeds, or fails on something that is no
+    torch op (iree-compile then reports that failure itself)."""
     from iree.compiler import ir, passmanager
 
     names = set(_OPERATOR.findall(text))
     ctx = ir.Context()
+    module = None
     try:
         module = ir.Module.parse(text, ctx)
         passmanager.PassManager.parse("builtin.module(torch-to-iree)", ctx).run(module.operation)
     except Exception as e:  # noqa: BLE001 - MLIRError carries the diagnostics; anything else names no op
         message = str(e)
-        names.update(_ILLEGAL.findall(message))
-        names.update(_ILLEGAL_OPERATOR.findall(message))
+        found = set(_ILLEGAL.findall(message)) | set(_ILLEGAL_OPERATOR.findall(message))
+        if not found and module is not None and _ILLEGAL_TORCH.search(message):
+            found = set(_LEFT.findall(str(module)))
+        names.update(found)
     return sorted(names)
 
 
 def decomposition_of(op: Any) -> Callable | None:
     """Torch's decomposition of one OpOverload: its registered one (torch._decomp), else its
-    CompositeImplicitAutograd kernel; None when torch has neither."""
+    CompositeImplicitAutograd kernel, else one of ours (`ours()`, for an op torch has none of); None when there
+    is none."""
     import torch
     from torch._decomp import get_decompositions
 
@@ -67,7 +76,26 @@ def decomposition_of(op: Any) -> Callable | None:
         return found
     if torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd"):
         return op.decompose
-    return None
+    return ours().get(op)
+
+
+def ours() -> dict[Any, Callable]:
+    """Our decompositions of ops torch has none of, written with ops IREE lowers: convolution_backward (IREE
+    3.13 lowers no transposed conv's backward) as forward convolutions, the way the conv kernels' `fwdconv`
+    formulation writes them; the backward ops of CPU attention, 3-D max pooling, average pooling and bilinear
+    upsampling (ops/decompositions.py)."""
+    import torch
+
+    from ..ops import conv_forms, decompositions
+
+    aten = torch.ops.aten
+    return {
+        aten.convolution_backward.default: conv_forms.convolution_backward,
+        aten._scaled_dot_product_flash_attention_for_cpu_backward.default: decompositions.flash_attention_backward,
+        aten.max_pool3d_with_indices_backward.default: decompositions.max_pool_backward,
+        aten.avg_pool2d_backward.default: decompositions.avg_pool2d_backward,
+        aten.upsample_bilinear2d_backward.default: decompositions.upsample_bilinear2d_backward,
+    }
 
 
 def lower(label: str, program: Any, decompose_default: bool,
@@ -136,7 +164,11 @@ def _decomposed(program: Any, decompose_default: bool, chosen: dict[Any, Callabl
         try:
             with warnings.catch_warnings():   # torch 2.13 warns about its own pytree internals here
                 warnings.simplefilter("ignore", FutureWarning)
-                return program.run_decompositions(table)
+                result = program.run_decompositions(table)
+                ignored = {op: fn for op, fn in chosen.items() if op in set(_overloads(result).values())}
+                if ignored:
+                    result = _retraced(result, ignored).run_decompositions(table)
+                return result
         except Exception as e:
             op = _mutating_op(str(e))
             inner = decomposition_of(op) if op is not None and op not in chosen else None
@@ -144,6 +176,21 @@ def _decomposed(program: Any, decompose_default: bool, chosen: dict[Any, Callabl
                 raise
             chosen[op] = inner
     raise CompileError(f"torch's decompositions still call mutating ops after {MAX_ROUNDS} rounds")
+
+
+def _retraced(program: Any, table: dict[Any, Callable]) -> Any:
+    """`program` traced again by make_fx with `table` applied, and exported. run_decompositions ignores the
+    decomposition of an op with a CompositeImplicitAutograd kernel beside its backend kernels (aten.silu_backward:
+    export moves it to its CIA override, which the CPU and Autograd kernels shadow), so such an op was left for
+    IREE, which cannot lower it; make_fx applies a decomposition table whatever kernels the op has."""
+    import torch
+    from torch._guards import detect_fake_mode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    args = tuple(n.meta["val"] for n in program.graph.nodes if n.op == "placeholder")
+    with detect_fake_mode(args) or contextlib.nullcontext():
+        traced = make_fx(program.module(), decomposition_table=table)(*args)
+    return torch.export.export(traced, args, strict=False)
 
 
 _NOT_FUNCTIONAL = re.compile(r"entirely functional graph, but found .*?target=torch\.ops\.aten\.(\w+)\.(\w+)")

@@ -22,10 +22,15 @@ def torch_version() -> str:
         return str(torch.__version__)
 
 
+#: the code that turns any signature into MLIR (export, the lowering rule): a change there changes MLIR too
+EXPORT_CODE = (Path(__file__).with_name("export.py"), Path(__file__).with_name("lowering.py"))
+
+
 def class_source_digest(cls: type) -> str:
-    """Digest of every Python file in the package folder defining a signature class (e.g. boo_engine/ops/):
-    a change to how an op is expressed must miss the index, since the MLIR may change while the signature's
-    repr does not. Computed once per class per process."""
+    """Digest of every Python file in the package folder defining a signature class (e.g. boo_engine/ops/) and
+    of the export code (EXPORT_CODE): a change to how an op is expressed must miss the index, since the MLIR may
+    change while the signature's repr does not (a kernel exported before a fix to export.py was handed out by the
+    index after it). Computed once per class per process."""
     return _source_digest(cls.__module__, cls.__qualname__)
 
 
@@ -34,7 +39,7 @@ def _source_digest(module: str, qualname: str) -> str:
     h = hashlib.sha256(qualname.encode())
     try:
         folder = Path(getattr(sys.modules.get(module), "__file__", None) or "").parent
-        for f in sorted(folder.glob("*.py")):
+        for f in [*sorted(folder.glob("*.py")), *EXPORT_CODE]:
             h.update(f.name.encode() + b"\0" + f.read_bytes())
     except (OSError, TypeError):
         pass

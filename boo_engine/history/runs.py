@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,10 +34,26 @@ class RunRef:
 
     path: Path
     run_id: int
+    #: how the file is named in labels: its name, or more of its path where the other side's file has the same
+    #: name (`distinct_names`)
+    shown: str = ""
 
     @property
     def label(self) -> str:
-        return f"{self.path.name}:{self.run_id}"
+        return f"{self.shown or self.path.name}:{self.run_id}"
+
+
+def distinct_names(a: RunRef, b: RunRef) -> tuple[RunRef, RunRef]:
+    """`a` and `b` named by as much of their paths as tells them apart: two `r.db` in `laptop/` and `ci/` read
+    `laptop/r.db:3` and `ci/r.db:3` (they read alike, `r.db:3` and `r.db:3`)."""
+    pa, pb = a.path.resolve(), b.path.resolve()
+    if pa == pb or pa.name != pb.name:
+        return a, b
+    for depth in range(2, max(len(pa.parts), len(pb.parts)) + 1):
+        na, nb = Path(*pa.parts[-depth:]), Path(*pb.parts[-depth:])
+        if na != nb:
+            return replace(a, shown=str(na)), replace(b, shown=str(nb))
+    return replace(a, shown=str(pa)), replace(b, shown=str(pb))
 
 
 @dataclass(frozen=True)
@@ -245,6 +261,7 @@ def compare_stored(a: StoredRun, b: StoredRun, *, min_effect: float | None = Non
 
 
 def compare_refs(a: RunRef, b: RunRef, *, min_effect: float | None = None, workers: int = 1) -> RunComparison:
+    a, b = distinct_names(a, b)
     return compare_stored(load_run(a), load_run(b), min_effect=min_effect, workers=workers)
 
 

@@ -7,8 +7,7 @@ Kept in the results database (`peaks` table, every measurement and raise a new r
 file (`locations.peaks_file()`), so a fresh database (every test's) takes them from the file without measuring.
 
 `get_peaks()` answers from the database, else the file, else measures (`measure_in_child`: a process of its own,
-~10 s on a 2-core CPU). `raise_peak()` is the roofline's correction: a kernel that beat a peak twice (measured
-again in between) shows the peak was wrong, and what it achieved becomes the peak (source "achieved by ...").
+~10 s on a 2-core CPU). Peaks come from measurements only: a kernel that beats one never moves it (roofline.py).
 """
 from __future__ import annotations
 
@@ -136,6 +135,11 @@ def as_target(target: Target | str, threads: int) -> Target:
     return Target("cpu", threads=threads, per_op_defaults=t.per_op_defaults) if t.kind == "cpu" else t
 
 
+#: how peaks are measured, in the key: peaks taken the older way (the median of each candidate's samples, pulled
+#: down by a busy machine) are measured again
+MEASURE_METHOD = "best of samples"
+
+
 def machine_key(target: Target | str, threads: int = 1) -> str:
     """What the peaks depend on: `cpu znver3+<features digest> x1 | iree-compiler 3.x | torch 2.x`, or the GPU's
     name, arch and driver for a GPU target."""
@@ -149,7 +153,8 @@ def machine_key(target: Target | str, threads: int = 1) -> str:
 
         g = gpu_info() or {}
         device = f"{t.name} {g.get('name') or 'unknown GPU'} {g.get('arch') or ''} driver {g.get('driver') or '?'}"
-    return f"{device} | iree-compiler {_version('iree-base-compiler')} | torch {_version('torch')}"
+    return (f"{device} | iree-compiler {_version('iree-base-compiler')} | torch {_version('torch')}"
+            f" | {MEASURE_METHOD}")
 
 
 def theory_for(target: Target | str, threads: int = 1) -> Theory:
@@ -273,10 +278,10 @@ def get_peaks(target: Target | str, threads: int = 1, store: Store | None = None
     if not remeasure:
         if store is not None:
             rows = store.peaks(key, t.name)
-            if rows:
-                return Peaks.from_rows(rows, threads)
+            if rows and not _raised(stored := Peaks.from_rows(rows, threads)):
+                return stored
         found = load_file(key, t.name)
-        if found is not None:
+        if found is not None and not _raised(found):
             if store is not None:
                 store.save_peaks(found.rows(), run_id)
             return found
@@ -289,6 +294,12 @@ def get_peaks(target: Target | str, threads: int = 1, store: Store | None = None
     return peaks
 
 
+def _raised(peaks: Peaks) -> bool:
+    """Peaks an older boo-tui moved to what a kernel achieved (source "achieved by <kernel>"): not a measurement
+    of the machine, so they are measured again."""
+    return any(p.source.startswith("achieved by ") for p in peaks.entries)
+
+
 def merge_higher(old: Peaks, fresh: Peaks) -> Peaks:
     """`fresh`, with each peak of `old` that is higher in its place."""
     merged = fresh
@@ -297,12 +308,3 @@ def merge_higher(old: Peaks, fresh: Peaks) -> Peaks:
         if q is None or p.value > q.value:
             merged = merged.with_peak(p)
     return merged
-
-
-def raise_peak(peaks: Peaks, peak: Peak, store: Store | None = None, run_id: int | None = None) -> Peaks:
-    """Replace one of the peaks (a kernel beat it) and remember the new ones in `store` and the file."""
-    raised = peaks.with_peak(peak)
-    if store is not None:
-        store.save_peaks([r for r in raised.rows() if (r["kind"], r["dtype"]) == (peak.kind, peak.dtype)], run_id)
-    save_file(raised)
-    return raised

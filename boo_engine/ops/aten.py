@@ -37,6 +37,7 @@ from boo_engine.ops.aten_call import (
     _NAME,
     _RESOLVED,
     IREE_NATIVE_OPS,
+    IREE_NATIVE_OPS_16BIT,
     NOT_RECORDED,
     SCALAR,
     SCALAR_LIST,
@@ -46,11 +47,16 @@ from boo_engine.ops.aten_call import (
     aten_flops,
     resolve,
 )
-from boo_engine.ops.base import DTYPES, ELEMENT_BYTES, OpSignature
+from boo_engine.ops.base import DEFAULT_FORMULATION, DTYPES, ELEMENT_BYTES, OpSignature
 from boo_engine.ops.strided import ViewPlan, apply_view, view_plan
 
 if TYPE_CHECKING:
     import torch  # noqa: F811
+
+#: the formulation computing a 16-bit call in its own dtype throughout (the default widens it to float32)
+IN_DTYPE = "in_dtype"
+_HALF = ("float16", "bfloat16")
+
 
 # ---- the signature -------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -107,7 +113,35 @@ class AtenSignature(OpSignature):
 
     @property
     def decompose_for_export(self) -> bool:  # type: ignore[override]
-        return self.op_name.rstrip("_") not in IREE_NATIVE_OPS
+        native = IREE_NATIVE_OPS_16BIT if any(d in _HALF for d in self.input_dtype_names()) else IREE_NATIVE_OPS
+        return self.op_name.rstrip("_") not in native
+
+    @property
+    def computes_in_float32(self) -> bool:
+        """Whether the default formulation computes in float32: a call with float16/bfloat16 tensors of an op IREE
+        does not lower itself (see `formulated`)."""
+        return self.decompose_for_export and any(d in _HALF for d in self.input_dtype_names())
+
+    # ---- formulations ---------------------------------------------------------------------------------
+    def formulations(self) -> tuple[str, ...]:
+        return (DEFAULT_FORMULATION, IN_DTYPE) if self.computes_in_float32 else (DEFAULT_FORMULATION,)
+
+    def formulated(self, formulation: str, *args: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        """A 16-bit call of an op IREE does not lower itself is computed in float32 by default: its float16 /
+        bfloat16 tensors widened, the op (and so torch's decomposition of it) run in float32, each 16-bit result
+        rounded once, as torch's own CPU and GPU kernels compute 16-bit ops (in their `opmath` type). Written in
+        the 16-bit dtype throughout (IN_DTYPE), IREE rounds every intermediate and accumulates reductions in 16
+        bits: a bfloat16 sum of 32 values had 4x torch's error, a group norm 1.5x (docs/performance.md)."""
+        problem = self.formulation_problem(formulation)
+        if problem is not None:
+            raise ValueError(problem)
+        if formulation == IN_DTYPE or not self.computes_in_float32:
+            return self.reference(*args)
+        wide = [a.float() if a.dtype in (torch.float16, torch.bfloat16) else a for a in args]
+        out = self.reference(*wide)
+        outs = out if isinstance(out, tuple) else (out,)
+        back = tuple(o.to(DTYPES[d]) if d in _HALF else o for o, d in zip(outs, self.output_dtype_names()))
+        return back if isinstance(out, tuple) else back[0]
 
     def _tensor_args(self) -> list[tuple[int, tuple[int, ...], tuple[int, ...], str]]:
         """(argument index, shape, strides, dtype) of every kernel input, TensorLists flattened."""
@@ -250,8 +284,8 @@ def _check_shape(name: str, i: int, dims: Any, strides: Any) -> None:
     if len(dims) != len(strides):
         raise _fail(name, f"argument {i} has {len(dims)} dims but {len(strides)} strides")
     for d in dims:
-        if d < 1:
-            raise _fail(name, f"argument {i} has a dimension of size {d} (every size must be at least 1)")
+        if d < 0:
+            raise _fail(name, f"argument {i} has a dimension of size {d} (a size is 0 or more)")
         if d > 2**31 - 1:
             raise _fail(name, f"argument {i} has a dimension of size {d}, too large")
     for s in strides:
@@ -264,5 +298,5 @@ def _jsonable(x: Any) -> Any:
 
 
 
-__all__ = ["IREE_NATIVE_OPS", "NOT_RECORDED", "SCALAR", "SCALAR_LIST", "TENSOR_LIST", "TENSOR_TYPES", "AtenSignature",
-           "ViewPlan", "apply_view", "resolve", "view_plan"]
+__all__ = ["IN_DTYPE", "IREE_NATIVE_OPS", "NOT_RECORDED", "SCALAR", "SCALAR_LIST", "TENSOR_LIST", "TENSOR_TYPES",
+           "AtenSignature", "ViewPlan", "apply_view", "resolve", "view_plan"]

@@ -228,8 +228,6 @@ def _reference_module_class() -> type:
             self._formulation = formulation
 
         def forward(self, *args: torch.Tensor):
-            if self._formulation == DEFAULT_FORMULATION:
-                return self._sig.reference(*args)
             return self._sig.formulated(self._formulation, *args)
 
     return _ReferenceModule

@@ -196,6 +196,18 @@ def gradients(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, mask: Sequence
     return dx, dw, db
 
 
+def convolution_backward(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, bias_sizes: Sequence[int] | None,
+                         stride: Sequence[int], padding: Sequence[int], dilation: Sequence[int], transposed: bool,
+                         output_padding: Sequence[int], groups: int,
+                         mask: Sequence[bool]) -> tuple[torch.Tensor | None, ...]:
+    """`aten.convolution_backward` (its schema's arguments) written with forward convolutions (FWDCONV): the
+    lowering rule's decomposition of it (compile/lowering.py), where torch has none and IREE cannot lower the op,
+    as IREE 3.13 cannot for any transposed conv (an `aten::convolution_backward` line a model records when the
+    gradient reaching a ConvTranspose2d is a slice, e.g. of a concatenation's gradient)."""
+    return gradients(dy, x, w, mask, transposed, list(x.shape[2:]), list(w.shape[2:]), stride, padding, dilation,
+                     groups, FWDCONV)
+
+
 def bias_grad(dy: torch.Tensor) -> torch.Tensor:
     """dLdb: dy summed over batch and space, accumulated in float32 for a 16-bit dy (as torch does; a float16
     sum of ~10^3 terms fails BOO's numerics)."""

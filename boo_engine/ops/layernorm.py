@@ -56,11 +56,11 @@ def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
 
-#: longest chain of additions in a leading-dims sum (see _sum_leading)
+#: longest chain of additions in a leading-dims sum (see sum_leading)
 SUM_CHUNK = 64
 
 
-def _sum_leading(t: torch.Tensor, lead_dims: list[int]) -> torch.Tensor:
+def sum_leading(t: torch.Tensor, lead_dims: list[int]) -> torch.Tensor:
     """Sum over the leading dims, in chunks of SUM_CHUNK rows summed level by level. IREE's CPU code sums a
     reduction in one long chain per output element, where torch sums pairwise: over BOO's 10x32x42x32 (13440 rows)
     the float32 weight and bias grads had 13x torch's error std (2.7e-4 vs 2.0e-5) and failed BOO's criteria.
@@ -276,9 +276,9 @@ class LayerNormSignature(OpSignature):
                              - xhat * (g * xhat).mean(dim=norm_dims, keepdim=True))
                 results.append(dx)
             if dw_on:
-                results.append(_sum_leading(dy * xhat, lead_dims))
+                results.append(sum_leading(dy * xhat, lead_dims))
         if db_on:
-            results.append(_sum_leading(dy, lead_dims))
+            results.append(sum_leading(dy, lead_dims))
         results = [r.to(out_dtype) for r in results]
         return results[0] if len(results) == 1 else tuple(results)
 

@@ -59,7 +59,6 @@ def _runtime_config(driver: str, threads: int, caching: bool = False) -> Any:
                                   f"{threads} threads need a fresh process")
         cfg = _devices.get((driver, caching))
         if cfg is None:
-            _quiet_exit(rt)
             try:
                 if caching:
                     cfg = rt.Config(device=rt.get_driver(driver).create_default_device(allocators=["caching"]))
@@ -70,16 +69,6 @@ def _runtime_config(driver: str, threads: int, caching: bool = False) -> Any:
                                   f"{(str(e).splitlines() or [''])[0]}") from None
             _devices[(driver, caching)] = cfg
         return cfg
-
-
-def _quiet_exit(rt: Any) -> None:
-    """No nanobind "leaked instances" report at exit. Kernels called from torch code leave IREE objects alive
-    when the interpreter ends: results handed to torch through DLPack keep their buffers, compiled graphs keep
-    their kernels, devices are cached per process. None is a leak (the process is ending), but nanobind printed
-    ~200 lines of them to stderr after every `boo-tui model`."""
-    off = getattr(getattr(rt, "_binding", None), "disable_leak_checker", None)
-    if callable(off):
-        off()
 
 
 @dataclass

@@ -44,16 +44,18 @@ class InputEntry:
     error: str | None = None
     calls: int | None = None          # its weight in the model (a `# boo-tui:` line), kept by a bad line too
     share: float | None = None
+    captured_us: float | None = None
 
     @classmethod
     def from_line(cls, line: CommandLine) -> InputEntry:
         """A line of a commands file (read with errors="collect"), parsed or not."""
         return cls(source=line.source, text=line.text, command=line.command, error=line.message, calls=line.calls,
-                   share=line.share)
+                   share=line.share, captured_us=line.captured_us)
 
     @classmethod
     def from_command(cls, command: Command, source: str | None = None) -> InputEntry:
-        return cls(source=source, text=command.text, command=command, calls=command.calls, share=command.share)
+        return cls(source=source, text=command.text, command=command, calls=command.calls, share=command.share,
+                   captured_us=command.captured_us)
 
 
 @dataclass(slots=True)
@@ -230,12 +232,12 @@ class Plan:
         new_id = self._new_id(entry.text, variant.name, backend)
         result = self.resumed.get(new_id)
         if result is not None and entry.calls is not None:   # the weights given now win over the stored ones
-            result.calls, result.share = entry.calls, entry.share
+            result.calls, result.share, result.captured_us = entry.calls, entry.share, entry.captured_us
         if result is None:
             result = JobResult(
                 job_id=new_id, command=entry.text, func_name=func_name, op=command.signature.op, variant=variant.name,
                 target=self.target, backend=backend, status=QUEUED, source=entry.source,
-                calls=entry.calls, share=entry.share,
+                calls=entry.calls, share=entry.share, captured_us=entry.captured_us,
             )
         self.jobs[new_id] = result
         self.planned[new_id] = PlannedJob(
@@ -250,6 +252,7 @@ class Plan:
             job_id=new_id, command=entry.text, func_name="", op=op,
             variant=NO_VARIANT, target=self.target, backend=NO_BACKEND, status=FAILED,
             error=entry.error or "invalid command", source=entry.source, calls=entry.calls, share=entry.share,
+            captured_us=entry.captured_us,
         )
         self.jobs[new_id] = result
         self.planned[new_id] = PlannedJob(command=None, variant=BASELINE, backend=None, iters=0)

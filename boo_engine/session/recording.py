@@ -88,12 +88,13 @@ class RunRecorder:
         config = self.store.run_info(self.run_id).get("config") or {}
         extra = [str(a) for a in config.get("extra_args") or []]
         entries = []
-        for text, source, calls, share in self.store.run_commands(self.run_id):
+        for text, source, calls, share, captured_us in self.store.run_commands(self.run_id):
             try:
                 entries.append(InputEntry(source, text, parse_invocation(shlex.split(text) + extra), calls=calls,
-                                          share=share))
+                                          share=share, captured_us=captured_us))
             except (BooError, ValueError) as e:   # a bad line of the run: failed again, as it was
-                entries.append(InputEntry(source, text, None, str(e), calls=calls, share=share))
+                entries.append(InputEntry(source, text, None, str(e), calls=calls, share=share,
+                                          captured_us=captured_us))
         variants = [Variant.from_description(d) for d in config.get("variants") or []]
         backends = [str(b) for b in config.get("backends") or []]
         iters = config.get("iters")
@@ -114,9 +115,14 @@ class RunRecorder:
         self._state.emit(ev.RunStarted(run_id=self.run_id, total_jobs=len(self._state.jobs)))
 
     def run_status(self, interrupted: bool) -> RunStatus:
+        """How the run ended: interrupted when stopped, or when a job was never measured (cancelled, or left
+        queued: a run with 2 such jobs read `done`, and --resume measures them); failed when a job failed; else
+        done. A tune's candidates cancelled by its search are not the run's unfinished work."""
         if interrupted:
             return RunStatus.INTERRUPTED
-        _, failed = self._state.counts()
+        ok, failed = self._state.counts()
+        if not self._config.trials and ok + failed < len(self._state.jobs):
+            return RunStatus.INTERRUPTED
         if self._config.trials and failed:   # a tune that exited 0 was stored `failed` for 2 pruned candidates
             with self._state.lock:
                 failed = sum(1 for r in self._state.jobs.values() if r.status == FAILED

@@ -30,6 +30,11 @@ ORDER BY r.id
 """
 
 
+#: newest first by when each run started (in UTC: runs merged from machines in other time zones carry their
+#: offsets); ids follow the order databases were merged in, so a merge listed an older machine's runs first
+NEWEST_FIRST = "julianday(runs.started_at) DESC, runs.id DESC"
+
+
 def _run_dict(row: sqlite3.Row) -> dict[str, Any]:
     """A run row; `status` as it stands (a `running` run whose process died here is interrupted), and
     `stored_status` as the row says."""
@@ -41,7 +46,7 @@ def _run_dict(row: sqlite3.Row) -> dict[str, Any]:
 
 
 def list_runs(conn: sqlite3.Connection, limit: int) -> list[dict[str, Any]]:
-    rows = conn.execute(_RUN_SELECT + " ORDER BY runs.id DESC LIMIT ?", (limit,)).fetchall()
+    rows = conn.execute(_RUN_SELECT + f" ORDER BY {NEWEST_FIRST} LIMIT ?", (limit,)).fetchall()
     return [_run_dict(r) for r in rows]
 
 
@@ -81,17 +86,20 @@ def finished_job_ids(conn: sqlite3.Connection, run_id: int) -> set[str]:
     return {r[0] for r in rows}
 
 
-def run_commands(conn: sqlite3.Connection, run_id: int) -> list[tuple[str, str | None, int | None, float | None]]:
+def run_commands(conn: sqlite3.Connection,
+                 run_id: int) -> list[tuple[str, str | None, int | None, float | None, float | None]]:
     """The run's commands as recorded with its results, in the order first recorded: (text, source, calls,
-    share) (the weights None when the commands file gave none)."""
+    share, captured_us) (the weights None when the commands file gave none)."""
     rows = conn.execute(
-        "SELECT c.text, MIN(r.source), MAX(r.calls), MAX(r.share) FROM results r JOIN commands c ON c.id = r.command_id"
-        " WHERE r.run_id = ? GROUP BY c.text ORDER BY MIN(r.id)", (run_id,)).fetchall()
-    return [(r[0], r[1], r[2], r[3]) for r in rows]
+        "SELECT c.text, MIN(r.source), MAX(r.calls), MAX(r.share), MAX(r.captured_us) FROM results r"
+        " JOIN commands c ON c.id = r.command_id WHERE r.run_id = ? GROUP BY c.text ORDER BY MIN(r.id)",
+        (run_id,)).fetchall()
+    return [(r[0], r[1], r[2], r[3], r[4]) for r in rows]
 
 
 def last_run_id(conn: sqlite3.Connection) -> int | None:
-    row = conn.execute("SELECT MAX(id) FROM runs").fetchone()
+    """The run that started last (not the highest id: see NEWEST_FIRST)."""
+    row = conn.execute(f"SELECT id FROM runs ORDER BY {NEWEST_FIRST} LIMIT 1").fetchone()
     return row[0] if row else None
 
 

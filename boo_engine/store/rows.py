@@ -44,6 +44,7 @@ def result_row(result: JobResult) -> dict[str, Any]:
         "source": result.source,
         "calls": result.calls,
         "share": result.share,
+        "captured_us": result.captured_us,
         "block_k": result.block_k,
         "warmup_calls": result.warmup_calls,
         "noisy": int(bool(result.noisy)),
@@ -75,8 +76,8 @@ def result_row(result: JobResult) -> dict[str, Any]:
 
 #: the columns of a row that only says what its job is (queued, or failed before it ran: a bad line); every other
 #: column of such a row is NULL, and it has no samples and no kernel (`bare_row`)
-BARE_COLUMNS = ("job_id", "target", "backend", "func_name", "status", "error", "source", "calls", "share", "noisy",
-                "cache_mode", "throttled", "started_at", "finished_at")
+BARE_COLUMNS = ("job_id", "target", "backend", "func_name", "status", "error", "source", "calls", "share",
+                "captured_us", "noisy", "cache_mode", "throttled", "started_at", "finished_at")
 #: where a bare row (command text, op, variant, *BARE_COLUMNS) holds its status
 BARE_STATUS = 3 + BARE_COLUMNS.index("status")
 #: a JobResult's fields a bare row reads, and those that must be empty in one: every other field is None by
@@ -108,7 +109,8 @@ def result_from_bare(bare: tuple[Any, ...]) -> JobResult:
     row = dict(zip(BARE_COLUMNS, values))
     return JobResult(job_id=row["job_id"], command=command, func_name=row["func_name"], op=op, variant=variant,
                      target=row["target"], backend=row["backend"], status=row["status"], error=row["error"],
-                     source=row["source"], calls=row["calls"], share=row["share"], noisy=bool(row["noisy"]),
+                     source=row["source"], calls=row["calls"], share=row["share"],
+                     captured_us=row["captured_us"], noisy=bool(row["noisy"]),
                      cache_mode=row["cache_mode"], throttled=bool(row["throttled"]), started_at=row["started_at"],
                      finished_at=row["finished_at"])
 
@@ -201,6 +203,7 @@ def job_result_from_row(row: dict[str, Any], samples: list[float], cpu: list[flo
         source=row["source"],
         calls=row["calls"],
         share=row["share"],
+        captured_us=row.get("captured_us"),
         stats=stats,
         samples_us=samples,
         block_k=row["block_k"],

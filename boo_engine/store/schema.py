@@ -305,6 +305,13 @@ def m008_timing_evidence(db: Database) -> None:
         db.execute(f"ALTER TABLE results ADD COLUMN {col} {typ}")
 
 
+@migrations()
+def m009_captured_us(db: Database) -> None:
+    """A weighted command's time in the capture it came from (the `us=` of its `# boo-tui:` line, microseconds):
+    the model line sets the measured sum against it. NULL for files that give none (captured before it)."""
+    db.execute("ALTER TABLE results ADD COLUMN captured_us REAL")
+
+
 def apply(db: Database) -> None:
     """Bring `db` to the current schema. Safe to call on every open and from several processes at once: the
     whole check-and-apply runs under one write lock (BEGIN IMMEDIATE), so two processes opening a new file

@@ -250,9 +250,9 @@ class Store:
         with self._reader() as conn:
             return queries.finished_job_ids(conn, run_id)
 
-    def run_commands(self, run_id: int) -> list[tuple[str, str | None, int | None, float | None]]:
-        """The commands the run measured (text, source "file:line" or None, calls, share: the weights its
-        commands file gave, or None), in the order first recorded."""
+    def run_commands(self, run_id: int) -> list[tuple[str, str | None, int | None, float | None, float | None]]:
+        """The commands the run measured (text, source "file:line" or None, calls, share, captured_us: the weights
+        its commands file gave, or None), in the order first recorded."""
         with self._reader() as conn:
             return queries.run_commands(conn, run_id)
 

@@ -151,7 +151,7 @@ def find_tune(store: Store, which: int | str) -> dict[str, Any]:
     """The tune `which` names (an id, or "last"), as a dict; BooError (one line) when there is none."""
     with store._reader() as c:
         if str(which) == "last":
-            row = c.execute("SELECT * FROM tunes ORDER BY id DESC LIMIT 1").fetchone()
+            row = c.execute("SELECT * FROM tunes ORDER BY julianday(started_at) DESC, id DESC LIMIT 1").fetchone()
         else:
             try:
                 tid = int(which)
@@ -192,7 +192,8 @@ def list_tunes(store: Store, limit: int = 50) -> list[dict[str, Any]]:
     """Newest first: each tune's row (settings parsed) with `kernels`, `improved` and `geomean`, the geometric
     mean of each kernel's time against its default (1.0 where nothing better was found), as report.md gives it."""
     with store._reader() as c:
-        rows = [dict(r) for r in c.execute("SELECT * FROM tunes ORDER BY id DESC LIMIT ?", (limit,)).fetchall()]
+        rows = [dict(r) for r in c.execute("SELECT * FROM tunes ORDER BY julianday(started_at) DESC, id DESC LIMIT ?",
+                                           (limit,)).fetchall()]   # newest first by time, also after a merge
         ids = [int(r["id"]) for r in rows]
         marks = ", ".join("?" for _ in ids)
         kernels = c.execute(f"SELECT tune_id, status, ratio, baseline_us FROM tune_kernels WHERE tune_id IN ({marks})",

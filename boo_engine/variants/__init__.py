@@ -31,7 +31,7 @@ from .dispatches import read_manifest, refuse_to_clobber_edits, substitutions_fr
 from .linking import merged_spec_path, spec_cache_dir
 from .model import BASELINE, Variant
 from .parsing import build_variants, load_variants_file, parse_variant_arg, variant_from_env
-from .preflight import check_named_kernels, preflight_variant
+from .preflight import check_named_kernels, preflight_target, preflight_variant
 from .specs import preflight_spec, spec_backend, spec_has_marker
 
 __all__ = [
@@ -51,6 +51,7 @@ __all__ = [
     "merged_spec_path",
     "parse_variant_arg",
     "preflight_spec",
+    "preflight_target",
     "preflight_variant",
     "read_manifest",
     "refuse_to_clobber_edits",

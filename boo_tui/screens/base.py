@@ -12,7 +12,7 @@ from textual.screen import Screen
 
 from boo_engine.compare import Comparison
 
-from ..cells import VERDICT_STYLE
+from ..cells import REFERENCE_STYLE, VERDICT_STYLE
 from ..messages import Deferred
 
 
@@ -34,12 +34,13 @@ def fmt_time(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
-def ratio_text(c: Comparison | None) -> Text:
+def ratio_text(c: Comparison | None, *, reference: bool = False) -> Text:
     """A comparison's ratio (< 1 faster), coloured by the engine's verdict: green faster, red slower, dim the
-    same or too few samples, yellow unclear."""
+    same or too few samples, yellow unclear; the torch reference's column (`reference`) in the IREE kernel's
+    colours: red where torch is faster."""
     if c is None or not math.isfinite(c.ratio):
         return Text("-", style="dim")
-    return Text(f"{c.ratio:.3f}", style=VERDICT_STYLE.get(c.verdict, ""))
+    return Text(f"{c.ratio:.3f}", style=(REFERENCE_STYLE if reference else VERDICT_STYLE).get(c.verdict, ""))
 
 
 def plain_ratio_text(ratio: float | None) -> Text:

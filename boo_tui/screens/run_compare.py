@@ -16,8 +16,9 @@ from textual.widgets import DataTable, Footer, Header, Static
 from boo_engine.compare import DEFAULT_MIN_EFFECT, Comparison, geomean
 from boo_engine.exporters import verdict_legend
 from boo_engine.history import RunRef, compare_stored, load_run
+from boo_engine.markdown import VERDICT_MARK
 
-from ..cells import VERDICT_MARK, VERDICT_STYLE, fmt_us
+from ..cells import VERDICT_STYLE, command_cell, fmt_us
 from .base import WorkerScreen, field_of, ratio_text
 
 
@@ -64,9 +65,10 @@ class RunCompareScreen(WorkerScreen):
     def on_mount(self) -> None:
         self.title = f"boo-tui: run {self.run_a} vs run {self.run_b}"
         table = self.query_one(DataTable)
-        for key, label in [("command", "command"), ("column", "variant"), ("a", f"run {self.run_a} us"),
+        for key, label in [("kernel", "kernel"), ("column", "variant"), ("a", f"run {self.run_a} us"),
                            ("b", f"run {self.run_b} us"), ("ratio", "ratio"), ("ci", "95% CI"),
-                           ("verdict", "verdict"), ("evidence", f"evidence: run {self.run_a} · run {self.run_b}")]:
+                           ("verdict", "verdict"), ("evidence", f"evidence: run {self.run_a} · run {self.run_b}"),
+                           ("command", "command")]:
             table.add_column(label, key=key)
         self._call_in_thread(self._compute, then=self._show)
 
@@ -89,9 +91,9 @@ class RunCompareScreen(WorkerScreen):
         for key, c in comparisons.items():
             _target, command, label = key
             ci = f"{c.ci_low:.3f}-{c.ci_high:.3f}" if math.isfinite(c.ci_low) and math.isfinite(c.ci_high) else "-"
-            table.add_row(command, label, fmt_us(c.baseline_median_us), fmt_us(c.variant_median_us),
+            table.add_row(command_cell(command), label, fmt_us(c.baseline_median_us), fmt_us(c.variant_median_us),
                           ratio_text(c), ci, Text(c.verdict, style=VERDICT_STYLE.get(c.verdict, "")),
-                          Text(compared.evidence.get(key, ""), style="dim"))
+                          Text(compared.evidence.get(key, ""), style="dim"), Text(command, style="dim"))
         settings = (f"verdicts with run {self.run_b}'s min effect {compared.min_effect * 100:g}% and seed "
                     f"{compared.seed}" + (f" (run {self.run_a} used others)" if compared.settings_differ else ""))
         if comparisons:

@@ -19,7 +19,7 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from boo_engine.history import TrendPoint, kernel_trend, run_kernels
 
-from ..cells import fmt_us
+from ..cells import command_cell, fmt_us
 from ..plots import _fresh_figure, series_color
 from .base import WorkerScreen, fmt_time
 
@@ -40,9 +40,24 @@ def render_trend(points: list[TrendPoint], width: int, height: int) -> str:
     for x, p in zip(xs, points):
         if p.compiler_changed or p.flags_changed:
             fig.line(x - 0.5, orientation="vertical", pixel=series_color(2), style="dotted")
+    ticks = _tick_places(len(points), max(2, (width - 10) // 14))   # labels ~10 wide, a gap between
+    fig.ruler("x").ticks(ticks, [run_label(points[x - 1]) for x in ticks])
     fig.label("run (oldest first)", axis="x")
     fig.label("us", axis="y")
     return fig.build().string()
+
+
+def run_label(p: TrendPoint) -> str:
+    """A run on the plot's x axis: its id and the day it started (`#12 11-27`)."""
+    return f"#{p.run_id} {p.started_at[5:10]}" if len(p.started_at) >= 10 else f"#{p.run_id}"
+
+
+def _tick_places(n: int, most: int) -> list[int]:
+    """At most `most` of the places 1..n, evenly spread, the first and the last among them."""
+    if n <= most:
+        return list(range(1, n + 1))
+    step = (n - 1) / (most - 1)
+    return sorted({1 + round(i * step) for i in range(most)})
 
 
 def changes_text(p: TrendPoint) -> Text:
@@ -76,7 +91,7 @@ class TrendScreen(WorkerScreen):
     def on_mount(self) -> None:
         self.title = f"boo-tui: kernel trend (run {self.run_id})"
         kernels = self.query_one("#trend-kernels", DataTable)
-        for label in ("command", "variant", "backend", "target"):
+        for label in ("kernel", "variant", "backend", "target", "command"):
             kernels.add_column(label, key=label)
         points = self.query_one("#trend-points", DataTable)
         for label in ("run", "started", "host", "CPU/GPU", "median us", "95% CI", "n", "compiler", "flags", "change"):
@@ -87,8 +102,8 @@ class TrendScreen(WorkerScreen):
     def _show_kernels(self, kernels: list[Key]) -> None:
         self.kernels = kernels
         table = self.query_one("#trend-kernels", DataTable)
-        for k in kernels:
-            table.add_row(*k)
+        for command, *rest in kernels:
+            table.add_row(command_cell(command), *rest, Text(command, style="dim"))
         if not kernels:
             self.query_one("#trend-hint", Static).update(f"run {self.run_id} finished no kernel")
             return

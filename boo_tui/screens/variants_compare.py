@@ -26,6 +26,7 @@ from boo_engine.compare import (
 from boo_engine.exporters import verdict_legend
 from boo_engine.results import Backend, JobResult, Status
 
+from ..cells import command_cell
 from ..plots import PlotView, Series
 from .base import WorkerScreen, plain_ratio_text, ratio_text
 
@@ -94,9 +95,10 @@ class CompareScreen(WorkerScreen):
         labels = list(dict.fromkeys(column_label(r) for r in self.results))
         self.labels = sorted(labels, key=lambda x: (x != BASELINE_LABEL, x == Backend.TORCH, x))
         table.clear(columns=True)
-        table.add_column("command", key="command")
+        table.add_column("kernel", key="kernel")
         for label in self.labels:
             table.add_column(label, key=label)
+        table.add_column("command", key="command")
         base_median = {(r.target, r.command): r.stats.median_us for r in finished
                        if column_label(r) == BASELINE_LABEL and r.stats}
         cells: dict[tuple[str, str], Text] = {}
@@ -110,7 +112,8 @@ class CompareScreen(WorkerScreen):
                 b = base_median.get((r.target, r.command))
                 cells[(r.command, label)] = plain_ratio_text(r.stats.median_us / b if b else None)
         for cmd in self.commands:
-            table.add_row(cmd, *[cells.get((cmd, lab), Text("")) for lab in self.labels], key=cmd)
+            table.add_row(command_cell(cmd), *[cells.get((cmd, lab), Text("")) for lab in self.labels],
+                          Text(cmd, style="dim"), key=cmd)
         generation = self._generation
         self._call_in_thread(self._compute, finished,
                              then=lambda out: self._show_stats(*out) if generation == self._generation else None)
@@ -129,12 +132,13 @@ class CompareScreen(WorkerScreen):
         table = self.query_one(DataTable)
         for (_target, command, label), c in comparisons.items():
             with contextlib.suppress(Exception):   # a cell for a job that left the table meanwhile
-                table.update_cell(command, label, ratio_text(c))
+                table.update_cell(command, label, ratio_text(c, reference=label == Backend.TORCH))
         parts = [f"{name}: geomean {s.geomean_ratio:.3f} ({s.faster} faster, {s.slower} slower, {s.same} same"
                  + (f", {s.unclear} unclear" if s.unclear else "") + ")" for name, s in summary.items()]
         self.query_one("#compare-summary", Static).update(
             "  ".join(["ratio vs baseline (< 1 faster)", *parts])
-            + "\ncolour = the verdict (green faster, red slower, yellow unclear). " + verdict_legend(self.min_effect))
+            + "\ncolour = the verdict (green faster, red slower, yellow unclear; the torch column red where torch is "
+              "faster than the IREE baseline, green where IREE is). " + verdict_legend(self.min_effect))
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.row_key is not None and event.row_key.value:
