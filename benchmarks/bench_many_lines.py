@@ -7,7 +7,10 @@ Kinds of file:
 - `bad`: every line a distinct line that does not parse (each one a failed row naming file:line);
 - `bad-dup`: the same bad line N times;
 - `dup`: the same valid conv N times;
-- `distinct`: N distinct valid convs (channels x spatial x filters vary).
+- `distinct`: N distinct valid convs (channels x spatial x filters vary);
+- `mixed`: N distinct valid lines, a fifth each of conv, gemm, layer norm, batch norm and aten:: calls, made from
+  the lines of sample_commands.txt (and of `--convs FILE`, e.g. a model's real convs) and a few batch-norm and
+  aten templates by giving each a batch size (or M) of its own.
 
 `bad` and `bad-dup` run the real `boo-tui --headless` (with `--export` to a CSV, so stdout is not a 200k-row table)
 against a fresh database: nothing compiles, every line is a stored failed row, and the run ends. boo-tui has no
@@ -17,10 +20,12 @@ at once (`interrupt()`: every job stored again as interrupted, as one Ctrl-C doe
 own process with a fresh temporary database and kernel cache; its peak RSS is that process's own VmHWM (read
 from /proc while it runs, the last reading kept), beside wait4's ru_maxrss (the largest of it and its children).
 Reported per case: wall seconds, CPU seconds (user + system: what other processes on the machine do not
-change), peak RSS (MiB), the rows in the database, the run's status, the exit code.
+change; `cpu_s` with the processes it started and waited for, such as the benchmark worker that start() starts,
+`cpu_self_s` the session's process alone), peak RSS (MiB), the rows in the database, the run's status, the exit
+code.
 
-    python3 benchmarks/bench_many_lines.py [--sizes 5000,20000,200000] [--kinds bad,bad-dup,dup,distinct]
-                                           [--timeout 600] [--signal TERM|INT]
+    python3 benchmarks/bench_many_lines.py [--sizes 5000,20000,200000] [--kinds bad,bad-dup,dup,distinct,mixed]
+                                           [--convs FILE] [--timeout 600] [--signal TERM|INT]
 
 With --signal, each case is instead the real `boo-tui --headless` on the file (any kind), sent the signal (to its
 process group, as Ctrl-C is) as soon as its first rows are in the database: reported are how long it took to
@@ -31,6 +36,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import resource
 import shutil
 import signal
 import sqlite3
@@ -40,15 +47,54 @@ import tempfile
 import time
 from pathlib import Path
 
-KINDS = ("bad", "bad-dup", "dup", "distinct")
+KINDS = ("bad", "bad-dup", "dup", "distinct", "mixed")
 VALID = "conv -n 1 -c 4 -H 8 -W 8 -k 4 -y 3 -x 3 -p 1 -q 1 --iter 5"
+ROOT = Path(__file__).resolve().parents[1]
+#: `mixed`: where a template's size goes (N: a number of its own for each line made of it)
+_SIZED = (("-n ", re.compile(r"-n \d+")), ("--a_w ", re.compile(r"--a_w \d+")), ("--input ", re.compile(r"--input \d+")))
+_BNORMS = ("bnorm -n N -c 64 -H 28 -W 28 -m 1 -F 1",
+           "bnormbfp16 -n N -c 128 -H 14 -W 14 -m 1 -F 0 -b 1 -s 1 --layout NHWC",
+           "bnorm -n N -c 32 -H 56 -W 56 -m 0 -F 2 -r 1")
+_ATENS = ("""aten::mm "[[N, 512], [512, 768]]" "['float', 'float']" "[[512, 1], [768, 1]]" "['', '']\"""",
+          """aten::addmm "[[512], [N, 512], [512, 512], [], []]" "['c10::BFloat16', 'c10::BFloat16', 'c10::BFloat16', """
+          """'Scalar', 'Scalar']" "[[1], [512, 1], [1, 512], [], []]" "['', '', '', '1', '1']\"""")
 
 
-def write_lines(path: Path, kind: str, n: int) -> None:
+def mixed_templates(convs: str | None = None) -> list[list[str]]:
+    """The `mixed` kind's templates, per family (conv, gemm, layer norm, batch norm, aten): each line of
+    sample_commands.txt (and of `convs`) with its batch size (conv), M (gemm) or first dim (layer norm) as `N`."""
+    families: dict[str, dict[str, None]] = {"conv": {}, "gemm": {}, "layernorm": {}}
+    for path in [ROOT / "sample_commands.txt", *([Path(convs)] if convs else [])]:
+        for line in path.read_text().splitlines():
+            line = line.strip()
+            family = next((f for f in families if line.startswith(f)), None)
+            if family is None or line.startswith("#"):
+                continue
+            for flag, pattern in _SIZED:
+                line = pattern.sub(flag + "N", line, count=1)
+            families[family][line] = None
+    return [list(families["conv"]), list(families["gemm"]), list(families["layernorm"]), list(_BNORMS),
+            list(_ATENS)]
+
+
+def mixed_line(templates: list[list[str]], i: int) -> str:
+    """Line i of a `mixed` file: family i % 5, each of its templates in turn, with a size no other line of that
+    template has."""
+    family = templates[i % len(templates)]
+    j = i // len(templates)
+    size = str(1 + j // len(family))
+    return family[j % len(family)].replace("-n N", "-n " + size).replace("--a_w N", "--a_w " + size) \
+        .replace("--input N", "--input " + size).replace("[N, ", f"[{size}, ")
+
+
+def write_lines(path: Path, kind: str, n: int, convs: str | None = None) -> None:
     """N lines of `kind` (see the module doc)."""
+    templates = mixed_templates(convs) if kind == "mixed" else []
     with path.open("w") as fh:
         for i in range(n):
-            if kind == "bad":
+            if kind == "mixed":
+                line = mixed_line(templates, i)
+            elif kind == "bad":
                 line = f"conv -n 1 -c {i} -H x{i} -W 8 -k 4"           # -H is no integer: a failed row per line
             elif kind == "bad-dup":
                 line = "conv -n 1 -c 4 -H x -W 8 -k 4"
@@ -75,16 +121,18 @@ def child(kind: str, commands: str, db: str, cache: str) -> int:
     finally:
         session.close()
     t_end = time.monotonic()
+    own = resource.getrusage(resource.RUSAGE_SELF)   # this process alone: not the benchmark worker it started
     print(json.dumps({"jobs": len(jobs), "plan_s": round(t_plan - t0, 2), "start_s": round(t_start - t_plan, 2),
-                      "interrupt_close_s": round(t_end - t_start, 2)}), file=sys.stderr)
+                      "interrupt_close_s": round(t_end - t_start, 2),
+                      "cpu_self_s": round(own.ru_utime + own.ru_stime, 2)}), file=sys.stderr)
     return 0
 
 
-def run_case(kind: str, n: int, timeout: float) -> dict:
+def run_case(kind: str, n: int, timeout: float, convs: str | None = None) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="boo-many-lines-"))
     try:
         commands, db, cache = tmp / "lines.txt", tmp / "results.db", tmp / "cache"
-        write_lines(commands, kind, n)
+        write_lines(commands, kind, n, convs)
         env = dict(os.environ, BOO_DB=str(db))
         if kind.startswith("bad"):
             argv = [sys.executable, "-m", "boo_tui.cli", "--headless", "--target", "cpu", "--db", str(db),
@@ -186,6 +234,8 @@ def main() -> int:
     p.add_argument("--sizes", default="5000,20000,200000")
     p.add_argument("--kinds", default=",".join(KINDS))
     p.add_argument("--timeout", type=float, default=600.0, help="kill a case after this many seconds")
+    p.add_argument("--convs", default=None, metavar="FILE",
+                   help="`mixed`: conv lines to make its convs of too (e.g. a model's real convs)")
     p.add_argument("--signal", choices=["TERM", "INT"], default=None,
                    help="instead: send this signal once the first rows are stored, and time the stop")
     args = p.parse_args()
@@ -196,7 +246,7 @@ def main() -> int:
             if args.signal:
                 out = stop_case(kind, n, getattr(signal, f"SIG{args.signal}"), args.timeout)
             else:
-                out = run_case(kind, n, args.timeout)
+                out = run_case(kind, n, args.timeout, args.convs)
             print(json.dumps(out), flush=True)
     return 0
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import os
 import signal
 import sys
@@ -327,11 +328,11 @@ class _Progress:
             for line in lines:
                 self.console.print(line, highlight=False, markup=False, soft_wrap=True)
             return
-        text = "".join(f"{line}\n" for line in lines)
-        if text:
-            with contextlib.suppress(OSError, ValueError):   # stderr closed: the run goes on
-                self.console.file.write(text)
-                self.console.file.flush()
+        lines = iter(lines)
+        with contextlib.suppress(OSError, ValueError):   # stderr closed: the run goes on
+            while chunk := "".join(f"{line}\n" for line in itertools.islice(lines, 1000)):   # (not all 200,000
+                self.console.file.write(chunk)                                             # bad lines at once)
+            self.console.file.flush()
 
     def on_event(self, event: ev.Event) -> None:
         if self.muted:

@@ -10,7 +10,7 @@ nothing else escapes (no SystemExit, no IndexError, no torch error).
 from __future__ import annotations
 
 from boo_engine.commands.command import Command, parse_command, parse_invocation
-from boo_engine.commands.files import CommandLine, looks_like_commands_file, read_commands_file
+from boo_engine.commands.files import CommandLine, iter_commands_file, looks_like_commands_file, read_commands_file
 from boo_engine.commands.registry import OPS
 from boo_engine.commands.split import split_words
 from boo_engine.errors import CommandError
@@ -20,6 +20,7 @@ __all__ = [
     "Command",
     "CommandError",
     "CommandLine",
+    "iter_commands_file",
     "looks_like_commands_file",
     "parse_command",
     "parse_invocation",

@@ -9,6 +9,9 @@ Syntax only here (no torch): every problem is a one-line CommandError naming the
 from __future__ import annotations
 
 import ast
+import contextlib
+import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,9 +35,22 @@ def _fail(name: str, message: str) -> CommandError:
     return CommandError(f"aten::{name}: {message}")
 
 
+#: a list of (lists of) integers, or of plain single-quoted strings: what a trace writes, and what json / a regular
+#: expression read as ast.literal_eval does, 5-10x faster (anything else goes to literal_eval)
+_INT_LIST = re.compile(r"\[[\[\]0-9, -]*\]")
+_STR_LIST = re.compile(r"\[ *(?:'[^'\\\n\r\0]*' *, *)*(?:'[^'\\\n\r\0]*' *,? *)?\]")
+_STR_ITEM = re.compile(r"'([^'\\\n\r\0]*)'")
+
+
 def _literal_list(name: str, label: str, text: str) -> list:
+    source = text.strip()
+    if _INT_LIST.fullmatch(source):
+        with contextlib.suppress(ValueError, RecursionError, MemoryError):   # (e.g. a trailing comma, which json
+            return json.loads(source)                                        # refuses: literal_eval decides)
+    elif _STR_LIST.fullmatch(source):
+        return _STR_ITEM.findall(source)
     try:
-        value = ast.literal_eval(text.strip())
+        value = ast.literal_eval(source)
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         raise _fail(name, f"{label} is not a Python list literal: {_show(text)}") from None
     if not isinstance(value, list):

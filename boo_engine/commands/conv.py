@@ -1,7 +1,8 @@
 """The `conv` / `convfp16` / `convbfp16` flag table (MIOpenDriver's names, short letters and defaults)."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+import operator
+from collections.abc import Callable, Sequence
 
 from boo_engine.commands.flags import Flag, parse_flags, require, show
 from boo_engine.ops.conv import SPATIAL_LETTERS, ConvSignature
@@ -54,8 +55,9 @@ def _spatial_dims(op: str, values: dict, spelled: dict) -> int:
         require(op, 3 <= len(layout) <= 5,
                 f"{spelled[name]} {show(layout)} is not a 1-D, 2-D or 3-D layout (3 to 5 letters)")
         ranks.add(len(layout) - 2)
-    shown = ", ".join(f"{spelled[n]} {v}" for n, v in given.items())
-    require(op, len(ranks) <= 1, f"layouts disagree on the number of spatial dims ({shown})")
+    if len(ranks) > 1:
+        shown = ", ".join(f"{spelled[n]} {v}" for n, v in given.items())
+        require(op, False, f"layouts disagree on the number of spatial dims ({shown})")
     if ranks:
         return ranks.pop()
     nd = values["spatial_dim"]
@@ -63,18 +65,47 @@ def _spatial_dims(op: str, values: dict, spelled: dict) -> int:
     return nd
 
 
+def _tuple_of(names: tuple[str, ...]) -> Callable[[dict], tuple]:
+    """values -> (values[name] for name in names), as a tuple (an itemgetter of one name gives a bare value)."""
+    if len(names) == 1:
+        name = names[0]
+        return lambda values: (values[name],)
+    return operator.itemgetter(*names)
+
+
+#: per spatial rank, the getters of the input size, filter, stride, padding, dilation and output padding
+_QUANTITIES: dict[int, tuple[Callable[[dict], tuple], ...]] = {
+    nd: tuple(_tuple_of(names) for names in zip(*(_BY_LETTER[ch] for ch in letters)))
+    for nd, letters in SPATIAL_LETTERS.items()
+}
+
+
+#: small tuples seen (strides, paddings, filters: a few dozen in any file) -> the one kept: a session holds one
+#: signature per distinct line, and six tuples of their own were ~340 bytes of each
+_SHARED: dict[tuple, tuple] = {}
+_SHARED_KEPT = 4096
+
+
+def _shared(sizes: tuple) -> tuple:
+    kept = _SHARED.get(sizes)
+    if kept is not None:
+        return kept
+    if len(_SHARED) >= _SHARED_KEPT:
+        _SHARED.clear()
+    _SHARED[sizes] = sizes
+    return sizes
+
+
 def parse_conv(op: str, dtype_name: str, tokens: Sequence[str]) -> ConvSignature:
     """Build a ConvSignature from a conv command's flags (the op word already removed)."""
     values, spelled = parse_flags(op, tokens, CONV_FLAGS)
     nd = _spatial_dims(op, values, spelled)
-    letters = SPATIAL_LETTERS[nd]
-    quantities = list(zip(*(_BY_LETTER[ch] for ch in letters)))  # per quantity, the flags per spatial dim
-    in_sp, fil_sp, stride, pad, dil, opad = (tuple(values[name] for name in names) for names in quantities)
+    in_sp, fil_sp, stride, pad, dil, opad = (_shared(get(values)) for get in _QUANTITIES[nd])
     bias = values["bias"]
     require(op, bias in (0, 1), f"-b expects 0 or 1, got {bias}")
     mode = values["mode"]
     require(op, mode in ("conv", "trans"), f"-m expects 'conv' or 'trans', got {show(mode)}")
-    layouts = {name: (values[name] or "").upper() for name in ("in_layout", "fil_layout", "out_layout")}
+    in_layout, fil_layout, out_layout = values["in_layout"], values["fil_layout"], values["out_layout"]
     return ConvSignature(
         dtype_name=dtype_name,
         batch=values["batchsize"],
@@ -90,5 +121,7 @@ def parse_conv(op: str, dtype_name: str, tokens: Sequence[str]) -> ConvSignature
         forw=values["forw"],
         transposed=mode == "trans",
         output_padding=opad,
-        **layouts,
+        in_layout=in_layout.upper() if in_layout else "",
+        fil_layout=fil_layout.upper() if fil_layout else "",
+        out_layout=out_layout.upper() if out_layout else "",
     )

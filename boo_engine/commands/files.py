@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, overload
@@ -135,6 +135,57 @@ def _read_lines(path: str | os.PathLike[str]) -> list[str]:
         raise CommandError(f"cannot read commands file {os.fspath(path)}: {exc.strerror or exc}") from None
 
 
+#: distinct lines whose parse is remembered at most (then forgotten all at once): copies of a line share one
+#: Command, and a file of 200,000 distinct lines must not keep a second table of them all while it is read
+SEEN_KEPT = 65536
+
+
+def iter_commands_file(path: str | os.PathLike[str], extra_args: Sequence[str] = ()) -> Iterator[CommandLine]:
+    """`read_commands_file(path, extra_args, errors="collect")` a line at a time: a caller that keeps what it
+    makes of each line (a session's jobs) never holds every line's CommandLine as well. A missing or unreadable
+    file raises CommandError naming the path when the first line is asked for."""
+    tsv = os.fspath(path).lower().endswith(".tsv")
+    extra = [str(a) for a in extra_args]
+    weight: Weight | None = None   # the last weight line's, for the next command line only
+    #: a line seen before -> its Command (immutable: its copies share it) or its error; a model's capture repeats
+    #: lines, and 200,000 copies of one line were parsed 200,000 times and held 200,000 equal Commands
+    seen: dict[str, Command | str] = {}
+    for number, raw in enumerate(_read_lines(path), start=1):
+        text = raw.strip()
+        if not text:
+            continue
+        source = f"{os.fspath(path)}:{number}"
+        if is_weight_line(text):
+            try:
+                weight = parse_weight(text)
+            except CommandError as exc:
+                yield CommandLine(source=source, text=elide(text), command=None, error=str(exc))
+                weight = None
+            continue
+        if text.startswith("#"):
+            continue
+        calls, share, captured_us = (weight.calls, weight.share, weight.us) if weight is not None \
+            else (None, None, None)
+        weight = None
+        parsed = seen.get(text)
+        if parsed is None:
+            try:
+                parsed = parse_invocation(_split_line(text, tsv) + extra)
+            except CommandError as exc:
+                parsed = str(exc)
+            if len(seen) >= SEEN_KEPT:
+                seen.clear()
+            seen[text] = parsed
+        if isinstance(parsed, str):
+            yield CommandLine(source=source, text=elide(text), command=None, error=parsed, calls=calls, share=share,
+                              captured_us=captured_us)
+            continue
+        command = parsed
+        if calls is not None:
+            command = dataclasses.replace(command, calls=calls, share=share, captured_us=captured_us)
+        yield CommandLine(source, text, command, None, calls, share, captured_us)
+
+
 @overload
 def read_commands_file(path: str | os.PathLike[str], extra_args: Sequence[str] = (),
                        errors: Literal["raise"] = "raise") -> list[Command]: ...
@@ -157,48 +208,11 @@ def read_commands_file(path, extra_args=(), errors="raise"):
     """
     if errors not in ("raise", "collect"):
         raise ValueError(f"errors must be 'raise' or 'collect', got {errors!r}")
-    tsv = os.fspath(path).lower().endswith(".tsv")
-    extra = [str(a) for a in extra_args]
-    out: list = []
-    weight: Weight | None = None   # the last weight line's, for the next command line only
-    #: a line seen before -> its Command (immutable: its copies share it) or its error; a model's capture repeats
-    #: lines, and 200,000 copies of one line were parsed 200,000 times and held 200,000 equal Commands
-    seen: dict[str, Command | str] = {}
-    for number, raw in enumerate(_read_lines(path), start=1):
-        text = raw.strip()
-        if not text:
-            continue
-        source = f"{os.fspath(path)}:{number}"
-        if is_weight_line(text):
-            try:
-                weight = parse_weight(text)
-            except CommandError as exc:
-                if errors == "raise":
-                    raise CommandError(f"{source}: {exc}") from None
-                out.append(CommandLine(source=source, text=elide(text), command=None, error=str(exc)))
-                weight = None
-            continue
-        if text.startswith("#"):
-            continue
-        calls, share, captured_us = (weight.calls, weight.share, weight.us) if weight is not None \
-            else (None, None, None)
-        weight = None
-        parsed = seen.get(text)
-        if parsed is None:
-            try:
-                parsed = parse_invocation(_split_line(text, tsv) + extra)
-            except CommandError as exc:
-                parsed = str(exc)
-            seen[text] = parsed
-        if isinstance(parsed, str):
-            if errors == "raise":
-                raise CommandError(f"{source}: {parsed}") from None
-            out.append(CommandLine(source=source, text=elide(text), command=None, error=parsed, calls=calls,
-                                   share=share, captured_us=captured_us))
-            continue
-        command = parsed
-        if calls is not None:
-            command = dataclasses.replace(command, calls=calls, share=share, captured_us=captured_us)
-        out.append(command if errors == "raise"
-                   else CommandLine(source, text, command, None, calls, share, captured_us))
+    if errors == "collect":
+        return list(iter_commands_file(path, extra_args))
+    out: list[Command] = []
+    for line in iter_commands_file(path, extra_args):
+        if line.command is None:
+            raise CommandError(f"{line.source}: {line.error}")
+        out.append(line.command)
     return out

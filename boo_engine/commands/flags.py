@@ -11,7 +11,7 @@ override the ones written earlier.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +37,8 @@ def show(token: str) -> str:
 
 def _convert(op: str, spelled: str, kind: str, raw: str) -> Any:
     if kind == "int":
+        if raw.isdigit() and raw.isascii() and len(raw) <= 18:   # the usual value: plain digits
+            return int(raw)
         text = raw.strip()
         # plain decimal integers only (int() would also take '1_000' and ' 7 ')
         body = text[1:] if text[:1] in "+-" else text
@@ -54,22 +56,59 @@ def _convert(op: str, spelled: str, kind: str, raw: str) -> Any:
     return raw
 
 
+@dataclass(frozen=True)
+class _Compiled:
+    """A flag table made ready for parsing: its flags by long name, by short letter and by the token that names
+    them (`--name`, `-x`), and the defaults."""
+
+    by_long: dict[str, Flag]
+    by_short: dict[str, Flag]
+    by_token: dict[str, Flag]
+    defaults: dict[str, Any]
+
+
+#: id(table) -> (the table, compiled): each op's table is compiled once, not on every command (200,000 distinct
+#: commands built these dicts 200,000 times). The table is kept, so its id is never reused while cached.
+_COMPILED: dict[int, tuple[Sequence[Flag], _Compiled]] = {}
+_COMPILED_KEPT = 64
+
+
+def _compile(table: Iterable[Flag]) -> _Compiled:
+    known = _COMPILED.get(id(table))
+    if known is not None and known[0] is table:
+        return known[1]
+    flags = list(table)
+    by_token = {"--" + f.long: f for f in flags}
+    by_token.update({"-" + f.short: f for f in flags if f.short and len(f.short) == 1})
+    compiled = _Compiled({f.long: f for f in flags}, {f.short: f for f in flags if f.short}, by_token,
+                         {f.long: f.default for f in flags})
+    if isinstance(table, tuple):   # immutable: safe to reuse (a list could change under us)
+        if len(_COMPILED) >= _COMPILED_KEPT:
+            _COMPILED.clear()
+        _COMPILED[id(table)] = (table, compiled)
+    return compiled
+
+
 def parse_flags(op: str, tokens: Sequence[str], table: Iterable[Flag]) -> tuple[dict[str, Any], dict[str, str]]:
     """Parse `tokens` (the command without its op word) against `table`.
 
     Returns (values by long name with defaults filled in, the spelling the user typed for each given flag).
     The spellings let later validation name the flag as the user wrote it.
     """
-    flags = list(table)
-    by_long: Mapping[str, Flag] = {f.long: f for f in flags}
-    by_short: Mapping[str, Flag] = {f.short: f for f in flags if f.short}
-    values: dict[str, Any] = {f.long: f.default for f in flags}
+    compiled = _compile(table)
+    by_long, by_short, by_token = compiled.by_long, compiled.by_short, compiled.by_token
+    values: dict[str, Any] = dict(compiled.defaults)
     spelled: dict[str, str] = {}
-    i = 0
-    while i < len(tokens):
+    i, n = 0, len(tokens)
+    while i < n:
         token = tokens[i]
-        flag: Flag | None = None
+        flag: Flag | None = by_token.get(token)
         raw: str | None = None
+        if flag is not None and i + 1 < n:   # the usual `-x value` / `--name value`
+            values[flag.long] = _convert(op, token, flag.kind, tokens[i + 1])
+            spelled[flag.long] = token
+            i += 2
+            continue
         if token.startswith("--") and len(token) > 2:
             name, eq, inline = token[2:].partition("=")
             flag = by_long.get(name)
@@ -78,7 +117,7 @@ def parse_flags(op: str, tokens: Sequence[str], table: Iterable[Flag]) -> tuple[
             used = "--" + name
             if eq:
                 raw = inline
-        elif token.startswith("-") and len(token) == 2:
+        elif len(token) == 2 and token[0] == "-":
             flag = by_short.get(token[1])
             if flag is None:
                 raise CommandError(f"{op}: unknown flag {show(token)}")
@@ -88,7 +127,7 @@ def parse_flags(op: str, tokens: Sequence[str], table: Iterable[Flag]) -> tuple[
         else:
             raise CommandError(f"{op}: unexpected argument {show(token)}")
         if raw is None:
-            if i + 1 >= len(tokens):
+            if i + 1 >= n:
                 raise CommandError(f"{op}: {used} expects a value")
             raw = tokens[i + 1]
             i += 2
@@ -142,6 +181,21 @@ DRIVER_FLAGS: dict[str, tuple[DriverFlag, ...]] = {
 }
 
 
+#: family -> every name of its MIOpenDriver flags (`--iter`, `-i`, ...) -> "iter" | "time" | its DriverFlag; made
+#: once per family, not on every command
+_DRIVER_TABLES: dict[str, dict[str, str | DriverFlag]] = {}
+
+
+def _driver_table(family: str) -> dict[str, str | DriverFlag]:
+    table = _DRIVER_TABLES.get(family if family in DRIVER_FLAGS else "")   # "": every other word's (-i, -t)
+    if table is None:
+        table = {"--iter": "iter", "-i": "iter", "--time": "time", "-t": "time"}
+        for entry in DRIVER_FLAGS.get(family, ()):
+            table["--" + entry.long] = table["-" + entry.short] = entry
+        _DRIVER_TABLES[family if family in DRIVER_FLAGS else ""] = table
+    return table
+
+
 @dataclass(frozen=True)
 class DriverArgs:
     """A command with MIOpenDriver's own flags taken out. `verify`: the -V value, None when not given.
@@ -168,31 +222,33 @@ def split_driver_args(tokens: Sequence[str]) -> DriverArgs:
     conv's `-s/--search`, `-S/--solution`, `-G/--gpualloc` (validated, then ignored: `DriverArgs.ignored`)."""
     iters, time, verify = 100, 1, None
     family = _family(tokens[0]) if tokens and not tokens[0].startswith("-") else "command"
-    # the op's word starts every message: quoted when it is not plain text (a token of whitespace or control
-    # characters would break the one-line error)
-    op = family if family.isprintable() and family.strip() == family and family else show(family)
-    own = {"--iter": "iter", "-i": "iter", "--time": "time", "-t": "time"}
-    table: dict[str, DriverFlag] = {}
-    for entry in DRIVER_FLAGS.get(family, ()):
-        table["--" + entry.long] = table["-" + entry.short] = entry
-    rest: list[str] = []
+    table = _driver_table(family)
+    i, n = 0, len(tokens)
+    if "=" not in "".join(tokens):   # no `--flag=value`: only a token that is a flag's name can be one
+        named = table.keys() & set(tokens)
+        if not named:
+            return DriverArgs(rest=list(tokens))
+        i = min(tokens.index(name) for name in named)   # every token before the first is the op's
+    rest: list[str] = list(tokens[:i])
     ignored: list[str] = []
-    i = 0
-    while i < len(tokens):
+    while i < n:
         token = tokens[i]
-        name, eq, inline = token.partition("=") if token.startswith("--") else (token, "", "")
-        which = own.get(name)
-        flag = table.get(name)
-        if which is None and flag is None:
+        entry = table.get(token.partition("=")[0] if token.startswith("--") else token)
+        if entry is None:
             rest.append(token)
             i += 1
             continue
+        name, eq, inline = token.partition("=") if token.startswith("--") else (token, "", "")
+        # the op's word starts every message: quoted when it is not plain text (a token of whitespace or control
+        # characters would break the one-line error)
+        op = family if family.isprintable() and family.strip() == family and family else show(family)
         if eq:
             raw, i = inline, i + 1
-        elif i + 1 < len(tokens):
+        elif i + 1 < n:
             raw, i = tokens[i + 1], i + 2
         else:
             raise CommandError(f"{op}: {name} expects a value")
+        which, flag = (entry, None) if isinstance(entry, str) else (None, entry)
         if flag is not None:
             if flag.values is None:
                 if not raw.strip():

@@ -49,6 +49,8 @@ def check_dtype(op: str, dtype_name: str) -> None:
 
 def check_size(op: str, name: str, value: int, minimum: int = 1) -> None:
     """A size (or stride, padding ...) named `name` in messages must be an int in [minimum, MAX_DIM]."""
+    if type(value) is int and minimum <= value <= MAX_DIM:   # the usual case, decided at once
+        return
     if isinstance(value, bool) or not isinstance(value, int):
         raise fail(op, f"{name} expects an integer, got {value!r}")
     if value < minimum:
@@ -60,7 +62,7 @@ def check_size(op: str, name: str, value: int, minimum: int = 1) -> None:
 
 def shape_str(shape: Sequence[int]) -> str:
     """`2x8x16x16`: how BOO writes shapes in kernel names."""
-    return "x".join(str(int(d)) for d in shape)
+    return "x".join(map(str, map(int, shape)))
 
 
 def numel(shape: Sequence[int]) -> int:

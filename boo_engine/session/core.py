@@ -12,12 +12,12 @@ import dataclasses
 import os
 import tempfile
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 from .. import events as ev
-from ..commands import Command, looks_like_commands_file, parse_invocation, read_commands_file, split_words
+from ..commands import Command, iter_commands_file, looks_like_commands_file, parse_invocation, split_words
 from ..commands.flags import ignored_flags_note
 from ..config import SessionConfig
 from ..errors import BooError, CommandError, elide
@@ -37,7 +37,7 @@ from .finalize import Finalizer, compare_columns, model_lines_of
 from .plan import InputEntry, Plan
 from .recording import RunRecorder, store_halt_reason
 from .runner import Runner
-from .state import Listener, SessionState
+from .state import Listener, SessionState, collector_paused
 
 if TYPE_CHECKING:
     from ..bench.worker import BenchWorker
@@ -48,6 +48,9 @@ if TYPE_CHECKING:
 WAIT_POLL_S = 0.05
 #: how long close() gives the runner to notice it must stop
 RUNNER_JOIN_S = 10.0
+#: jobs start() hands the store at a time: their rows go in bulk, one transaction (a commit, which may checkpoint
+#: the WAL) and a few statements for all
+RECORD_CHUNK = 2000
 
 
 class Session:
@@ -118,7 +121,7 @@ class Session:
         added: list[JobResult] = []
         for item in inputs:
             if looks_like_commands_file(item):
-                for _, jobs in self.add_file(item):
+                for _, jobs in self._add_lines(item):
                     added += jobs
             else:
                 added += self.add_command(item)
@@ -127,11 +130,14 @@ class Session:
     def add_file(self, path: str, extra_args: Sequence[str] = ()) -> list[tuple[str, list[JobResult]]]:
         """Every line of a commands file, as (line text, its jobs); a bad line gets one FAILED job naming
         file:line. A missing or unreadable file raises CommandError."""
+        return list(self._add_lines(path, extra_args))
+
+    def _add_lines(self, path: str, extra_args: Sequence[str] = ()) -> Iterator[tuple[str, list[JobResult]]]:
+        """`add_file`, a line at a time (what each line was read as is gone once its jobs are made)."""
         extra = list(extra_args) + list(self.config.extra_args)
-        return [
-            (line.text, self._add_entry(InputEntry.from_line(line)))
-            for line in read_commands_file(path, extra, errors="collect")
-        ]
+        with collector_paused():
+            for line in iter_commands_file(path, extra):
+                yield line.text, self._add_entry(InputEntry.from_line(line))
 
     def add_command(self, text: str | Sequence[str], *, source: str | None = None) -> list[JobResult]:
         """One command string; raises CommandError (one line) when it does not parse."""
@@ -191,25 +197,15 @@ class Session:
         state = self._state
         if state.halted is not None:
             raise BooError(state.halted)
-        with state.lock:
+        with state.lock, collector_paused():
             # The worker process starts first: importing torch there (~1 s) overlaps everything below.
             if any(r.status == QUEUED for r in self.jobs.values()):
                 self._measuring.ensure_worker()
             if self.run_id is None:
                 self._recorder.start_run(self.environment(), self.variants)
             ids = list(job_ids) if job_ids is not None else list(self.jobs)
-            for i, job_id in enumerate(ids):
-                if state.stop.is_set():   # interrupt() from another thread waits for this lock: storing 200,000
-                    self._plan.skipped(ids[i:])   # rows takes seconds; the run never gets the rest
-                    return
-                result = self.jobs.get(job_id)
-                if result is not None and result.status == QUEUED:
-                    state.job(job_id).prepare(iters, min_time_s)
-                    state.queued.append(job_id)
-                    self._recorder.record(result)
-                elif result is not None and result.status == FAILED and state.job(job_id).command is None:
-                    self._recorder.record(result)  # bad input lines are stored as failed rows too
-            self._runner.ensure_running()
+            if queue_and_store(state, self._recorder, ids, iters, min_time_s):
+                self._runner.ensure_running()
 
     def rerun(self, job_ids: Iterable[str], *, iters: int | None = None, min_time_s: float | None = None,
               fresh: bool = False) -> bool:
@@ -350,6 +346,32 @@ class Session:
 
     def _collect_environment(self) -> None:
         self._environment = run_environment(self.target, self._cache, self._state.emit, self.cluster)
+
+
+def queue_and_store(state: SessionState, recorder: RunRecorder, ids: list[str], iters: int | None,
+                    min_time_s: float | None) -> bool:
+    """start()'s work under the state lock: queue the given jobs that are queued and store their rows (and those
+    of bad input lines, failed rows), RECORD_CHUNK at a time (in bulk: `record_many`). False when interrupt()
+    stopped it (from another thread, which waits for the lock: storing 200,000 rows takes seconds): the run never
+    gets the jobs after that."""
+    rows: list[JobResult] = []
+    for i, job_id in enumerate(ids):
+        if state.stop.is_set():
+            recorder.record_many(rows)
+            state.plan.skipped(ids[i:])
+            return False
+        result = state.jobs.get(job_id)
+        if result is not None and result.status == QUEUED:
+            state.job(job_id).prepare(iters, min_time_s)
+            state.queued.append(job_id)
+            rows.append(result)
+        elif result is not None and result.status == FAILED and state.job(job_id).command is None:
+            rows.append(result)  # bad input lines are stored as failed rows too
+        if len(rows) >= RECORD_CHUNK:
+            recorder.record_many(rows)
+            rows = []
+    recorder.record_many(rows)
+    return True
 
 
 def session_target(config: SessionConfig) -> Target:

@@ -29,6 +29,8 @@ if TYPE_CHECKING:  # the pool module starts processes; the plan only names its t
 DEFAULT_ITERS = 100
 #: kernel names of commands remembered at most (then forgotten all at once)
 FUNC_NAMES_KEPT = 4096
+#: distinct first words of bad lines shared at most (a file of garbage has a new one on every line)
+OPS_KEPT = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +150,7 @@ class Plan:
         #: is found in one step, not by trying -2, -3, ... (200,000 copies of one line would take hours)
         self._copies: dict[str, int] = {}
         self._func_names: dict[int, tuple[Command, str]] = {}   # id(command) -> (command, its func_name)
+        self._ops: dict[str, str] = {}   # the first word of bad lines: 200,000 of them held ~50 bytes each
 
     def add_entry(self, entry: InputEntry, variants: Iterable[Variant]) -> list[JobResult]:
         """The jobs of one entry: its (variant, backend) pairs, or one FAILED job for a bad entry."""
@@ -243,8 +246,10 @@ class Plan:
 
     def _add_failed(self, entry: InputEntry) -> JobResult:
         new_id = self._new_id(entry.text, NO_VARIANT, NO_BACKEND)
+        word = entry.text.split(maxsplit=1)[0] if entry.text.strip() else "?"
+        op = self._ops.setdefault(word, word) if len(self._ops) < OPS_KEPT else word   # one string per op word
         result = JobResult(
-            job_id=new_id, command=entry.text, func_name="", op=(entry.text.split() or ["?"])[0],
+            job_id=new_id, command=entry.text, func_name="", op=op,
             variant=NO_VARIANT, target=self.target, backend=NO_BACKEND, status=FAILED,
             error=entry.error or "invalid command", source=entry.source, calls=entry.calls, share=entry.share,
             captured_us=entry.captured_us,

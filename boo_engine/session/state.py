@@ -10,16 +10,43 @@ It also owns the way out to the front ends: `emit` (the listener) and `set_statu
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from .. import events as ev
 from ..results import DONE, FAILED, FINAL_STATUSES, JobResult, Status
 from .plan import Plan, PlannedJob
 
 Listener = Callable[[ev.Event], None]
+
+_gc_lock = threading.Lock()
+_gc_paused = 0                 # threads inside collector_paused()
+_gc_was_enabled = False
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while many long-lived objects are made at once (the jobs of a
+    big commands file, their rows): every collection walks every object alive, so 200,000 lines spent 20-25% of
+    their time in collections that found nothing (what is made there has no cycles; refcounting frees the rest).
+    Nests, and across threads: the collector is on again once the last one leaves, if it was on before."""
+    global _gc_paused, _gc_was_enabled
+    with _gc_lock:
+        if _gc_paused == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_paused += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_paused -= 1
+            if _gc_paused == 0 and _gc_was_enabled:
+                gc.enable()
 
 
 class SessionState:

@@ -1,8 +1,10 @@
 """JobResult <-> table rows. Pure functions, so the mapping can be tested without threads."""
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import operator
 from typing import Any
 
 from ..results import CompileInfo, JobResult, NumericsInfo, Stats
@@ -70,6 +72,47 @@ def result_row(result: JobResult) -> dict[str, Any]:
     for f in STAT_FIELDS:
         row[f] = getattr(stats, f) if stats is not None else None
     return row
+
+
+#: the columns of a row that only says what its job is (queued, or failed before it ran: a bad line); every other
+#: column of such a row is NULL, and it has no samples and no kernel (`bare_row`)
+BARE_COLUMNS = ("job_id", "target", "backend", "func_name", "status", "error", "source", "calls", "share",
+                "captured_us", "noisy", "cache_mode", "throttled", "started_at", "finished_at")
+#: where a bare row (command text, op, variant, *BARE_COLUMNS) holds its status
+BARE_STATUS = 3 + BARE_COLUMNS.index("status")
+#: a JobResult's fields a bare row reads, and those that must be empty in one: every other field is None by
+#: default, and None in a bare result (tests/test_many_rows.py checks that each field is one of the three)
+_BARE_FIELDS = ("command", "op", "variant", *BARE_COLUMNS)
+_LIST_FIELDS = ("samples_us", "cpu_us", "rounds")
+_OPTIONAL_FIELDS = tuple(f.name for f in dataclasses.fields(JobResult)
+                         if f.name not in _BARE_FIELDS and f.name not in _LIST_FIELDS)
+_optional = operator.attrgetter(*_OPTIONAL_FIELDS)
+_bare = operator.attrgetter(*_BARE_FIELDS)
+_NOISY, _THROTTLED = _BARE_FIELDS.index("noisy"), _BARE_FIELDS.index("throttled")
+
+
+def bare_row(result: JobResult) -> tuple[Any, ...] | None:
+    """(command text, op, variant, *BARE_COLUMNS) of a result that only says what its job is (queued, or failed
+    before it ran), which a caller may store in bulk with its neighbours: the values `result_row` gives those
+    columns. None for any other result (a measurement, a kernel, samples, ...)."""
+    if result.samples_us or result.cpu_us or result.rounds or _optional(result).count(None) != len(_OPTIONAL_FIELDS):
+        return None
+    values = list(_bare(result))
+    values[_NOISY] = int(bool(values[_NOISY]))
+    values[_THROTTLED] = int(bool(values[_THROTTLED]))
+    return tuple(values)
+
+
+def result_from_bare(bare: tuple[Any, ...]) -> JobResult:
+    """The result a bare row was made of (as far as its row goes: `result_row` of it is the same)."""
+    command, op, variant, *values = bare
+    row = dict(zip(BARE_COLUMNS, values))
+    return JobResult(job_id=row["job_id"], command=command, func_name=row["func_name"], op=op, variant=variant,
+                     target=row["target"], backend=row["backend"], status=row["status"], error=row["error"],
+                     source=row["source"], calls=row["calls"], share=row["share"],
+                     captured_us=row["captured_us"], noisy=bool(row["noisy"]),
+                     cache_mode=row["cache_mode"], throttled=bool(row["throttled"]), started_at=row["started_at"],
+                     finished_at=row["finished_at"])
 
 
 def kernel_row(result: JobResult, variant_id: int) -> dict[str, Any] | None:

@@ -16,14 +16,18 @@ from __future__ import annotations
 import contextlib
 import datetime
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..results import FINAL_STATUSES, INTERRUPTED, QUEUED, JobResult, RunStatus
 from .connection import StoreError, connect
 from .owner import owner_row
-from .rows import dumps, environment_row, kernel_row, result_row, variant_row
+from .rows import BARE_COLUMNS, BARE_STATUS, dumps, environment_row, kernel_row, result_row, variant_row
+
+#: where a bare row holds its func_name
+BARE_FUNC_NAME = 3 + BARE_COLUMNS.index("func_name")
 
 #: SQLite checkpoints the WAL at the first commit that leaves it over this many pages (its default: 1000)
 WAL_CHECKPOINT_PAGES = 16
@@ -50,6 +54,7 @@ class WriteConnection:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.conn = connect(path)
+        self.opened_at = time.time()   # results finished before come from an earlier process (a resumed run)
         self.conn.execute("PRAGMA synchronous=NORMAL")   # with WAL: durable across a process kill, far faster
         self.conn.execute("PRAGMA foreign_keys=ON")      # a result for an unknown run is an error, not an orphan
         self.conn.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_PAGES}")
@@ -165,21 +170,23 @@ class WriteConnection:
 
     # results
 
-    def write_results(self, results: Iterable[tuple[int, JobResult]]) -> list[bool]:
-        """Upsert every (run id, result) in ONE transaction; for each, whether it was a final one (it counts as
-        stored once this returns)."""
+    def write_results(self, results: Iterable[tuple[int, JobResult]]) -> int:
+        """Upsert every (run id, result) in ONE transaction; how the final results stored changed (`result_in`)."""
         with self.transaction() as c:
-            return [self.result_in(c, run_id, r) for run_id, r in results]
+            return sum(self.result_in(c, run_id, r) for run_id, r in results)
 
-    def write_result(self, run_id: int, r: JobResult) -> bool:
-        """One result in its own transaction; True when it was a final one."""
-        return self.write_results([(run_id, r)])[0]
+    def write_result(self, run_id: int, r: JobResult) -> int:
+        """One result in its own transaction."""
+        return self.write_results([(run_id, r)])
 
-    def result_in(self, c: sqlite3.Connection, run_id: int, r: JobResult) -> bool:
-        """Upsert one result in the transaction `c` is in; whether it was a final one."""
+    def result_in(self, c: sqlite3.Connection, run_id: int, r: JobResult) -> int:
+        """Upsert one result in the transaction `c` is in. Returns how it changes the number of final results this
+        connection stored (the writer's count, which a failure reports; counted, not remembered per job, so it
+        takes no memory per row): +1 for a final result over no row or one not final, -1 for a result not final
+        over a final one this connection stored (a job measured again), else 0."""
         command_id = self._command_id(c, r.command, r.op, r.func_name)
         variant_id = self._variant_id(c, run_id, r.variant)
-        old = c.execute("SELECT id, kernel_id FROM results WHERE run_id = ? AND job_id = ?",
+        old = c.execute("SELECT id, kernel_id, status, finished_at FROM results WHERE run_id = ? AND job_id = ?",
                         (run_id, r.job_id)).fetchone()
         kernel_id = self._write_kernel(c, r, variant_id, old["kernel_id"] if old else None)
         row = result_row(r)
@@ -197,7 +204,32 @@ class WriteConnection:
         elif r.samples_us:
             c.executemany("INSERT INTO samples (result_id, idx, latency_us) VALUES (?, ?, ?)",
                           ((result_id, i, float(s)) for i, s in enumerate(r.samples_us)))
-        return r.status in FINAL_STATUSES
+        was_final = old is not None and old["status"] in FINAL_STATUSES
+        if r.status in FINAL_STATUSES:
+            return 0 if was_final else 1
+        # a final row replaced by a job measured again: it counted if this connection stored it (a resumed run's
+        # finished jobs were stored before it opened)
+        return -1 if was_final and (old["finished_at"] or 0.0) >= self.opened_at else 0
+
+    def insert_new(self, c: sqlite3.Connection, run_id: int,
+                   commands: Sequence[tuple[str, str | None, str | None, dict[str, Any] | None]],
+                   rows: Sequence[tuple[Any, ...]]) -> int:
+        """Register `commands` (text, op, func_name, signature) and insert `rows` (`rows.bare_row`: results of jobs
+        the run has no row for yet, each only saying what its job is) in the transaction `c` is in: a few
+        statements for them all, where `result_in` takes 3-4 a row. A row the run has already fails the whole
+        insert (sqlite3.IntegrityError: the caller writes them one by one instead). Returns how many are final."""
+        # every command before its first row, in the order the rows first name them (as one at a time would)
+        given = {t: (t, op, f, None if sig is None else dumps(sig)) for t, op, f, sig in commands}
+        first = {r[0]: r for r in rows}   # (a dict keeps the first row's place: the order they are first named)
+        ordered = [given.pop(t) if t in given else (t, r[1], r[BARE_FUNC_NAME], None) for t, r in first.items()]
+        ordered[:0] = given.values()   # (commands of no row here: first)
+        c.executemany("INSERT INTO commands (text, op, func_name, signature) VALUES (?, ?, ?, ?) ON CONFLICT (text)"
+                      " DO UPDATE SET signature = excluded.signature WHERE excluded.signature IS NOT NULL", ordered)
+        variant_ids = {name: self._variant_id(c, run_id, name) for name in {r[2] for r in rows}}
+        c.executemany(f"INSERT INTO results (run_id, command_id, variant_id, {', '.join(BARE_COLUMNS)})"
+                      f" VALUES (?, (SELECT id FROM commands WHERE text = ?), ?, {', '.join('?' * len(BARE_COLUMNS))})",
+                      ((run_id, r[0], variant_ids[r[2]], *r[3:]) for r in rows))
+        return sum(1 for r in rows if r[BARE_STATUS] in FINAL_STATUSES)
 
     def _upsert(self, keys: tuple[str, ...], cols: tuple[str, ...]) -> str:
         """The upsert of a results row given `cols` of its `keys` (the others NULL): an existing row gets every

@@ -24,7 +24,7 @@ import os
 import sqlite3
 import threading
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,7 @@ from ..results import JobResult, RunStatus
 from . import queries, schema
 from .connection import BUSY_TIMEOUT_S, StoreError, StoreWriteError, connect
 from .readonly import SchemaError, writable_schema
-from .rows import variant_row
+from .rows import bare_row, variant_row
 from .writer import (
     Call,
     Execute,
@@ -50,6 +50,7 @@ from .writer import (
     ResumeRun,
     StartRun,
     Stop,
+    WriteNew,
     WriteResult,
     WriterThread,
 )
@@ -120,6 +121,28 @@ class Store:
         """Queue the current state of `result` (a snapshot is taken now). Upsert by (run_id, job_id): write a
         job when queued, again as it progresses, and once more when final; its samples are replaced each time."""
         self._put(WriteResult(run_id, _snapshot(result)))
+
+    def record_new(self, run_id: int, results: Sequence[JobResult],
+                   commands: Sequence[tuple[str, str | None, str | None, dict[str, Any] | None]] = ()) -> None:
+        """Queue the first rows of jobs the run has none of yet (a start() storing the jobs of a big commands
+        file), in order, after the commands they measure (text, op, func_name, signature). The results that only
+        say what their job is (queued, or failed before it ran: `rows.bare_row`, a tuple of immutable values,
+        which is their snapshot) go in bulk: a few statements for all of them, where `record_result` takes 3-4 a
+        row and a snapshot. Any other result is queued as record_result queues it. A row the run has after all
+        is written as record_result would write it (slower, not wrong)."""
+        pending: list[tuple[Any, ...]] = []
+        described = tuple(commands)
+        for result in results:
+            bare = bare_row(result)
+            if bare is not None:
+                pending.append(bare)
+                continue
+            if pending or described:
+                self._put(WriteNew(run_id, described, tuple(pending)))
+                pending, described = [], ()
+            self.record_result(run_id, result)
+        if pending or described:
+            self._put(WriteNew(run_id, described, tuple(pending)))
 
     def finish_queued(self, run_id: int, status: str, error: str, finished_at: float) -> None:
         """Queue: every result of the run whose row says queued (after the writes queued before this) ends
@@ -253,7 +276,8 @@ class Store:
     def _put(self, item: Item) -> None:
         if self._closed:
             raise StoreError(f"results database {self.path} is closed")
-        if self.failure is not None and isinstance(item, (WriteResult, RegisterVariant, RegisterCommand, FinishQueued)):
+        if self.failure is not None and isinstance(item, (WriteResult, WriteNew, RegisterVariant, RegisterCommand,
+                                                          FinishQueued)):
             return   # the file takes no more writes; the failure was reported
         self._writer.put(item)
 

@@ -33,6 +33,7 @@ from typing import Any
 
 from ..results import JobResult, RunStatus
 from .connection import StoreError, StoreWriteError, unwritable_reason
+from .rows import result_from_bare
 from .sql import WAL_CHECKPOINT_PAGES, WAL_SIZE_LIMIT, WriteConnection
 
 log = logging.getLogger("boo_engine.store")
@@ -56,6 +57,23 @@ class WriteResult:
 
     run_id: int
     result: JobResult
+
+
+@dataclass(frozen=True)
+class WriteNew:
+    """Rows of jobs the run has none of yet (a start() storing a big file's queued jobs and bad lines, each
+    `rows.bare_row`), after the commands they measure (text, op, func_name, signature): a few statements for all
+    of them. A row the run has already turns them into what a RegisterCommand and a WriteResult each would write."""
+
+    run_id: int
+    commands: tuple[tuple[str, str | None, str | None, dict[str, Any] | None], ...]
+    rows: tuple[tuple[Any, ...], ...]
+
+    @property
+    def items(self) -> list[WriteResult | RegisterCommand]:
+        """The same writes, one item each."""
+        return [*(RegisterCommand(*command) for command in self.commands),
+                *(WriteResult(self.run_id, result_from_bare(row)) for row in self.rows)]
 
 
 @dataclass(frozen=True)
@@ -135,9 +153,18 @@ class Execute:
 
 
 Call = StartRun | FinishRun | ResumeRun | MarkInterrupted | Execute
-Item = WriteResult | RegisterVariant | RegisterCommand | FinishQueued | Flush | Stop | Call
+Item = WriteResult | WriteNew | RegisterVariant | RegisterCommand | FinishQueued | Flush | Stop | Call
 #: the items that are rows: they count against MAX_PENDING, and consecutive ones are written in one transaction
 ROWS = (WriteResult, RegisterCommand)
+
+
+def weight(item: Item) -> int:
+    """The rows an item holds: what it counts against MAX_PENDING."""
+    if isinstance(item, ROWS):
+        return 1
+    if isinstance(item, WriteNew):
+        return len(item.rows) + len(item.commands)
+    return 0
 
 
 def coalesce(batch: list[Item]) -> list[Item]:
@@ -172,7 +199,7 @@ class WriterThread:
         self._error: BaseException | None = None
         self.failure: StoreWriteError | None = None
         self._on_failure = on_failure
-        self._stored: set[tuple[int, str]] = set()   # final results this writer committed
+        self._stored = 0                        # final results this writer committed (one per job)
         self._error_lock = threading.Lock()
         self._pending = 0                       # WriteResults queued and not taken yet (at most MAX_PENDING)
         self._room = threading.Condition()
@@ -180,13 +207,14 @@ class WriterThread:
         self._thread.start()
 
     def put(self, item: Item) -> None:
-        """Queue `item`; a row (a result or a command) waits while MAX_PENDING rows are queued (never once the
-        writer stopped or failed: nothing would make room)."""
-        if isinstance(item, ROWS):
+        """Queue `item`; rows (results, commands) wait while MAX_PENDING rows are queued (never once the writer
+        stopped or failed: nothing would make room)."""
+        rows = weight(item)
+        if rows:
             with self._room:
                 while self._pending >= MAX_PENDING and self.failure is None and self._thread.is_alive():
                     self._room.wait(0.5)
-                self._pending += 1
+                self._pending += rows
         self._queue.put(item)
 
     def _take_batch(self) -> list[Item]:
@@ -199,7 +227,7 @@ class WriterThread:
                 batch.append(self._queue.get_nowait())
             except queue.Empty:
                 break
-        taken = sum(1 for item in batch if isinstance(item, ROWS))
+        taken = sum(weight(item) for item in batch)
         if taken:
             with self._room:
                 self._pending -= taken
@@ -262,9 +290,12 @@ class WriterThread:
             if group:
                 self._write_group(conn, group)
                 group = []
-            if self.failure is not None and isinstance(item, (RegisterVariant, FinishQueued)):
+            if self.failure is not None and isinstance(item, (RegisterVariant, FinishQueued, WriteNew)):
                 continue
             match item:
+                case WriteNew():
+                    wrote = True
+                    self._write_new(conn, item)
                 case Stop():
                     self._checkpoint(conn, wrote)
                     return True
@@ -289,15 +320,14 @@ class WriterThread:
         its own (the bad one's error recorded, the others stored)."""
         if self.failure is not None:
             return
-        finals: list[bool] = []   # per row: a final result (it counts as stored once committed)
+        stored = 0   # how the final results stored change once this commits
         try:
             with conn.transaction() as c:
                 for item in group:
                     if isinstance(item, WriteResult):
-                        finals.append(conn.result_in(c, item.run_id, item.result))
+                        stored += conn.result_in(c, item.run_id, item.result)
                     else:
                         conn.command_in(c, item.text, item.op, item.func_name, item.signature)
-                        finals.append(False)
         except Exception as e:
             if unwritable_reason(e) is not None:
                 self._fail(e)
@@ -307,9 +337,21 @@ class WriterThread:
                 for item in group:
                     self._write_group(conn, [item])
             return
-        for item, final in zip(group, finals):
-            if final and isinstance(item, WriteResult):
-                self._stored.add((item.run_id, item.result.job_id))
+        self._stored += stored
+
+    def _write_new(self, conn: WriteConnection, item: WriteNew) -> None:
+        """New rows in one transaction, a few statements for all; when that fails for a reason other than the file
+        (a row the run has already), each as its own item would be written."""
+        try:
+            with conn.transaction() as c:
+                finals = conn.insert_new(c, item.run_id, item.commands, item.rows)
+        except Exception as e:
+            if unwritable_reason(e) is not None:
+                self._fail(e)
+            else:
+                self._write_group(conn, item.items)
+            return
+        self._stored += finals
 
     def _checkpoint(self, conn: WriteConnection, wrote: bool) -> bool:
         """Checkpoint the WAL into the database file after writes (a full disk shows here too); always False:
@@ -362,7 +404,7 @@ class WriterThread:
         if self.failure is not None:
             return
         log.debug("results store %s: cannot write: %s", self.path, e)   # no traceback: it is no bug of ours
-        self.failure = StoreWriteError(self.path, unwritable_reason(e) or str(e), len(self._stored))
+        self.failure = StoreWriteError(self.path, unwritable_reason(e) or str(e), self._stored)
         self.failure.__cause__ = e
         if self._on_failure is not None:
             try:
