@@ -70,6 +70,19 @@ def handle(request: Request, cache: KernelCache, timeout_s: float) -> Reply:
         return Failed(f"{sig.func_name}: {type(e).__name__}: {e}")
 
 
+def _thread_only_tqdm_lock() -> None:
+    """torch.export's FX interpreter makes a tqdm bar, and tqdm's first bar makes a multiprocessing RLock: a named
+    semaphore registered with the resource tracker and still registered when the worker ended, so a run that
+    compiled ended with `resource_tracker: There appear to be N leaked semaphore
+    objects`. A worker has one thread that writes bars (and never shows them): a thread lock is enough."""
+    with contextlib.suppress(ImportError):
+        import threading
+
+        from tqdm import tqdm
+
+        tqdm.set_lock(threading.RLock())
+
+
 def worker_main(conn: multiprocessing.connection.Connection, cache: KernelCache, timeout_s: float) -> None:
     ignore_stop_signals()
     redirect_output_if_asked()
@@ -81,6 +94,7 @@ def worker_main(conn: multiprocessing.connection.Connection, cache: KernelCache,
         # Compiles are throughput work: the dashboard's UI thread (and, on GPU targets, the benchmark worker)
         # must win the CPU when they compete. The compiler children inherit this.
         os.nice(COMPILE_NICENESS)
+    _thread_only_tqdm_lock()
     from . import turbine
 
     turbine.EXPORT_IN_PROCESS = True   # a process made for compiling: BOO's export runs here
