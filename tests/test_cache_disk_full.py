@@ -100,7 +100,7 @@ def test_a_run_where_nothing_can_be_stored_stops_with_one_line(full_cache, tmp_p
     mnt, env = full_cache
     fill(mnt)
     (tmp_path / "cmds.txt").write_text(f"{HIT}\n{MISS}\n")
-    p = boo_tui(["cmds.txt", "--iter", "20", "--backend", "iree", "--db", "r.db", "--export", "r.csv"], env,
+    p = boo_tui(["cmds.txt", "--iter", "20", "--backend", "iree", "--no-best", "--db", "r.db", "--export", "r.csv"], env,
                 tmp_path)
     assert p.returncode == 1, p.stderr
     assert "Traceback" not in p.stderr, p.stderr
@@ -117,10 +117,10 @@ def test_a_run_where_nothing_can_be_stored_stops_with_one_line(full_cache, tmp_p
 def test_a_cached_kernel_still_measures_when_a_new_one_cannot_be_stored(full_cache, tmp_path):
     mnt, env = full_cache
     (tmp_path / "cmds.txt").write_text(f"{HIT}\n{MISS}\n")
-    warm = boo_tui([HIT, "--iter", "20", "--backend", "iree", "--db", "w.db", "--export", "w.csv"], env, tmp_path)
+    warm = boo_tui([HIT, "--iter", "20", "--backend", "iree", "--no-best", "--db", "w.db", "--export", "w.csv"], env, tmp_path)
     assert warm.returncode == 0, warm.stderr
     fill(mnt)
-    p = boo_tui(["cmds.txt", "--iter", "20", "--backend", "iree", "--db", "r.db", "--export", "r.csv"], env,
+    p = boo_tui(["cmds.txt", "--iter", "20", "--backend", "iree", "--no-best", "--db", "r.db", "--export", "r.csv"], env,
                 tmp_path)
     assert p.returncode == 1, p.stderr
     assert "Traceback" not in p.stderr, p.stderr
