@@ -15,8 +15,10 @@ import pytest
 from boo_engine.errors import VariantError
 from boo_engine.variants import parse_variant_arg
 
-# 215 KB of input: fits this CPU's L2, so a flushed call must fetch it from memory (Zen 3: 405 -> 730 us)
-CONV = "conv -n 4 -c 35 -H 48 -W 32 -k 35 -y 1 -x 1 --in_layout NHWC --out_layout NHWC --fil_layout NHWC"
+# 590 KB of weights read once a call: in cache when warm, so a flushed call is bound by fetching them from memory
+# (a 2-vCPU Zen 4: 15-22 -> 100-150 us, beside a CPU burner too; the 1x1 conv used first is bound by its compute,
+# 1.13-1.16x there, and its verdict was 'unclear' under load)
+CONV = "gemm -m 4 -n 384 -k 384"
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +33,7 @@ def boo_tui(args, env, cwd):
 
 def test_cold_variant_is_a_compared_column_slower_than_warm(env, tmp_path):
     db = tmp_path / "r.db"
-    p = boo_tui([CONV, "--variant", "cache=cold", "--backend", "iree", "--iter", "60", "--db", str(db),
+    p = boo_tui([CONV, "--variant", "cache=cold", "--backend", "iree", "--no-best", "--iter", "60", "--db", str(db),
                  "--export", "r.json"], env, tmp_path)
     assert p.returncode == 0, p.stderr
     data = json.loads((tmp_path / "r.json").read_text())
@@ -40,7 +42,7 @@ def test_cold_variant_is_a_compared_column_slower_than_warm(env, tmp_path):
     assert results["cold"]["numerics"]["verdict"] == "pass"      # the same kernel as the baseline
     # the engine's verdict over the paired rounds, not a bound on two medians (1.149 against 1.15 once, loaded)
     cmp = results["cold"]["comparison"]
-    assert cmp["verdict"] == "slower" and cmp["ratio"] > 1.05, cmp
+    assert cmp["verdict"] == "slower" and cmp["ratio"] > 1.5, cmp
     with sqlite3.connect(db) as conn:
         modes = dict(conn.execute("SELECT v.name, r.cache_mode FROM results r JOIN variants v ON v.id = r.variant_id"))
         keys = {k for (k,) in conn.execute("SELECT DISTINCT cache_key FROM kernels")}
@@ -50,7 +52,7 @@ def test_cold_variant_is_a_compared_column_slower_than_warm(env, tmp_path):
 
 def test_cache_mode_cold_is_recorded_and_the_reproducer_says_it_is_warm(env, tmp_path):
     db = tmp_path / "r.db"
-    p = boo_tui([CONV, "--cache-mode", "cold", "--iter", "10", "--no-numerics", "--db", str(db),
+    p = boo_tui([CONV, "--cache-mode", "cold", "--no-best", "--iter", "10", "--no-numerics", "--db", str(db),
                  "--export", "r.csv"], env, tmp_path)
     assert p.returncode == 0, p.stderr
     with sqlite3.connect(db) as conn:
