@@ -167,6 +167,13 @@ def kernel_variant(sig: OpSignature, variant: Variant, target: Target | None = N
     aliases = tuning_aliases(sig)
     if is_unresolved(variant) or (variant.kernels and not any(n in variant.kernels for n in (name, *aliases))):
         return best_variant(sig, target or _CPU, tuned_lookup() if (target or _CPU).kind == "cpu" else None)
+    if _per_kernel_only(variant) and not any(n in variant.named_kernels for n in (name, *aliases)):
+        # a tuned file's per-kernel tables name the kernels it changes: another kernel keeps the best known one
+        # (it got the plain build, with nothing of the variant for it: a ResNet's stem-conv gradient 1.36 -> 3.5 ms)
+        best = best_variant(sig, target or _CPU, tuned_lookup() if (target or _CPU).kind == "cpu" else None)
+        if variant.tuning_specs and best.base != BOO_BUILD:   # a winner that is a spec alone matches by content
+            best = dataclasses.replace(best, tuning_specs=variant.tuning_specs)
+        return best
     form = variant.formulation_for(name)
     if form not in (None, DEFAULT_FORMULATION) and form not in sig.formulations():
         variant = dataclasses.replace(variant, formulation=None, kernel_formulations=tuple(
@@ -181,6 +188,14 @@ def kernel_variant(sig: OpSignature, variant: Variant, target: Target | None = N
         return variant
     return dataclasses.replace(variant, kernel_flags=variant.kernel_flags + extra_flags,
                                kernel_formulations=variant.kernel_formulations + extra_forms)
+
+
+def _per_kernel_only(variant: Variant) -> bool:
+    """A variant whose changes are all per kernel (what `boo-tui tune` writes: per-kernel tables beside a spec),
+    with nothing that changes every kernel (flags, formulation, substitutions, preprocess, build, cache mode)."""
+    return bool(variant.kernel_flags or variant.kernel_formulations or variant.kernel_substitutions) and not (
+        variant.flags or variant.formulation is not None or variant.substitutions or variant.preprocess
+        or variant.base is not None or variant.cache_mode is not None)
 
 
 # ---- in-memory launchable cache ---------------------------------------------------------------------------
