@@ -2,6 +2,7 @@
 anything is exported or compiled; --compile-only fills the cache for a machine that has the GPU."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -39,10 +40,12 @@ def test_a_gpu_target_without_its_gpu_says_so_and_compile_only_fills_the_cache(t
     cache = tmp_path / "cache"
     first = _cli(GEMM, "--target", "hip:gfx942", "--compile-only", "--cache-dir", str(cache), env=cli_env)
     assert first.returncode == 0, first.stderr
-    assert "1 compiled, 0 already cached, 0 failed" in first.stderr, first.stderr
+    # (its kernels: the baseline's and the best column's, which on a GPU target may be one and the same)
+    assert re.search(r": [12] compiled, [01] already cached, 0 failed", first.stderr), first.stderr
     assert list(cache.rglob("kernel.vmfb")) and not (tmp_path / "r.db").exists()
     again = _cli(GEMM, "--target", "hip:gfx942", "--compile-only", "--cache-dir", str(cache), env=cli_env)
-    assert again.returncode == 0 and "0 compiled, 1 already cached" in again.stderr, again.stderr
+    assert again.returncode == 0 and re.search(r": 0 compiled, [12] already cached, 0 failed", again.stderr), \
+        again.stderr
 
 
 def test_boo_driver_says_it_up_front_too(cli_env):
