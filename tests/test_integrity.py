@@ -84,7 +84,7 @@ def test_boo_driver_never_writes_its_csv_onto_the_database(cli_env, tmp_path):
 
 def _cached_run(env, tmp_path, cache, db="r.db"):
     e = dict(env, BOO_CACHE_DIR=str(cache))
-    return run([CMD, "--headless", "--iter", "5", "--db", tmp_path / db, "--export", tmp_path / f"{db}.json"], e,
+    return run([CMD, "--headless", "--no-best", "--iter", "5", "--db", tmp_path / db, "--export", tmp_path / f"{db}.json"], e,
                tmp_path, timeout=240)
 
 

@@ -185,7 +185,7 @@ def _stored(db: Path) -> dict[tuple[str, str], tuple[float, int, float, float]]:
 def test_every_export_carries_the_weights_and_the_model_line(env, tmp_path):
     f = _weighted_file(tmp_path)
     db = tmp_path / "r.db"
-    p = _run("boo_tui", [str(f), "--iter", "20", "--db", str(db), "--export", "r.csv", "--export", "r.json",
+    p = _run("boo_tui", [str(f), "--iter", "20", "--no-best", "--db", str(db), "--export", "r.csv", "--export", "r.json",
                          "--export", "r.md"], env, tmp_path)
     assert p.returncode == 1, p.stderr           # the bad line failed; the rest ran
     stored = _stored(db)
@@ -222,7 +222,7 @@ def test_every_export_carries_the_weights_and_the_model_line(env, tmp_path):
     assert math.isclose(lines["torch"]["vs_captured"], torch / 131.0)
 
     md = (tmp_path / "r.md").read_text()
-    assert "| calls | share |" in md.splitlines()[4]
+    assert "| calls | share |" in next(line for line in md.splitlines() if line.startswith("| command"))
     assert next(line for line in md.splitlines() if line.startswith(f"| `{GEMM}` |")).count("| 3 | 40.50% |") == 1
     model_line = next(line for line in md.splitlines() if line.startswith("Model time in these kernels"))
     assert f"**baseline** {format_us(base)} us" in model_line
@@ -254,8 +254,9 @@ def test_boo_driver_csv_carries_the_weights_and_a_model_row(env, tmp_path):
     header, body = rows[0], rows[1:]
     assert header[:6] == ["arguments", "iree_boo min", "iree_boo max", "iree_boo mean", "iree_boo stddev",
                           "iree_boo num_dispatches"]        # iree-boo-driver's own columns keep their places
-    assert header[-8:-4] == ["calls", "share", "iree_boo calls_x_median", "torch calls_x_median"]
-    assert header[-4:] == ["iree_boo pct_roofline", "torch pct_roofline", "iree_boo n", "torch n"]
+    at = header.index("calls")   # ours after iree-boo-driver's own: the weights first
+    assert header[at:at + 4] == ["calls", "share", "iree_boo calls_x_median", "torch calls_x_median"]
+    assert header[-5:] == ["iree_boo pct_roofline", "torch pct_roofline", "iree_boo n", "torch n", "iree_boo build"]
     by_args = {r[0]: dict(zip(header, r)) for r in body}
     assert by_args[GEMM]["calls"] == "3" and by_args[CONV]["share"] == "25.0"
     assert math.isclose(float(by_args[GEMM]["iree_boo calls_x_median"]), 3 * stored[(GEMM, "iree")][0])
