@@ -110,6 +110,19 @@ def test_a_tune_measured_here_wins_one_from_another_cpu_does_not(tmp_path):
     assert v.best == f"tune {tid}" and v.flags_for(sig.func_name) == ["--iree-llvmcpu-enable-ukernels=all"]
 
 
+@pytest.mark.parametrize("flag", ["--iree-llvmcpu-embedded-linker-path=/tmp/evil",
+                                  "--iree-hal-dump-executable-files-to=/tmp/x", "--iree-opt-data-tiling=/x",
+                                  "--mlir-pass-plugin=lib.so", "-o=/tmp/out"])
+def test_a_stored_winner_that_names_a_program_or_a_path_is_never_compiled(tmp_path, flag):
+    """A database may come from someone else (the default one is ./boo-results.db), and the best column compiles
+    its tunes' winners unasked: a flag that makes iree-compile run a linker or write a file is not taken."""
+    sig = parse_command(GEMM)
+    with Store(tmp_path / "r.db") as store:
+        _tuned(store, sig.func_name, GEMM, this_machine(), ["--iree-opt-data-tiling=true", flag])
+        assert tuned_winners_of(store) == {}
+        assert best_variant(sig, CPU, TunedLookup(store=store)).best == "rules"
+
+
 def tuned_winners_of(store: Store) -> dict:
     with store._reader() as conn:
         return tuned_winners(conn, this_machine())

@@ -8,6 +8,8 @@ CPU (LLVM's name and its key features, as the tune's stored environment says) an
 laptop) is used. The newest tune of a kernel wins. Looked up by kernel name (`func_name` spells every shape,
 layout, dtype and mode; an aten call's carries a digest of the whole call).
 
+A winner whose flags are not plain tuning knobs (`tuning_flag`: no linker or tool path, plugin, dump or file;
+a database may come from someone else, and what it holds is compiled without being asked) is not used.
 The winner becomes a Variant built our way (`base="ours"`, what the tuner measured against): the candidate's
 flags, its formulation, and its tuning spec (the text the tune stored, written once to a content-named file in
 the linked-spec folder, so the cache key, which holds the spec's CONTENT, finds the kernel the tune built).
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sqlite3
 import threading
 from collections.abc import Mapping
@@ -73,6 +76,22 @@ def same_machine(env: Mapping[str, Any], machine: Mapping[str, Any]) -> bool:
             and bool(first(machine.get("iree_compile_version"))))
 
 
+#: words of a flag name that make iree-compile read, write or run something outside the kernel (linker and tool
+#: paths, plugins, dumps, libraries): a database may come from someone else, and the best column compiles what its
+#: tunes won without being asked, so a winner with such a flag is never used
+_OUTSIDE = ("path", "linker", "tool", "plugin", "dump", "file", "dir", "output", "library", "executable", "bin")
+_FLAG = re.compile(r"--iree-[a-z0-9][a-z0-9-]*(=[A-Za-z0-9_.,+-]*)?")
+
+
+def tuning_flag(flag: str) -> bool:
+    """A flag the best column takes from a stored tune: an `--iree-...` option whose name names nothing outside the
+    kernel and whose value is a plain word (no path)."""
+    if not _FLAG.fullmatch(flag):
+        return False
+    name = flag.split("=", 1)[0]
+    return not any(word in name for word in _OUTSIDE)
+
+
 _WINNERS = """
 SELECT t.id AS tune_id, t.target, t.environment, k.func_name, k.ratio, c.params, c.spec
 FROM tune_kernels k
@@ -98,6 +117,8 @@ def tuned_winners(conn: sqlite3.Connection, machine: Mapping[str, Any]) -> dict[
         if not isinstance(env, dict) or not isinstance(params, dict) or not same_machine(env, machine):
             continue
         flags = tuple(str(f) for f in params.get("flags") or ())
+        if not all(tuning_flag(f) for f in flags):   # not a knob the tuner turns: never compiled from a database
+            continue
         form = params.get("formulation")
         out[func] = TunedWinner(int(tune_id), str(func), flags, str(form) if form else None,
                                 str(spec) if spec else None, float(ratio) if ratio is not None else None)
