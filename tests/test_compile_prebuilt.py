@@ -172,7 +172,9 @@ def test_an_offline_tune_compiles_what_the_live_one_proposes(tmp_path):
     assert root is not None
     offline = propose(space_for(root, "cpu"), sig.func_name, GlobalChoice("default"), 8 - (len(rows) - len(live)),
                       0, 8)
-    assert len(live) >= 4 and live == [c.key for c in offline]
+    # as sets: the tune stores each candidate when its compile and measurement end, in an order load changes (a
+    # suite run stored 9af6, aa6c, 190a, a306, 8199 where a quiet run stored 9af6, 8199, aa6c, 190a, a306)
+    assert len(live) >= 4 and sorted(live) == sorted(c.key for c in offline)
 
 
 def test_boos_build_carried_to_a_machine_without_compiler_or_turbine(tmp_path, monkeypatch):

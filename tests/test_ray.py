@@ -419,10 +419,20 @@ def test_a_ray_client_address_runs_through_the_client_server(cluster, tmp_path, 
     closed = _cli("--headless", "--db", str(tmp_path / "c.db"), "--ray", "ray://127.0.0.1:9", COMMANDS[1],
                   env=cli_env)
     assert closed.returncode == 2 and "no Ray cluster answers at ray://127.0.0.1:9" in closed.stderr, closed.stderr
-    run = _cli("--headless", "--db", str(tmp_path / "r.db"), "--backend", "iree", "--no-best", "--ray",
+    db = tmp_path / "r.db"
+    run = _cli("--headless", "--db", str(db), "--backend", "iree", "--no-best", "--ray",
                cluster.client_address, COMMANDS[1], env=cli_env)
+    if run.returncode == 2 and "did not finish joining" in run.stderr:
+        # Ray's client server starts a driver of its own per client; in one suite run (load ~3) it did not come up
+        # in 180 s and boo-tui said so in one line, as it should. Its logs are printed (shown if this fails), and the
+        # run is tried once more: what this test checks is the path through the client server, not Ray's start-up
+        logs = sorted(Path(cluster.temp_dir).glob("session_*/logs/ray_client_server*"))
+        print("\n".join(f"{f}:\n{f.read_text(errors='replace')[-3000:]}" for f in logs))
+        db = tmp_path / "r2.db"
+        run = _cli("--headless", "--db", str(db), "--backend", "iree", "--no-best", "--ray",
+                   cluster.client_address, COMMANDS[1], env=cli_env)
     assert run.returncode == 0, run.stdout + run.stderr
-    con = sqlite3.connect(tmp_path / "r.db")
+    con = sqlite3.connect(db)
     assert [(st, bool(n)) for st, n in con.execute("SELECT status, node FROM results")] == [("done", True)]
     con.close()
 
