@@ -74,14 +74,11 @@ def _glibc() -> ctypes.CDLL | None:
 
 
 def _available_bytes() -> int:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 4 * RESERVE_MAX
+    """MemAvailable (bench.memory reads it), or 4 x RESERVE_MAX where it cannot be read."""
+    from ..bench.memory import host_available
+
+    available = host_available()
+    return 4 * RESERVE_MAX if available is None else available
 
 
 class SteadyHeap:
