@@ -165,12 +165,13 @@ def kernel_variant(sig: OpSignature, variant: Variant, target: Target | None = N
     form) left out for this kernel rather than failing it."""
     name = sig.func_name
     aliases = tuning_aliases(sig)
+    target = target or _CPU
     if is_unresolved(variant) or (variant.kernels and not any(n in variant.kernels for n in (name, *aliases))):
-        return best_variant(sig, target or _CPU, tuned_lookup() if (target or _CPU).kind == "cpu" else None)
+        return best_variant(sig, target, tuned_lookup() if target.kind == "cpu" else None)
     if _per_kernel_only(variant) and not any(n in variant.named_kernels for n in (name, *aliases)):
         # a tuned file's per-kernel tables name the kernels it changes: another kernel keeps the best known one
         # (it got the plain build, with nothing of the variant for it: a ResNet's stem-conv gradient 1.36 -> 3.5 ms)
-        best = best_variant(sig, target or _CPU, tuned_lookup() if (target or _CPU).kind == "cpu" else None)
+        best = kernel_variant(sig, BEST, target)
         if variant.tuning_specs and best.base != BOO_BUILD:   # a winner that is a spec alone matches by content
             best = dataclasses.replace(best, tuning_specs=variant.tuning_specs)
         return best
