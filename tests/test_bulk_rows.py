@@ -141,15 +141,19 @@ def test_the_writer_counts_what_it_stored_without_keeping_a_row_each(tmp_path):
         rows = [JobResult(job_id=f"{i:06d}", command=BAD.format(c=1), func_name="", op="conv", variant="-",
                           target="cpu", backend="-", status=FAILED, error="bad") for i in range(n)]
         store.flush()
+        # only what the store's own code allocated: inside the whole suite, threads other tests left behind
+        # allocate beside this one (400 kB once in CI), and the process-wide traced total counted them
+        mine = [tracemalloc.Filter(True, str(Path(store_module.__file__).parent / "*"))]
         tracemalloc.start()
         try:
-            before = tracemalloc.get_traced_memory()[0]
+            before = tracemalloc.take_snapshot().filter_traces(mine)
             for r in rows:
                 store.record_result(run, r)
             store.flush()
-            kept = tracemalloc.get_traced_memory()[0] - before
+            after = tracemalloc.take_snapshot().filter_traces(mine)
         finally:
             tracemalloc.stop()
+        kept = sum(d.size_diff for d in after.compare_to(before, "filename"))
         assert store._writer._stored == n
         store.close()
         return kept
