@@ -207,3 +207,26 @@ def test_boos_build_carried_to_a_machine_without_compiler_or_turbine(tmp_path, m
     """)
     monkeypatch.setenv("BOO_TURBINE_DIR", str(tmp_path / "none"))   # (what _without_compiler's child sees)
     assert _without_compiler(tmp_path, script) == {"key": built.key, "turbine": None}
+
+
+def test_compile_only_fills_what_a_run_then_measures_without_a_compiler(tmp_path, cli_env):
+    """`--compile-only` compiled our build of the baseline while a run measures BOO's build of it: on the lent GPU box
+    (no compiler) every baseline kernel of the sample file then failed "not in the kernel cache" beside a full best
+    column. What --compile-only fills here, a run with the same options finds there, every column."""
+    cache, db = tmp_path / "cache", tmp_path / "r.db"
+    cmd = "gemm -m 8 -n 32 -k 32"
+    env = {**cli_env, "BOO_CACHE_DIR": str(cache)}
+    p = subprocess.run([sys.executable, "-m", "boo_tui", cmd, "--compile-only"], env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    out = _without_compiler(tmp_path, textwrap.dedent(f"""
+        import json, os, subprocess, sys
+        os.environ["BOO_CACHE_DIR"] = {str(cache)!r}
+        from boo_engine.iree_tools import compiler_here
+        p = subprocess.run([sys.executable, "-m", "boo_tui", {cmd!r}, "--headless", "--iter", "20", "--min-time",
+                            "0.02", "--db", {str(db)!r}, "--backend", "iree"], capture_output=True, text=True)
+        print(json.dumps({{"here": compiler_here(), "code": p.returncode, "out": p.stdout + p.stderr}}))
+    """))
+    assert out["here"] is False
+    assert out["code"] == 0 and "not in the kernel cache" not in out["out"], out["out"][-3000:]
+    assert out["out"].count("done ") == 2, out["out"][-3000:]    # the baseline (BOO's build) and the best column

@@ -232,7 +232,7 @@ def _compile_only(args, config) -> int:
     boo-driver --preload), nothing measured or stored; exit 1 when a kernel or a line failed."""
     from ..compile.cache import KernelCache
     from ..compile.preload import format_summary, preload
-    from ..targets import parse_target
+    from ..session.core import session_target
 
     try:
         commands, bad = _commands_of(args.inputs)
@@ -241,7 +241,9 @@ def _compile_only(args, config) -> int:
         return fail(PROG, str(e))
     if cache.notice:
         print(f"{PROG}: {cache.notice}", file=sys.stderr)
-    summary = preload(commands, parse_target(config.target), config.variants, workers=config.compile_workers,
+    # the run's own target (BOO's build for the baseline, as a run of these options measures it): what is compiled
+    # here is what that run, on a machine with no compiler, finds in the cache
+    summary = preload(commands, session_target(config), config.variants, workers=config.compile_workers,
                       cache=cache, timeout_s=config.compile_timeout_s, extra_flags=config.compile_flags)
     for message in bad:
         print(f"invalid {message}", file=sys.stderr)
