@@ -33,6 +33,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -166,14 +167,22 @@ class Steps:
             self.lines.append(f"BAD {name:<14} skipped: the check's deadline")
             return 125, ""
         print(f"== {name}: {' '.join(argv[3:] if argv[:3] == BOO else argv)[:300]}", flush=True)
+        # past its time a step gets SIGABRT first: with PYTHONFAULTHANDLER set it prints every thread's stack (where
+        # it was stuck) before it dies; both streams are kept (a tune reports its progress on stderr)
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
+                             env={**os.environ, "PYTHONFAULTHANDLER": "1", **(env or {})})
         try:
-            p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, cwd=REPO,
-                               env={**os.environ, **(env or {})})
-            code, text = p.returncode, p.stdout + p.stderr
-        except subprocess.TimeoutExpired as e:
+            text, _ = p.communicate(timeout=timeout_s)
+            code = p.returncode
+        except subprocess.TimeoutExpired:
+            p.send_signal(signal.SIGABRT)
+            try:
+                text, _ = p.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                text, _ = p.communicate()
             code = 124
-            text = ((e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else e.stdout or "")
-            text += f"\n[timed out after {timeout_s:.0f} s]"
+            text = (text or "") + f"\n[timed out after {timeout_s:.0f} s: SIGABRT, the stacks above]"
         (self.logs / f"{name}.log").write_text(text)
         secs = time.monotonic() - t0
         mark = "ok " if code in ok_codes and (expect is None or expect in text) else "BAD"
