@@ -277,10 +277,14 @@ def _iree_profile(spec: BenchSpec, samples_us: list[float]) -> dict[str, Any]:
     temporary folder when that is read-only) run under IREE's profiler. The .ireeprof bundle goes to that
     temporary folder and is deleted: only its summary is kept (a bundle is per measurement, while the artifact's
     folder is the kernel cache's, keyed by content and possibly shared or read-only)."""
+    from ..targets import runtime_driver
     from . import ireeprof
     from .reproducer import write_reproducer
 
     assert spec.vmfb_path is not None
+    why = ireeprof.refusal(runtime_driver(spec.driver, spec.threads))
+    if why is not None:   # (CUDA in IREE 3.13: every job would write its inputs only to hear it again)
+        return {"error": f"{why} (refused earlier in this process: not tried again)", "source": ireeprof.SOURCE}
     try:
         with tempfile.TemporaryDirectory(prefix="boo-ireeprof-") as tmp:
             cmd = write_reproducer(os.path.dirname(os.path.abspath(spec.vmfb_path)), spec.sig, spec.seed,

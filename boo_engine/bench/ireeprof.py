@@ -255,6 +255,12 @@ def summarize(events: Sequence[dict[str, Any]], *, dropped_calls: int = DROPPED_
     }
 
 
+def refusal(device: str, mode: str | None = None) -> str | None:
+    """Why the runtime refused to profile `device` (a --device value) in `mode` earlier in this process, or None:
+    asked before a reproducer's inputs are written, which on a GPU are tens of MB a job."""
+    return _refused.get((device, mode or profiling_mode(device)))
+
+
 def profile(reproducer: str | Sequence[str], folder: str, *, calls: int = PROFILED_CALLS,
             timeout_s: float = CAPTURE_TIMEOUT_S, mode: str | None = None) -> dict[str, Any]:
     """Capture `calls` profiled calls (plus the dropped first) of the reproducer command into `folder`, read and
@@ -264,8 +270,8 @@ def profile(reproducer: str | Sequence[str], folder: str, *, calls: int = PROFIL
     argv = shlex.split(reproducer) if isinstance(reproducer, str) else [str(a) for a in reproducer]
     device = command_driver(argv)
     key = (device, mode or profiling_mode(device))
-    if key in _refused:
-        return {"error": f"{_refused[key]} (refused earlier in this process: not tried again)", "source": SOURCE}
+    if (why := refusal(device, mode)) is not None:
+        return {"error": f"{why} (refused earlier in this process: not tried again)", "source": SOURCE}
     try:
         cap = capture(argv, folder, calls=calls + DROPPED_CALLS, mode=mode, timeout_s=timeout_s)
         out = summarize(read_events(cap.path))
