@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .calls import OpCall
 from .classify import NON_COMPUTE
 from .errors import CaptureError
 from .lines import Captured, aten_line, command_for, compute_total, merge, render
 from .miopen import miopen_line
 from .model import InputSpec, capture_model, load_factory, parse_input
-from .trace import OpCall, TraceCalls, load_trace, outermost_calls
+from .trace import TraceCalls, load_trace, outermost_calls
 
 __all__ = [
     "NON_COMPUTE",

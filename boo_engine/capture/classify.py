@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .trace import OpCall
+    from .calls import OpCall
 
 #: aten ops that only make, view, copy, fill or describe tensors (names without the `aten::` prefix)
 NON_COMPUTE: frozenset[str] = frozenset({

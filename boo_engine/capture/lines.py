@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..commands import CommandError, parse_command
+from .calls import OpCall
 from .miopen import miopen_line
-from .trace import OpCall
 
 
 def aten_line(call: OpCall) -> str:

@@ -16,7 +16,7 @@ import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .trace import OpCall
+from .calls import OpCall
 
 #: profiler type name -> the MIOpenDriver op-word suffix (float32 has none)
 DTYPE_SUFFIX = {"float": "", "c10::Half": "fp16", "c10::BFloat16": "bfp16"}

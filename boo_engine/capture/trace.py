@@ -19,27 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .calls import OpCall
 from .classify import is_compute
 from .errors import CaptureError
 
 #: the trace's clock is in microseconds; a child's end may exceed its parent's by the rounding of `dur`
 _SLACK_US = 0.002
-
-
-@dataclass(frozen=True)
-class OpCall:
-    """One call of an op as the trace recorded it: the four per-call lists of a chrome trace (record_shapes=True)
-    and its total and self time (total less its direct children's) in microseconds."""
-
-    name: str
-    dims: list[Any]
-    types: list[str]
-    strides: list[Any]
-    concrete: list[str]
-    dur_us: float
-    self_us: float
-    step: int = 0
-    """which `ProfilerStep#` of the trace it ran in (0 when the trace has no steps)"""
 
 
 @dataclass(frozen=True)

@@ -6,18 +6,37 @@ import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from boo_engine.errors import CommandError
 from boo_engine.ops._common import numel
 from boo_engine.ops._lazy import torch
 from boo_engine.ops.base import DTYPES
-from boo_engine.ops.strided import apply_view
+from boo_engine.ops.strided import ViewPlan, apply_view
 
 if TYPE_CHECKING:
     import torch  # noqa: F811
 
-    from boo_engine.ops.aten import AtenSignature
+
+class AtenSignature(Protocol):
+    """What this module reads of an aten call's signature (`ops.aten.AtenSignature`, which imports this module):
+    named here so that the two do not import each other."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def dims(self) -> tuple: ...
+    @property
+    def types(self) -> tuple[str, ...]: ...
+    @property
+    def concrete(self) -> tuple[str, ...]: ...
+    @property
+    def op_name(self) -> str: ...
+    def _tensor_args(self) -> list[tuple[int, tuple[int, ...], tuple[int, ...], str]]: ...
+    def view_plans(self) -> list[ViewPlan]: ...
+    def input_shapes(self) -> list[tuple[int, ...]]: ...
+    def input_dtype_names(self) -> list[str]: ...
+    def output_shapes(self) -> list[tuple[int, ...]]: ...
 
 #: profiler type names (and torch's own names, for lines written by hand) -> our dtype names
 TENSOR_TYPES: dict[str, str] = {

@@ -29,7 +29,7 @@ from .space import Candidate, GlobalChoice, SearchSpace, new_study
 
 if TYPE_CHECKING:
     from ..session import Session
-    from .search import Tuner
+    from .context import TuneContext
 
 #: samples per job per stage at least (with the stage's minimum time): one per interleaving round
 STAGE_ITERS = 5
@@ -44,9 +44,9 @@ def _ci(c: Comparison) -> str:
 class KernelSearch:
     """The search state of one kernel (its tried candidates, its jobs) and the stages that use it."""
 
-    def __init__(self, tuner: Tuner, kernel: TunedKernel, base_id: str, index: int, total: int,
+    def __init__(self, ctx: TuneContext, kernel: TunedKernel, base_id: str, index: int, total: int,
                  known: dict[str, Tried]) -> None:
-        self.tuner = tuner
+        self.ctx = ctx
         self.k = kernel
         self.base_id = base_id
         self.index = index
@@ -54,12 +54,11 @@ class KernelSearch:
         self.known = known   # from the tune being resumed
         self.tried_keys: set[str] = set()
         #: the baseline's median when this kernel's search began: the verification measures it again (drift)
-        self.base_start_us = median_of(tuner.session.jobs[base_id]) if tuner.session is not None else None
+        self.base_start_us = median_of(ctx.session.jobs[base_id])
 
     @property
     def session(self) -> Session:
-        assert self.tuner.session is not None
-        return self.tuner.session
+        return self.ctx.session
 
     def best(self) -> Tried | None:
         ranked = self.ranked()
@@ -71,7 +70,7 @@ class KernelSearch:
     def update(self, stage: str, message: str = "") -> None:
         tried = self.k.tried
         best = self.best()
-        self.tuner.emit(TuneUpdate(
+        self.ctx.emit(TuneUpdate(
             func_name=self.k.func_name, command=self.k.command, index=self.index, total=self.total, stage=stage,
             tried=len(tried), compiled=sum(1 for t in tried if t.status != COMPILE_FAILED),
             failed=sum(1 for t in tried if t.status != MEASURED), measured=sum(1 for t in tried if t.ok),
@@ -95,16 +94,15 @@ class KernelSearch:
                 out.append(old)
                 continue
             fresh.append(c)
-        batch = self.tuner.settings.batch
+        batch = self.ctx.settings.batch
         for i in range(0, len(fresh), batch):
-            if self.tuner.out_of_time():
+            if self.ctx.out_of_time():
                 break
             out += self.measure(fresh[i:i + batch], stage)
         return out
 
     def measure(self, cands: Sequence[Candidate], stage: str) -> list[Tried]:
-        tuner, session = self.tuner, self.session
-        assert tuner.records is not None
+        tuner, session = self.ctx, self.session
         base = session.jobs[self.base_id]
         entries: list[tuple[Candidate, Variant, str | None, str]] = []
         for c in cands:
@@ -146,12 +144,12 @@ class KernelSearch:
         """Propose tile configurations with optuna's TPE sampler, `batch` at a time, telling it each ratio."""
         import optuna
 
-        s = self.tuner.settings
+        s = self.ctx.settings
         study = new_study(s.seed, budget)
         names = list(space.choices)
         proposed = 0
         stale = 0
-        while proposed < budget and not self.tuner.out_of_time() and stale < 3 * s.batch:
+        while proposed < budget and not self.ctx.out_of_time() and stale < 3 * s.batch:
             trials: list[tuple[Any, Candidate]] = []
             want = min(s.batch, budget - proposed)   # (counted before the batch: `proposed` grows inside it)
             while len(trials) < want and stale < 3 * s.batch:
@@ -178,7 +176,7 @@ class KernelSearch:
             if built and all(t.status == NOT_APPLIED for t in built):
                 # seen on batch-1 convolutions: a later rewrite of the op drops what the spec set, so no tile
                 # configuration can take effect; the rest of the budget would be spent on the default kernel
-                self.tuner.emit(TuneLog(level="warning", message=(
+                self.ctx.emit(TuneLog(level="warning", message=(
                     f"{self.k.func_name}: no tile configuration survives the compiler's rewrite of "
                     f"{space.root.op_name} (spec not applied); tile search stopped")))
                 break
@@ -187,7 +185,7 @@ class KernelSearch:
     def narrow(self) -> None:
         """Halve the best screened candidates over longer, interleaved measurements, then put the last one
         against the baseline; decide the kernel's outcome."""
-        tuner, session = self.tuner, self.session
+        tuner, session = self.ctx, self.session
         s = tuner.settings
         alive = [t for t in self.ranked() if (t.ratio or 2.0) < 1.0][: s.keep]
         if not alive:
@@ -224,8 +222,7 @@ class KernelSearch:
     def _record_final(self, leader: Tried, cmp: Comparison) -> None:
         leader.ratio, leader.ci_low, leader.ci_high, leader.verdict = cmp.ratio, cmp.ci_low, cmp.ci_high, cmp.verdict
         leader.median_us, leader.baseline_us = cmp.variant_median_us, cmp.baseline_median_us
-        assert self.tuner.records is not None
-        self.tuner.records.save_candidate(leader)
+        self.ctx.records.save_candidate(leader)
         self.k.baseline_us = cmp.baseline_median_us
         self.k.p_value = cmp.p_value
 
@@ -234,10 +231,10 @@ class KernelSearch:
         placement of everything, as the next session that uses tuned.toml will have): it is emitted only if it
         is still faster there, with the ratio measured there. The baseline, measured at the search's start and
         again here, tells how far the machine drifted meanwhile (the IREE tuner flags more than 3%)."""
-        s, session = self.tuner.settings, self.session
+        s, session = self.ctx.settings, self.session
         self.update("verify", f"{leader.description} against the baseline again, in a new benchmark process")
         fresh = self._measure([self.base_id, leader.job_id or ""], 4 * STAGE_ITERS, s.final_s, fresh=True)
-        if fresh is False or self.tuner.stopped:
+        if fresh is False or self.ctx.stopped:
             self.finish(None, "stopped before the winner was verified")
             return
         base, job = session.jobs[self.base_id], session.jobs[leader.job_id or ""]
@@ -252,7 +249,7 @@ class KernelSearch:
         if self.base_start_us and now and abs(now / self.base_start_us - 1.0) > DRIFT_LIMIT:
             drift = (f"; the baseline drifted {now / self.base_start_us:.3f}x since the search began "
                      f"({self.base_start_us:.1f} -> {now:.1f} us)")
-            self.tuner.emit(TuneLog(level="warning", message=f"{self.k.func_name}: {drift[2:]}"))
+            self.ctx.emit(TuneLog(level="warning", message=f"{self.k.func_name}: {drift[2:]}"))
         lo, hi = next_run_interval(v.ratio, v.ci_low, v.ci_high)
         where = f"{'new' if fresh else 'reused'} process"
         if v.verdict == Verdict.FASTER and hi < 1.0:
@@ -273,28 +270,27 @@ class KernelSearch:
         if not self._measure([self.base_id, *ids], iters, secs):
             return
         base_med = median_of(session.jobs[self.base_id])
-        assert self.tuner.records is not None
         for t in tried:
             r = session.jobs[t.job_id or ""]
             if r.status in (INTERRUPTED, CANCELLED):   # stopped: keep what the candidate had
                 continue
             t.stage = stage
             classify(t, r, base_med)
-            self.tuner.records.save_candidate(t)
+            self.ctx.records.save_candidate(t)
 
     def _measure(self, job_ids: list[str], iters: int, secs: float, *, fresh: bool = False) -> bool | None:
         """Measure the jobs (again) in one interleaved batch (`fresh`: in a new worker process); False when the
         tune was stopped; with `fresh`, None when the worker could not be replaced (a Ray node's)."""
-        if self.tuner.stopped:
+        if self.ctx.stopped:
             return False
         try:
             renewed = self.session.rerun(job_ids, iters=iters, min_time_s=secs, fresh=fresh)
         except BooError:
-            if self.tuner.stopped:   # stopped between the check and the call
+            if self.ctx.stopped:   # stopped between the check and the call
                 return False
             raise
         self.session.wait()
-        measured = not self.tuner.stopped or any(
+        measured = not self.ctx.stopped or any(
             self.session.jobs[j].status not in (INTERRUPTED, CANCELLED) for j in job_ids)
         return measured and (renewed or not fresh or None)
 
@@ -305,7 +301,7 @@ class KernelSearch:
         if t.job_id is not None and t.job_id in session.jobs:
             return
         root = t.params.get("root") or {}
-        variant = self.tuner.candidate_variant(t.func_name, t.key, t.spec, t.params.get("flags") or (),
+        variant = self.ctx.candidate_variant(t.func_name, t.key, t.spec, t.params.get("flags") or (),
                                                t.params.get("formulation"), root.get("dispatch"))
         base = session.jobs[self.base_id]
         jobs = [j for j in session.add_variant(variant) if j.command == base.command]

@@ -20,7 +20,7 @@ from .space import Candidate, GlobalChoice, SearchSpace, global_choices, new_stu
 
 if TYPE_CHECKING:
     from ..commands import Command
-    from .search import Tuner
+    from .context import TuneContext
 
 #: a candidate compiled (not measured: the target's device is not on this machine)
 COMPILED = "compiled"
@@ -62,7 +62,7 @@ def propose(space: SearchSpace, func_name: str, choice: GlobalChoice, budget: in
     return list(out.values())
 
 
-def compile_only(tuner: Tuner, commands: Sequence[tuple[str, str, Command]]) -> dict[str, TunedKernel]:
+def compile_only(tuner: TuneContext, commands: Sequence[tuple[str, str, Command]]) -> dict[str, TunedKernel]:
     """Generate and compile every kernel's candidates for a target this machine cannot run."""
     from ..compile.cache import open_cache
     from ..compile.pool import CompilePool
@@ -70,7 +70,6 @@ def compile_only(tuner: Tuner, commands: Sequence[tuple[str, str, Command]]) -> 
 
     s = tuner.settings
     target = parse_target(s.target or "cpu")
-    assert tuner.records is not None
     out: dict[str, TunedKernel] = {}
     with CompilePool(cache=open_cache(s.cache_dir), workers=s.compile_workers) as pool:
         for func, command_text, command in commands:

@@ -26,17 +26,16 @@ import shlex
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..compare import DEFAULT_MIN_EFFECT
 from ..config import SessionConfig
 from ..errors import BooError
 from ..fsutil import atomic_write
 from ..results import DONE, IREE
 from ..session import Session
 from ..variants import BASELINE, Variant
+from .context import TuneContext, TuneSettings
 from .dispatch import RootOp, read_root
 from .events import KernelTuned, TuneEvent, TuneLog, TuneUpdate
 from .kernel import STAGE_ITERS, KernelSearch, configs_dir, median_of
@@ -53,35 +52,6 @@ from .records import (
 )
 from .space import Candidate, GlobalChoice, global_choices
 from .spec import SpecEntry, spec_module, symbol
-
-
-@dataclass
-class TuneSettings:
-    target: str | None = None
-    out_dir: str = "tuned"
-    budget: int = 32                     # candidates per kernel (global choices + tile configurations)
-    time_budget_s: float | None = None   # for the whole tune: no new candidate after it
-    seed: int = 0
-    min_effect: float = DEFAULT_MIN_EFFECT
-    batch: int = 8                       # candidates compiled, then screened, together
-    screen_s: float = 0.05               # measuring time per candidate per screening batch
-    halving_s: tuple[float, ...] = (0.2, 0.5)
-    final_s: float = 1.5
-    keep: int = 4                        # candidates entering successive halving
-    threads: int = 1
-    db_path: str | None = None
-    cache_dir: str | None = None
-    compile_workers: int | None = None
-    resume: int | str | None = None
-    command_line: str = ""
-    ray_address: str | None = None          # --ray: candidates compiled and measured on this Ray cluster
-    try_flags: tuple[str, ...] = ()      # the user's own flag sets, tried on every kernel as global choices
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["halving_s"] = list(self.halving_s)
-        return d
-
 
 Listener = Callable[[TuneEvent], None]
 
@@ -166,7 +136,7 @@ class Tuner:
 
                 commands = [(f, session.jobs[j].command, c) for f, j in unique.items()
                             if (c := session.command_of(j)) is not None]
-                done_kernels = compile_only(self, commands)
+                done_kernels = compile_only(self.context(), commands)
                 for i, k in enumerate(done_kernels.values(), 1):
                     self.kernels[k.func_name] = k
                     self.emit(KernelTuned(kernel=k, index=i, total=len(unique)))
@@ -219,7 +189,7 @@ class Tuner:
         t0 = time.monotonic()
         base = session.jobs[base_id]
         k = TunedKernel(func_name=func, command=base.command)
-        ctx = KernelSearch(self, k, base_id, index, total, {t.key: t for t in (prev.tried if prev else [])})
+        ctx = KernelSearch(self.context(), k, base_id, index, total, {t.key: t for t in (prev.tried if prev else [])})
         if base.status != DONE or base.stats is None:
             k.status, k.message = KERNEL_FAILED, f"baseline failed: {base.error or base.status}"
             self.records.save_kernel(k)
@@ -261,6 +231,13 @@ class Tuner:
 
     def _try_flags(self) -> list[tuple[str, ...]]:
         return [tuple(shlex.split(f)) for f in self.settings.try_flags if f.strip()]
+
+    def context(self) -> TuneContext:
+        """What a kernel's search is handed (once the session and the records exist)."""
+        assert self.session is not None and self.records is not None
+        return TuneContext(settings=self.settings, session=self.session, records=self.records, emit=self.emit,
+                           out_of_time=self.out_of_time, is_stopped=lambda: self.stopped,
+                           variant_for=self.variant_for, candidate_variant=self.candidate_variant)
 
     # ---- candidates as variants -------------------------------------------------------------------------
     def variant_for(self, cand: Candidate) -> tuple[Variant, str | None]:
