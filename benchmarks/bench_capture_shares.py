@@ -22,11 +22,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import torch  # noqa: E402
+import torch
 
-from boo_engine.bench.harness import measure  # noqa: E402
-from boo_engine.commands import parse_command  # noqa: E402
-from boo_tui.cli import main as boo_tui  # noqa: E402
+from boo_engine.bench.harness import measure
+from boo_engine.commands import parse_command
+from boo_tui.cli import main as boo_tui
 
 WEIGHT = re.compile(r"# boo-tui: calls=(\d+) share=([0-9.]+)%(?:.* us=([0-9.]+))?")
 

@@ -16,7 +16,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from boo_engine.compare import compare_samples  # noqa: E402
+from boo_engine.compare import compare_samples
 
 
 def main() -> int:

@@ -19,9 +19,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from boo_engine.bench.stats import compute_stats  # noqa: E402
-from boo_engine.results import CompileInfo, JobResult  # noqa: E402
-from boo_engine.store import Store  # noqa: E402
+from boo_engine.bench.stats import compute_stats
+from boo_engine.results import CompileInfo, JobResult
+from boo_engine.store import Store
 
 
 def make_results(n_results: int, n_samples: int) -> list[JobResult]:

@@ -67,7 +67,7 @@ def collect_environment(target_name: str, *, compiler_version: str | None = None
 def _safe(probe: Any) -> Any:
     try:
         return probe()
-    except Exception:  # a probe is best effort by design: a missing fact is None, never a failed run
+    except Exception:  # noqa: BLE001 (a probe is best effort by design: a missing fact is None, never a failed run)
         return None
 
 

@@ -39,17 +39,10 @@ from .compare import (
 from .compile.flags import chosen_flags
 from .errors import BooError
 from .fsutil import atomic_write
-from .jsondoc import render_json, write_json
-from .markdown import VERDICT_MARK, describe_model_line, format_us, render_markdown, verdict_legend
+from .jsondoc import write_json
+from .markdown import render_markdown
 from .results import DONE, FAILED, IREE, TORCH, JobResult, NumericsInfo
 from .weights import ModelLine, model_lines
-
-__all__ = [  # the Markdown side lives in markdown.py; its public names are exporters' as they always were
-    "BOO_DRIVER_STATS", "BOO_NUMERICS_COLUMNS", "CSV_COLUMNS", "FORMATS", "MODEL_COMMAND", "MODEL_STATUS",
-    "VERDICT_MARK", "ExportError", "boo_csv_cells", "check_export_path", "describe_model_line", "export_format",
-    "export_results", "format_us", "render_boo_driver_csv", "render_csv", "render_json", "render_markdown",
-    "verdict_legend", "weighted_us", "write_boo_driver_csv",
-]
 
 FORMATS = (".csv", ".json", ".md")
 NA = "N.A."

@@ -25,7 +25,7 @@ from typing import Any
 # session with a UI may need it mid-run (the reproducer inputs of a newly compiled kernel), and importing torch
 # then, in an engine thread, would hold the GIL (C extension initialisation) and freeze the UI for ~1 s. So the
 # dashboard pays for it here, before its first frame.
-import torch  # noqa: E402,F401
+import torch  # noqa: F401
 from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult

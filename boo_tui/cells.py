@@ -11,8 +11,7 @@ from typing import Any
 from rich.text import Text
 
 from boo_engine.compare import Comparison, Verdict
-from boo_engine.exporters import format_us
-from boo_engine.markdown import roof_cell, verdict_words
+from boo_engine.markdown import format_us, roof_cell, verdict_words
 from boo_engine.results import TORCH, Status
 
 from .model import JobView, RunModel, shape_label
@@ -92,7 +91,6 @@ def status_text(view: JobView) -> Text:
     return Text(label, style=STATUS_STYLE.get(view.status, ""))
 
 
-fmt_us = format_us  # one formatter for the table, the detail pane and the Markdown export
 
 
 def fmt_ratio(ratio: float) -> str:
@@ -151,7 +149,7 @@ def row_cells(model: RunModel, view: JobView) -> dict[str, Any]:
         "backend": r.backend,
         "device": r.where or Text("-", style="dim"),
         "status": status_text(view),
-        "median": Text(fmt_us(view.median_us), style="" if st else "dim"),
+        "median": Text(format_us(view.median_us), style="" if st else "dim"),
         "gflops": fmt_gflops(st.gflops if st else None),
         "roof": roof_text(r),
         "vs_base": verdict_text(model.comparison_of(view), reference=r.backend == TORCH),

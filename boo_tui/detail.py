@@ -11,11 +11,11 @@ from rich.text import Text
 from boo_engine.columns import build_label
 from boo_engine.compare import Comparison
 from boo_engine.compile.flags import chosen_flags
-from boo_engine.exporters import verdict_legend
+from boo_engine.markdown import format_us, verdict_legend
 from boo_engine.modelbench.breakdown import breakdown_lines
 from boo_engine.results import TORCH
 
-from .cells import ci_text, fmt_us, verdict_text
+from .cells import ci_text, verdict_text
 from .model import JobView, describe_command, shape_label
 
 
@@ -87,10 +87,10 @@ def render_detail(view: JobView, comparison: Comparison | None = None,
     if st is not None:
         parts.append(Text("\nlatency (us per call)", style="bold"))
         t = _kv_table()
-        t.add_row("median", f"{fmt_us(st.median_us)}   (p10 {fmt_us(st.p10_us)}, p90 {fmt_us(st.p90_us)}, "
-                            f"IQR {fmt_us(st.iqr_us)})")
-        t.add_row("min/mean/max", f"{fmt_us(st.min_us)} / {fmt_us(st.mean_us)} / {fmt_us(st.max_us)}  "
-                                  f"sd {fmt_us(st.stddev_us)}  n={st.n}")
+        t.add_row("median", f"{format_us(st.median_us)}   (p10 {format_us(st.p10_us)}, p90 {format_us(st.p90_us)}, "
+                            f"IQR {format_us(st.iqr_us)})")
+        t.add_row("min/mean/max", f"{format_us(st.min_us)} / {format_us(st.mean_us)} / {format_us(st.max_us)}  "
+                                  f"sd {format_us(st.stddev_us)}  n={st.n}")
         if st.gflops is not None:
             t.add_row("throughput", f"{st.gflops:.2f} GFLOP/s" + (f", {st.gbps:.2f} GB/s" if st.gbps else ""))
         if r.pct_roofline is not None:
@@ -99,7 +99,7 @@ def render_detail(view: JobView, comparison: Comparison | None = None,
                                        f"this machine's measured peaks" + (f": {above}" if above else ""),
                                        style="yellow" if above else ""))
         if r.device_us is not None:   # GPU: the dispatches' own device time (profiler), beside the wall time
-            t.add_row("dispatch", f"{fmt_us(r.device_us)} device time of the dispatches per call (profiler); "
+            t.add_row("dispatch", f"{format_us(r.device_us)} device time of the dispatches per call (profiler); "
                                   "the median above is the wall time per call")
         t.add_row("timing", f"block k={r.block_k}, {r.warmup_calls} warm-up calls discarded, {r.cache_mode} caches"
                   + (f", host load {r.host_load:.2f}" if r.host_load is not None else ""))

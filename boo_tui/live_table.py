@@ -18,7 +18,7 @@ from rich.text import Text
 from textual import events
 from textual.widgets import Input, Static
 
-from boo_engine.exporters import describe_model_line
+from boo_engine.markdown import describe_model_line
 from boo_engine.results import JobResult
 from boo_engine.weights import ModelLine
 

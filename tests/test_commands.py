@@ -133,7 +133,7 @@ def test_layernorm_boo_modes_and_argument_lists() -> None:
     """BOO's layernorm: every -F in both modes (BOO's sample file has `-F 4` and `-F 8` without --mode, i.e.
     mode 0), with BOO's argument list per kernel: input backward takes the weight in both modes, the full
     backward takes weight and bias in mode 1 only."""
-    args = lambda cmd: parse_command(cmd).arg_names()  # noqa: E731
+    args = lambda cmd: parse_command(cmd).arg_names()
     x = "layernorm --input 10x32x42x32 -t 1 --iter 100"
     assert args(f"{x} -F 4") == ["dLdy", "x", "mean", "rstd"]
     assert args(f"{x} -F 8") == ["dLdy"]

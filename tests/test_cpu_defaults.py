@@ -16,9 +16,10 @@ from boo_engine.compile.cache import KernelCache
 from boo_engine.compile.flags import chosen_flags, compile_flags
 from boo_engine.config import SessionConfig
 from boo_engine.environment import collect_environment
-from boo_engine.exporters import render_csv, render_markdown
+from boo_engine.exporters import render_csv
 from boo_engine.hostcpu import HostCpu, cpuinfo_host_cpu, parse_target_attribute, resolve_host_cpu
 from boo_engine.locations import DEFAULTS_TABLE_ENV
+from boo_engine.markdown import render_markdown
 from boo_engine.results import DONE, CompileInfo, JobResult, Stats
 from boo_engine.session import Session
 from boo_engine.targets import (

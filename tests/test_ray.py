@@ -22,11 +22,11 @@ import pytest
 
 pytest.importorskip("ray")
 
-from boo_engine.cluster.connect import Cluster  # noqa: E402
-from boo_engine.cluster.loopback import LoopbackCluster  # noqa: E402
-from boo_engine.config import SessionConfig  # noqa: E402
-from boo_engine.results import DONE, FAILED, INTERRUPTED, MEASURING  # noqa: E402
-from boo_engine.session import Session  # noqa: E402
+from boo_engine.cluster.connect import Cluster
+from boo_engine.cluster.loopback import LoopbackCluster
+from boo_engine.config import SessionConfig
+from boo_engine.results import DONE, FAILED, INTERRUPTED, MEASURING
+from boo_engine.session import Session
 
 COMMANDS = [
     "conv -n 1 -c 8 -H 16 -W 16 -k 8 -y 3 -x 3 --iter 20",

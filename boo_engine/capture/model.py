@@ -98,14 +98,14 @@ def load_factory(spec: str) -> tuple[Callable[[], Any], str]:
             finally:
                 with contextlib.suppress(ValueError):
                     sys.path.remove(str(path.resolve().parent))
-        except BaseException as e:  # noqa: BLE001 - the user's module: anything it raises is its message
+        except BaseException as e:
             if isinstance(e, KeyboardInterrupt):
                 raise
             raise CaptureError(f"cannot import {where}: {first_line(e)}") from None
     else:
         try:
             module = importlib.import_module(where)
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:
             if isinstance(e, KeyboardInterrupt):
                 raise
             raise CaptureError(f"cannot import {where}: {first_line(e)}") from None

@@ -143,7 +143,7 @@ def _run_stoppable(args: argparse.Namespace, config, worker, stops, session_clas
             except BooError as e:
                 return fail(PROG, str(e))
         if not args.export:
-            from ..exporters import render_markdown
+            from ..markdown import render_markdown
 
             run = session.store.run_info(session.run_id) if session.run_id is not None else None
             sys.stdout.write(render_markdown(results, environment=session.environment(), run=run,

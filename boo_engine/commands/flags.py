@@ -275,12 +275,6 @@ def split_driver_args(tokens: Sequence[str]) -> DriverArgs:
     return DriverArgs(rest=rest, iters=iters, time=time, verify=verify, ignored=tuple(ignored))
 
 
-def split_timing_args(tokens: Sequence[str]) -> tuple[list[str], int, int]:
-    """`split_driver_args` as (remaining tokens, iters, time)."""
-    args = split_driver_args(tokens)
-    return args.rest, args.iters, args.time
-
-
 def ignored_flags_note(flags: Iterable[str]) -> str:
     """The one line a run prints (once) when its commands carry MIOpenDriver flags that change nothing here."""
     return (f"MIOpenDriver flags with no meaning here are accepted and ignored: {', '.join(flags)} "

@@ -18,8 +18,8 @@ from .kernels import (
 __all__ = ["BooNNError", "CallLog", "current_variant", "record_calls", "run", "use_target", "use_variant"]
 
 # ---- functional API and modules (BOO's names) ----
-from .functional import boo_conv, boo_layer_norm, boo_linear  # noqa: E402
-from .modules import (  # noqa: E402
+from .functional import boo_conv, boo_layer_norm, boo_linear
+from .modules import (
     BooConv1d,
     BooConv2d,
     BooConv3d,
@@ -33,6 +33,6 @@ __all__ += ["BooConv1d", "BooConv2d", "BooConv3d", "BooLayerNorm", "BooLinear", 
             "boo_linear", "replace_convs_with_boo", "replace_with_boo"]
 
 # ---- torch.compile backends (boo_engine/nn/backend.py): iree_boo, iree_boo_inductor, backend(...) ----
-from .backend import BooBackend, backend, iree_boo, iree_boo_inductor  # noqa: E402, I001
+from .backend import BooBackend, backend, iree_boo, iree_boo_inductor  # noqa: E402
 
 __all__ += ["BooBackend", "backend", "iree_boo", "iree_boo_inductor"]

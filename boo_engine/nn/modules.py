@@ -34,7 +34,7 @@ class _BooConvMixin:
     variant: Variant | str | None
     _nd: int
 
-    def forward(self, input: torch.Tensor) -> torch.Tensor:  # noqa: A002  (torch's parameter name)
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
         m: Any = self
         unbatched = input.dim() == self._nd + 1
         x = input.unsqueeze(0) if unbatched else input
@@ -88,7 +88,7 @@ class BooLayerNorm(nn.LayerNorm):
         super().__init__(*args, **kwargs)
         self.variant = variant
 
-    def forward(self, input: torch.Tensor) -> torch.Tensor:  # noqa: A002
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
         return boo_layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps, variant=self.variant)
 
 
@@ -99,7 +99,7 @@ class BooLinear(nn.Linear):
         super().__init__(*args, **kwargs)
         self.variant = variant
 
-    def forward(self, input: torch.Tensor) -> torch.Tensor:  # noqa: A002
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
         return boo_linear(input, self.weight, self.bias, variant=self.variant)
 
 

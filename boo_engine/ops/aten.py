@@ -51,7 +51,7 @@ from boo_engine.ops.base import DEFAULT_FORMULATION, DTYPES, ELEMENT_BYTES, OpSi
 from boo_engine.ops.strided import ViewPlan, apply_view, view_plan
 
 if TYPE_CHECKING:
-    import torch  # noqa: F811
+    import torch
 
 #: the formulation computing a 16-bit call in its own dtype throughout (the default widens it to float32)
 IN_DTYPE = "in_dtype"

@@ -15,7 +15,7 @@ from boo_engine.ops.base import DTYPES
 from boo_engine.ops.strided import ViewPlan, apply_view
 
 if TYPE_CHECKING:
-    import torch  # noqa: F811
+    import torch
 
 
 class AtenSignature(Protocol):

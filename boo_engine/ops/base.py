@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ._lazy import torch
 
 if TYPE_CHECKING:
-    import torch  # noqa: F811
+    import torch
 
 #: the formulation every kernel has: the export its signature's `reference` gives (see OpSignature.formulations)
 DEFAULT_FORMULATION = "default"

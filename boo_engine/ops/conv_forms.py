@@ -35,7 +35,7 @@ from boo_engine.ops._common import numel
 from boo_engine.ops._lazy import torch
 
 if TYPE_CHECKING:
-    import torch  # noqa: F811
+    import torch
 
 
 #: the formulation writing every convolution of a kernel as a forward, non-transposed one

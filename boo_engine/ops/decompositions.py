@@ -15,7 +15,7 @@ from boo_engine.ops._lazy import torch
 from boo_engine.ops.conv_forms import pad_or_crop
 
 if TYPE_CHECKING:
-    import torch  # noqa: F811
+    import torch
 
 
 def flash_attention_backward(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from boo_engine.ops._lazy import torch
 
 if TYPE_CHECKING:
-    import torch  # noqa: F811
+    import torch
 
 from boo_engine.ops._common import SHORT_DTYPES, check_dtype, check_size, fail, label_of
 from boo_engine.ops.base import OpSignature

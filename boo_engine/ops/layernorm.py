@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from boo_engine.ops._lazy import torch
 
 if TYPE_CHECKING:
-    import torch  # noqa: F811
+    import torch
 
 from boo_engine.ops._common import (
     BACKWARD_MODE_NAMES,

@@ -11,7 +11,7 @@ from boo_engine.ops._common import numel
 from boo_engine.ops._lazy import torch
 
 if TYPE_CHECKING:
-    import torch  # noqa: F811
+    import torch
 
 
 @dataclass(frozen=True)

@@ -203,7 +203,7 @@ class CompileStage:
             return
         try:
             self._pool.cancel_all()
-        except Exception:  # noqa: BLE001, S110 - closing: nothing left to tell anyone
+        except Exception:  # noqa: BLE001 - closing: nothing left to tell anyone
             pass
 
     def kill_now(self) -> None:
@@ -217,7 +217,7 @@ class CompileStage:
             return
         try:
             self._pool.shutdown(wait=False, cancel=True)
-        except Exception:  # noqa: BLE001, S110 - closing: nothing left to tell anyone
+        except Exception:  # noqa: BLE001 - closing: nothing left to tell anyone
             pass
 
 

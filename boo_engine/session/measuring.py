@@ -105,7 +105,7 @@ class MeasureStage:
         if self._worker is not None:
             try:
                 self._worker.close()
-            except Exception:  # noqa: BLE001, S110 - closing: a dead worker is as good as a closed one
+            except Exception:  # noqa: BLE001 - closing: a dead worker is as good as a closed one
                 pass
 
     def kill_now(self) -> None:

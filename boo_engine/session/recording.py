@@ -10,7 +10,7 @@ from __future__ import annotations
 import shlex
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -178,10 +178,6 @@ class RunRecorder:
             self.store.register_command(result.command, op=sig.op, func_name=result.func_name,
                                         signature=sig.describe())
         self.store.record_result(self.run_id, result)
-
-    def record_all(self, results: Iterable[JobResult]) -> None:
-        for result in results:
-            self.record(result)
 
     def record_many(self, results: list[JobResult]) -> None:
         """`record` each result, in order: the first rows of jobs never stored in a run this session opened go to

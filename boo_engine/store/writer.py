@@ -249,7 +249,7 @@ class WriterThread:
     def _main(self) -> None:
         try:
             conn = WriteConnection(self.path)
-        except Exception as e:   # reported by the next flush/close/start_run instead of a silent dead thread
+        except Exception as e:  # noqa: BLE001 (reported by the next flush/close/start_run, not a dead thread)
             if unwritable_reason(e) is not None:
                 self._fail(e)
             else:
@@ -328,7 +328,7 @@ class WriterThread:
                         stored += conn.result_in(c, item.run_id, item.result)
                     else:
                         conn.command_in(c, item.text, item.op, item.func_name, item.signature)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 (the writer thread records every failure, never dies of one)
             if unwritable_reason(e) is not None:
                 self._fail(e)
             elif len(group) == 1:
@@ -345,7 +345,7 @@ class WriterThread:
         try:
             with conn.transaction() as c:
                 finals = conn.insert_new(c, item.run_id, item.commands, item.rows)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 (the writer thread records every failure, never dies of one)
             if unwritable_reason(e) is not None:
                 self._fail(e)
             else:
@@ -378,7 +378,7 @@ class WriterThread:
                     value = conn.mark_interrupted(call.run_id)
                 case Execute():
                     value = conn.execute(call.fn)
-        except Exception as e:   # the caller waits on this one: it gets the error directly
+        except Exception as e:  # noqa: BLE001 (the caller waits on this one: it gets the error directly)
             log.debug("results store %s: %s failed: %s", self.path, type(call).__name__, e)
             if unwritable_reason(e) is not None:
                 self._fail(e)
@@ -392,7 +392,7 @@ class WriterThread:
         """`fn(*args)`'s value; None when it failed (the error recorded, or the store failed)."""
         try:
             return fn(*args)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 (the writer thread records every failure, never dies of one)
             if unwritable_reason(e) is not None:
                 self._fail(e)
             else:
@@ -409,7 +409,7 @@ class WriterThread:
         if self._on_failure is not None:
             try:
                 self._on_failure(self.failure)
-            except Exception:   # noqa: BLE001 - the listener's bug must not kill the writer
+            except Exception:
                 log.exception("results store %s: on_failure failed", self.path)
 
     def _record_error(self, e: BaseException, what: str) -> None:

@@ -51,10 +51,10 @@ from ..compare import FASTER, SAME, SLOWER, UNCLEAR, Comparison, compare_measure
 from ..config import SessionConfig
 from ..defaults_table import machine_key, store_machine
 from ..errors import BooError, CommandError, CompileError, elide
-from ..exporters import format_us
 from ..hostcpu import HostCpu
 from ..iree_tools import compiler_version, first_error
 from ..locations import defaults_table
+from ..markdown import format_us
 from ..results import DONE, FAILED, IREE, JobResult
 from ..targets import DATA_TILING, IM2COL, OpClass, Target, host_cpu, op_class, parse_target
 from ..variants import BASELINE, Variant

@@ -14,9 +14,8 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Header, Static
 
 from boo_engine.compare import DEFAULT_MIN_EFFECT, Comparison, geomean
-from boo_engine.exporters import verdict_legend
 from boo_engine.history import RunRef, compare_stored, load_run
-from boo_engine.markdown import VERDICT_MARK
+from boo_engine.markdown import VERDICT_MARK, verdict_legend
 
 from ..cells import VERDICT_STYLE, command_cell, fmt_us
 from .base import WorkerScreen, field_of, ratio_text

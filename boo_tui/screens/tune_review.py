@@ -12,9 +12,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Header, Static
 
+from boo_engine.markdown import format_us
 from boo_engine.tune.records import IMPROVED, MEASURED, Tried, TunedKernel, find_tune, load_kernels
 
-from ..cells import fmt_us
 from .base import WorkerScreen, fmt_time
 
 KERNEL_COLUMNS = [("kernel", "kernel"), ("status", "outcome"), ("default", "default us"), ("tuned", "tuned us"),
@@ -74,8 +74,8 @@ class TuneReviewScreen(WorkerScreen):
             ci = f"{k.ci_low:.3f}-{k.ci_high:.3f}" if improved and k.ci_low is not None and k.ci_high is not None \
                 else ""
             table.add_row(
-                k.func_name, Text(k.status, style="green" if improved else "yellow"), fmt_us(k.baseline_us),
-                fmt_us(k.best_us) if improved else "-",
+                k.func_name, Text(k.status, style="green" if improved else "yellow"), format_us(k.baseline_us),
+                format_us(k.best_us) if improved else "-",
                 Text(f"{k.ratio:.3f}", style="bold green") if improved and k.ratio else Text("-", style="dim"),
                 ci, str(len(k.tried)), str(sum(1 for t in k.tried if t.status == MEASURED)), k.message,
                 key=k.func_name)
@@ -106,5 +106,5 @@ class TuneReviewScreen(WorkerScreen):
                 style="bold green" if winner else ("green" if t.ratio < 1 else ""))
             status = Text(t.status, style="" if t.status == MEASURED else "red")
             with contextlib.suppress(Exception):   # the same key twice: shown once
-                table.add_row(status, ratio, fmt_us(t.median_us), t.stage, t.description, t.error or "",
+                table.add_row(status, ratio, format_us(t.median_us), t.stage, t.description, t.error or "",
                               key=t.key)

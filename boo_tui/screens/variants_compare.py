@@ -23,7 +23,7 @@ from boo_engine.compare import (
     compare_results,
     summarize,
 )
-from boo_engine.exporters import verdict_legend
+from boo_engine.markdown import verdict_legend
 from boo_engine.results import Backend, JobResult, Status
 
 from ..cells import command_cell
