@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .compare import DEFAULT_MIN_EFFECT
-from .results import IREE, TORCH, NumericsCriteria
+from .results import IREE, TORCH, CacheMode, NumericsCriteria
 from .variants import BASELINE, Variant
 
 
@@ -36,7 +36,7 @@ class SessionConfig:
     build: str = "ours"                       # how the baseline (and every variant without a base) is built:
                                               # "ours" (our export, the per-op defaults: the engine's default, what
                                               # tune measures) or "boo" (iree-turbine's BOO: the front ends' runs)
-    cache_mode: str = "warm"                  # "cold": flush the caches before every timed call (bench/flush.py)
+    cache_mode: CacheMode = CacheMode.WARM    # COLD: flush the caches before every timed call (bench/flush.py)
     compile_flags: tuple[str, ...] = ()       # --flags: iree-compile flags added to EVERY IREE job of the run,
                                               # baseline included (after the variant's own); part of the cache key
     ray_address: str | None = None            # --ray / $BOO_RAY_ADDRESS: compile and measure on this Ray cluster

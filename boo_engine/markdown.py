@@ -103,7 +103,7 @@ def _latency_cell(r: JobResult | None) -> str:
         cell += " ⚠"
     if r.compile is not None and r.compile.spec_applied is False:
         cell += " (**spec not applied**: not a tuned result)"
-    if r.numerics is not None and r.numerics.verdict != "pass":
+    if r.numerics is not None and r.numerics.failed:
         cell += " (numerics **" + _md_escape(r.numerics.verdict) + "**)"
     return cell
 

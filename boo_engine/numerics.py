@@ -39,7 +39,7 @@ from typing import Any
 import torch
 
 from .ops.base import OpSignature
-from .results import NumericsCriteria, NumericsInfo
+from .results import NumericsCriteria, NumericsInfo, NumericsVerdict
 from .rounding import FLOOR_FACTOR, jitter_mode
 
 DEFAULT_CRITERIA = NumericsCriteria()
@@ -140,7 +140,7 @@ def numerics_verdict(sig: OpSignature, args: Sequence[torch.Tensor],
     }
     if reasons:
         stats["reason"] = "; ".join(reasons)
-    return NumericsInfo(verdict="fail" if reasons else "pass", stats=stats)
+    return NumericsInfo(verdict=NumericsVerdict.FAIL if reasons else NumericsVerdict.PASS, stats=stats)
 
 
 def _moments(err: torch.Tensor) -> tuple[float, float, float]:
@@ -282,7 +282,7 @@ def add_structured(info: NumericsInfo, structured: dict[str, Any]) -> None:
     """Record the structured test in `info`; a failed one fails the check."""
     info.stats["structured"] = structured
     if not structured["pass"]:
-        info.verdict = "fail"
+        info.verdict = NumericsVerdict.FAIL
         reason = (f"structured test: off by {structured['max_err_rel_to_scale']:.3g} of scale "
                   f"(rtol {structured['rtol']:g})")
         info.stats["reason"] = "; ".join(filter(None, [info.stats.get("reason"), reason]))

@@ -45,6 +45,20 @@ class Backend(StrEnum):
     TORCH = "torch"
 
 
+class NumericsVerdict(StrEnum):
+    """A kernel's outputs against the reference (boo_engine/numerics.py): BOO's criteria met or not."""
+
+    PASS = "pass"
+    FAIL = "fail"
+
+
+class CacheMode(StrEnum):
+    """Caches between timed calls (--cache-mode): left warm, or flushed before every call outside the timing."""
+
+    WARM = "warm"
+    COLD = "cold"
+
+
 # Short names, used across the engine.
 QUEUED, EXPORTING, COMPILING, CACHED = Status.QUEUED, Status.EXPORTING, Status.COMPILING, Status.CACHED
 MEASURING, DONE, FAILED = Status.MEASURING, Status.DONE, Status.FAILED
@@ -108,8 +122,15 @@ class CompileInfo:
 
 @dataclass
 class NumericsInfo:
-    verdict: str                    # "pass" | "fail"
+    verdict: NumericsVerdict
     stats: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.verdict = NumericsVerdict(self.verdict)   # (a stored row gives the text; anything else is refused)
+
+    @property
+    def failed(self) -> bool:
+        return self.verdict is NumericsVerdict.FAIL
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -139,8 +160,8 @@ class JobResult:
     op: str
     variant: str                    # "baseline" or the variant's name
     target: str                     # "cpu", "hip:gfx942", "cuda:sm_80"
-    backend: str                    # IREE or TORCH
-    status: str = QUEUED
+    backend: str                    # IREE or TORCH (NO_BACKEND for a bad input line)
+    status: Status = QUEUED
     error: str | None = None        # one line: why it failed
     source: str | None = None       # "file:line" when it came from a commands file
     calls: int | None = None        # the command's weight in the model it was captured from (`# boo-tui:` line):
@@ -168,7 +189,7 @@ class JobResult:
     finished_at: float | None = None
     #: "warm" (inputs left in cache between calls, the default) or "cold" (caches flushed before every call,
     #: the flush outside the timed region): --cache-mode
-    cache_mode: str = "warm"
+    cache_mode: CacheMode = CacheMode.WARM
     #: the device that measured it: "cpu", "cuda:0", "hip:1" (--devices spreads jobs over several)
     device: str | None = None
     node: str | None = None         # the Ray node that measured it (--ray: host/node-id); None: this host
@@ -188,6 +209,20 @@ class JobResult:
     #: microseconds per pass, the rest ("other": the nested backend's ops and the glue), the ops left to the
     #: nested backend and the time torch.compile took (see modelbench/breakdown.py)
     breakdown: dict[str, Any] | None = None
+
+    def clear_measurement(self) -> None:
+        """Forget what measuring this job set (samples, stats, numerics, where and how it ran), keeping what it is
+        and how it was built: a rerun, or a group moved to another device, measures it anew."""
+        self.error = self.stats = self.block_k = self.warmup_calls = self.noise_reason = self.host_load = None
+        self.numerics = self.reproducer = self.started_at = self.finished_at = self.device = self.node = None
+        self.disturbed = self.steal = self.device_us = self.device_detail = None
+        self.samples_us, self.cpu_us, self.rounds = [], [], []
+        self.noisy = self.throttled = False
+
+    @property
+    def median_us(self) -> float | None:
+        """The headline median per call (us), None before the job was measured."""
+        return self.stats.median_us if self.stats is not None else None
 
     @property
     def where(self) -> str:

@@ -133,9 +133,9 @@ def model_lines(
 
 
 def _median(r: JobResult | None) -> float | None:
-    if r is None or r.status != DONE or r.stats is None or not math.isfinite(r.stats.median_us):
-        return None
-    return r.stats.median_us
+    """A finished job's median, when it has a finite one (what a model line may count)."""
+    m = r.median_us if r is not None and r.status == DONE else None
+    return m if m is not None and math.isfinite(m) else None
 
 
 def _line(target: str, label: str, baseline: str, weights: Mapping[str, JobResult], unweighted: int,

@@ -138,7 +138,7 @@ def row_cells(model: RunModel, view: JobView) -> dict[str, Any]:
     st = r.stats
     numerics = Text("-", style="dim")
     if r.numerics is not None:
-        ok = r.numerics.verdict == "pass"
+        ok = not r.numerics.failed
         numerics = Text(r.numerics.verdict, style="green" if ok else "bold red")
     return {
         "cmd": str(model.command_index.get(r.command, "")),

@@ -129,7 +129,7 @@ def render_detail(view: JobView, comparison: Comparison | None = None,
     if r.numerics is not None:
         parts.append(Text("\nnumerics", style="bold"))
         t = _kv_table()
-        ok = r.numerics.verdict == "pass"
+        ok = not r.numerics.failed
         t.add_row("verdict", Text(r.numerics.verdict, style="green" if ok else "bold red"))
         for k, v in r.numerics.stats.items():
             t.add_row(str(k), _fmt(v))

@@ -48,9 +48,8 @@ class JobView:
 
     @property
     def median_us(self) -> float | None:
-        st = self.result.stats
-        if st is not None:
-            return st.median_us
+        if self.result.median_us is not None:
+            return self.result.median_us
         return _median(self.samples_us) if self.samples_us else None
 
 

@@ -23,7 +23,7 @@ from typing import Any
 from ..child import ignore_stop_signals, redirect_output_if_asked
 from ..errors import BooError, one_line
 from ..fsutil import atomic_write
-from ..results import IREE, NumericsInfo
+from ..results import IREE, CacheMode, NumericsInfo
 from ..targets import runtime_driver
 from .messages import (
     BenchOutcome,
@@ -187,7 +187,7 @@ def run_spec(spec: BenchSpec, cache: RuntimeCache, send: Callable[[list[float]],
         if device != "cpu":
             sync = torch.cuda.synchronize
 
-    flush, flush_note = make_flush(device) if spec.cache_mode == "cold" else (None, None)
+    flush, flush_note = make_flush(device) if spec.cache_mode == CacheMode.COLD else (None, None)
     monitor = GpuMonitor() if device != "cpu" else contextlib.nullcontext()
     try:
         with monitor:
@@ -258,7 +258,7 @@ def _dispatch_time(spec: BenchSpec, device: str, samples_us: list[float],
     profiler was not used is kept as "iree_profile_error"."""
     why = None
     if spec.backend == IREE:
-        if spec.cache_mode == "cold":
+        if spec.cache_mode == CacheMode.COLD:
             # iree-benchmark-module runs its calls back to back: it cannot flush the caches between them
             why = "cold caches: iree-benchmark-module cannot flush between calls"
         else:

@@ -16,18 +16,19 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..hostcpu import last_level_cache_bytes
+from ..results import CacheMode
 
-CACHE_MODES = ("warm", "cold")
+CACHE_MODES = tuple(CacheMode)
 _MIN_CPU_BYTES = 64 << 20
 _MIN_GPU_BYTES = 256 << 20
 
 
-def check_cache_mode(text: str) -> str:
-    """'warm' | 'cold' (any case) -> itself; ValueError with one line otherwise."""
+def check_cache_mode(text: str) -> CacheMode:
+    """'warm' | 'cold' (any case) -> the mode; ValueError with one line otherwise."""
     mode = (text or "").strip().lower()
     if mode not in CACHE_MODES:
         raise ValueError(f"--cache-mode expects warm or cold, got {text!r}")
-    return mode
+    return CacheMode(mode)
 
 
 def cpu_flush_bytes() -> int:

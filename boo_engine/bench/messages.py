@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..results import Backend, NumericsCriteria, NumericsInfo
+from ..results import Backend, CacheMode, NumericsCriteria, NumericsInfo
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class BenchSpec:
     timeout_s: float | None = None      # None: default_timeout_s(self)
     function: str = "main"              # exported function of the vmfb
     warmup_s: float = 0.1
-    cache_mode: str = "warm"            # "cold": caches flushed before every call, untimed (bench/flush.py)
+    cache_mode: CacheMode = CacheMode.WARM   # COLD: caches flushed before every call, untimed (bench/flush.py)
     device_timing: bool = False         # also profile the dispatches' time: IREE's profiler (bench/ireeprof.py),
                                         # else CUPTI (bench/gpu_timing.py, GPU only)
     #: the measuring round this spec is: a CPU job's inputs get a fresh placement each round (bench/placement.py)
@@ -64,7 +64,7 @@ class BenchOutcome:
     threads: int = 1
     truncated: bool = False             # max_time_s stopped sampling early
     overhead_fraction: float | None = None  # estimated harness cost per call / call time
-    cache_mode: str = "warm"
+    cache_mode: CacheMode = CacheMode.WARM
     device_us: float | None = None      # median time of the dispatches per call (profiler; device_detail says which)
     device_detail: dict[str, Any] | None = None   # GPU: dispatch timing detail, GPU state while measured, flush
     throttled: bool = False             # GPU: a clock-throttle reason was active while measuring

@@ -11,7 +11,7 @@ from typing import Any
 from .. import locations
 from ..bench.devices import parse_devices
 from ..errors import BooError, VariantError
-from ..results import IREE, TORCH
+from ..results import IREE, TORCH, CacheMode, Status
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_REGRESSION = 0, 1, 2, 3
 
@@ -228,7 +228,7 @@ def config_from_args(args: argparse.Namespace):
         seed=args.seed,
         splat_value=args.splat_input_value,
         verify_numerics=not args.no_numerics,
-        cache_mode=args.cache_mode,
+        cache_mode=CacheMode(args.cache_mode),
         db_path=args.db,
         cache_dir=args.cache_dir,
         compile_workers=args.jobs,
@@ -317,7 +317,7 @@ def gpu_id_devices(text: str, target, *, runs: bool = True) -> tuple[tuple[str, 
 
 def job_succeeded(r) -> bool:
     """Measured AND correct: a kernel whose numerics check failed is a failed job for the exit code."""
-    return r.status == "done" and not (r.numerics is not None and r.numerics.verdict == "fail")
+    return r.status == Status.DONE and not (r.numerics is not None and r.numerics.failed)
 
 
 def internal_error(prog: str, e: BaseException) -> int:

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 
 from ..errors import BooError
-from ..results import DONE, FINAL_STATUSES, IREE, TORCH, JobResult
+from ..results import DONE, FINAL_STATUSES, IREE, TORCH, CacheMode, JobResult
 from .common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -87,7 +87,7 @@ BOO's 11 CSV columns; a command's own -V 1 checks that command. MIOpenDriver's -
 Exit codes: 0 all commands succeeded, 1 some failed (CSV cells N.A.), 2 usage error."""
 
 
-def _cache_mode(opts: dict[str, list[str]]) -> str:
+def _cache_mode(opts: dict[str, list[str]]) -> CacheMode:
     from ..bench.flush import check_cache_mode
 
     try:

@@ -19,7 +19,7 @@ from typing import Any
 from ..compare import DEFAULT_MIN_EFFECT, Comparison, VariantSummary, by_variant, compare_runs, summarize
 from ..errors import BooError
 from ..evidence import Evidence
-from ..results import JobResult
+from ..results import DONE, JobResult
 from ..store import queries
 from ..store.readonly import open_readonly
 
@@ -244,15 +244,15 @@ def compare_stored(a: StoredRun, b: StoredRun, *, min_effect: float | None = Non
                            "command, variant, backend and target)")
     from ..compare import comparison_key
 
-    keys_a = {comparison_key(r) for r in a.results if r.status == "done" and r.samples_us}
-    keys_b = {comparison_key(r) for r in b.results if r.status == "done" and r.samples_us}
+    keys_a = {comparison_key(r) for r in a.results if r.status == DONE and r.samples_us}
+    keys_b = {comparison_key(r) for r in b.results if r.status == DONE and r.samples_us}
     notes = []
     a_effect, a_seed = run_settings(a.info)
     if min_effect is None and (a_effect, a_seed) != (b_effect, seed):
         notes.append(f"verdicts use run {b.ref.label}'s min effect {effect * 100:g}% and seed {seed} "
                      f"(run {a.ref.label} was measured with {a_effect * 100:g}% and seed {a_seed})")
-    done_a = {comparison_key(r): r for r in a.results if r.status == "done" and r.samples_us}
-    done_b = {comparison_key(r): r for r in b.results if r.status == "done" and r.samples_us}
+    done_a = {comparison_key(r): r for r in a.results if r.status == DONE and r.samples_us}
+    done_b = {comparison_key(r): r for r in b.results if r.status == DONE and r.samples_us}
     evidence = {k: (Evidence.of(done_a[k]), Evidence.of(done_b[k])) for k in comparisons
                 if k in done_a and k in done_b}
     return RunComparison(a=a, b=b, comparisons=comparisons, summaries=summarize(by_variant(comparisons)),

@@ -47,7 +47,7 @@ def roofline_us(flops: float, bytes_: float, dtype_name: str, peaks: Peaks) -> f
 
 def apply(result: JobResult, flops: float, bytes_: float, dtype_name: str, peaks: Peaks) -> float | None:
     """Set the result's roofline_us and pct_roofline (None without a median or a roofline); the unclamped %."""
-    median = result.stats.median_us if result.stats is not None else None
+    median = result.median_us
     roof = roofline_us(flops, bytes_, dtype_name, peaks)
     if roof is None or not median:
         result.roofline_us = result.pct_roofline = None

@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..results import NumericsInfo
+from ..results import NumericsInfo, NumericsVerdict
 from ..rounding import FLOOR_FACTOR, jitter_mode
 from .bench import TOLERANCES, _one_pass, _snapshot
 
@@ -168,7 +168,7 @@ def compare_tensors(ref: dict[str, Any], got: dict[str, Any], rounding: Rounding
         stats["reason"] = "; ".join(failed)
     if missing:
         stats["missing"] = missing
-    return NumericsInfo("pass" if ok else "fail", stats)
+    return NumericsInfo(NumericsVerdict.PASS if ok else NumericsVerdict.FAIL, stats)
 
 
 def _floor_note(name: str, eager: Any, got: Any, exact: Any, floor: float) -> str:

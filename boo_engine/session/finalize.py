@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from .. import events as ev
 from ..config import SessionConfig
 from ..limits import Roofline
-from ..results import DONE, FAILED, IREE, JobResult
+from ..results import DONE, FAILED, IREE, CacheMode, JobResult
 from ..targets import Target
 from .compiling import check_spec_applied
 from .recording import RunRecorder
@@ -100,7 +100,7 @@ class Finalizer:
                     vmfb_path=job.artifact.vmfb_path, splat_value=self._config.splat_value,
                     scratch_dir=job.artifact.scratch_dir or None,
                 )
-                if result.cache_mode == "cold":   # the reproducer cannot flush between its calls
+                if result.cache_mode == CacheMode.COLD:   # the reproducer cannot flush between its calls
                     result.reproducer += "  # warm caches: iree-benchmark-module does not flush between calls"
             except Exception as e:  # noqa: BLE001 - a missing reproducer must not lose a measurement
                 self._state.emit(ev.Log(job_id=job_id, level="warning", message=f"reproducer not written: {e}"))
@@ -109,7 +109,7 @@ class Finalizer:
             result.compile.spec_applied = check_spec_applied(self._state, job_id)
             if result.compile.spec_applied is False:
                 error = "spec not applied: the tuning spec matched no dispatch, this is NOT a tuned result"
-        if result.numerics is not None and result.numerics.verdict == "fail":
+        if result.numerics is not None and result.numerics.failed:
             error = "numerics check failed" + (f"; {error}" if error else "")
         self._recorder.finish(result, DONE, error=error)
 

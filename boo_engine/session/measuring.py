@@ -201,14 +201,7 @@ class MeasureStage:
             job, result = state.job(job_id), state.jobs[job_id]
             if result.status in FINAL_STATUSES:
                 continue
-            result.samples_us.clear()
-            result.cpu_us.clear()
-            result.rounds.clear()
-            result.disturbed = result.steal = None
-            result.block_k = result.warmup_calls = result.host_load = None
-            result.started_at = result.device = result.node = None
-            result.numerics = result.device_us = result.device_detail = None
-            result.throttled = False
+            result.clear_measurement()
             job.load_cpu_s = job.load_wall_s = job.steal_cpu_s = 0.0
             job.outputs_path = None    # a baseline's saved outputs lived on the lost node
             state.set_status(result, CACHED if job.backend == IREE else QUEUED, "moved to another node")

@@ -176,14 +176,7 @@ class Plan:
     def requeue(self, job_id: str) -> JobResult:
         """Reset a finished job to QUEUED for a rerun (its compile info and artifact stay)."""
         result = self.jobs[job_id]
-        for name in ("error", "stats", "block_k", "warmup_calls", "noise_reason", "host_load", "numerics",
-                     "reproducer", "started_at", "finished_at", "device"):
-            setattr(result, name, None)
-        result.samples_us = []
-        result.cpu_us = []
-        result.rounds = []
-        result.disturbed = result.steal = None
-        result.noisy = False
+        result.clear_measurement()
         result.status = QUEUED
         self.planned[job_id].reset()
         return result

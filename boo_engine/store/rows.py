@@ -7,7 +7,7 @@ import json
 import operator
 from typing import Any
 
-from ..results import CompileInfo, JobResult, NumericsInfo, Stats
+from ..results import CacheMode, CompileInfo, JobResult, NumericsInfo, NumericsVerdict, Stats, Status
 
 STAT_FIELDS = ("n", "min_us", "median_us", "mean_us", "max_us", "stddev_us", "p10_us", "p90_us", "iqr_us",
                "gflops", "gbps")
@@ -103,15 +103,33 @@ def bare_row(result: JobResult) -> tuple[Any, ...] | None:
     return tuple(values)
 
 
+def stored_status(text: Any) -> Status:
+    """A stored status as the vocabulary's: a database may come from someone else (or a newer boo-tui), and a value
+    outside it is read as a failed job rather than carried as text nothing else knows."""
+    try:
+        return Status(text)
+    except ValueError:
+        return Status.FAILED
+
+
+def stored_cache_mode(text: Any) -> CacheMode:
+    try:
+        return CacheMode(text or CacheMode.WARM)
+    except ValueError:
+        return CacheMode.WARM
+
+
 def result_from_bare(bare: tuple[Any, ...]) -> JobResult:
     """The result a bare row was made of (as far as its row goes: `result_row` of it is the same)."""
     command, op, variant, *values = bare
     row = dict(zip(BARE_COLUMNS, values))
     return JobResult(job_id=row["job_id"], command=command, func_name=row["func_name"], op=op, variant=variant,
-                     target=row["target"], backend=row["backend"], status=row["status"], error=row["error"],
+                     target=row["target"], backend=row["backend"], status=stored_status(row["status"]),
+                     error=row["error"],
                      source=row["source"], calls=row["calls"], share=row["share"],
                      captured_us=row["captured_us"], noisy=bool(row["noisy"]),
-                     cache_mode=row["cache_mode"], throttled=bool(row["throttled"]), started_at=row["started_at"],
+                     cache_mode=stored_cache_mode(row["cache_mode"]), throttled=bool(row["throttled"]),
+                     started_at=row["started_at"],
                      finished_at=row["finished_at"])
 
 
@@ -177,8 +195,8 @@ def job_result_from_row(row: dict[str, Any], samples: list[float], cpu: list[flo
     if row["n"] is not None:
         stats = Stats(**{f: row[f] for f in STAT_FIELDS})
     numerics = None
-    if row["numerics"] is not None:
-        numerics = NumericsInfo(verdict=row["numerics"], stats=loads(row["numerics_stats"]) or {})
+    if row["numerics"] in tuple(NumericsVerdict):   # (a value outside the vocabulary: no verdict)
+        numerics = NumericsInfo(verdict=NumericsVerdict(row["numerics"]), stats=loads(row["numerics_stats"]) or {})
     compile_info = None
     if row["kernel_id"] is not None:
         compile_info = CompileInfo(
@@ -202,7 +220,7 @@ def job_result_from_row(row: dict[str, Any], samples: list[float], cpu: list[flo
         variant=row["variant"],
         target=row["target"],
         backend=row["backend"],
-        status=row["status"],
+        status=stored_status(row["status"]),
         error=row["error"],
         source=row["source"],
         calls=row["calls"],
@@ -224,7 +242,7 @@ def job_result_from_row(row: dict[str, Any], samples: list[float], cpu: list[flo
         reproducer=row["reproducer"],
         started_at=row["started_at"],
         finished_at=row["finished_at"],
-        cache_mode=row["cache_mode"] or "warm",
+        cache_mode=stored_cache_mode(row["cache_mode"]),
         device=row["device"],
         node=row.get("node"),
         roofline_us=row["roofline_us"],

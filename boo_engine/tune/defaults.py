@@ -314,7 +314,7 @@ def _job_error(r: JobResult | None) -> str | None:
         return first_error(r.error or "failed", limit=200)
     if r.status != DONE or not r.samples_us:
         return str(r.status)
-    if r.numerics is not None and r.numerics.verdict != "pass":
+    if r.numerics is not None and r.numerics.failed:
         return f"numerics {r.numerics.verdict} against IREE's plain kernel"
     return None
 
@@ -374,7 +374,8 @@ def _decide(cls: OpClass, cmds: list[Command], built: dict[tuple[str, str], Buil
 
 
 def _median(r: JobResult | None) -> float:
-    return r.stats.median_us if r is not None and r.stats is not None else math.nan
+    m = r.median_us if r is not None else None
+    return math.nan if m is None else m
 
 
 def class_comparison(comps: Sequence[Comparison], min_effect: float) -> Comparison:

@@ -54,7 +54,7 @@ class KernelSearch:
         self.known = known   # from the tune being resumed
         self.tried_keys: set[str] = set()
         #: the baseline's median when this kernel's search began: the verification measures it again (drift)
-        self.base_start_us = median_of(ctx.session.jobs[base_id])
+        self.base_start_us = ctx.session.jobs[base_id].median_us
 
     @property
     def session(self) -> Session:
@@ -117,7 +117,7 @@ class KernelSearch:
         self.update(stage, f"compiling and screening {len(entries)} candidates")
         if not self._measure([self.base_id] + [e[3] for e in entries], STAGE_ITERS, tuner.settings.screen_s):
             return []
-        base_med = median_of(session.jobs[self.base_id])
+        base_med = session.jobs[self.base_id].median_us
         binaries = {binary_hash(session.jobs[self.base_id]): "the default"}
         binaries.update({t.artifact_key: t.description for t in self.k.tried if t.ok})
         out = []
@@ -245,7 +245,7 @@ class KernelSearch:
         v = compare_measured(base, job, paired=True, min_effect=s.min_effect)
         self._record_final(leader, v)
         drift = ""
-        now = median_of(base)
+        now = base.median_us
         if self.base_start_us and now and abs(now / self.base_start_us - 1.0) > DRIFT_LIMIT:
             drift = (f"; the baseline drifted {now / self.base_start_us:.3f}x since the search began "
                      f"({self.base_start_us:.1f} -> {now:.1f} us)")
@@ -269,7 +269,7 @@ class KernelSearch:
         ids = [t.job_id for t in tried if t.job_id is not None]
         if not self._measure([self.base_id, *ids], iters, secs):
             return
-        base_med = median_of(session.jobs[self.base_id])
+        base_med = session.jobs[self.base_id].median_us
         for t in tried:
             r = session.jobs[t.job_id or ""]
             if r.status in (INTERRUPTED, CANCELLED):   # stopped: keep what the candidate had
@@ -317,7 +317,7 @@ class KernelSearch:
             best = self.best()
             k.verdict = best.verdict if best is not None and best.stage == "final" else None
             if k.baseline_us is None:
-                k.baseline_us = median_of(self.session.jobs[self.base_id])
+                k.baseline_us = self.session.jobs[self.base_id].median_us
         else:
             k.status = IMPROVED
             k.best_key, k.best_us, k.ratio = winner.key, winner.median_us, winner.ratio
@@ -341,7 +341,7 @@ def classify(t: Tried, r: JobResult, base_median: float | None) -> None:
     t.median_us = r.stats.median_us   # kept for a wrong kernel too: "fast but wrong" is worth knowing
     t.baseline_us = base_median
     t.ratio = t.median_us / base_median if base_median else None
-    if r.numerics is not None and r.numerics.verdict == "fail":
+    if r.numerics is not None and r.numerics.failed:
         t.status, t.error = NUMERICS_FAILED, "numerics differ from the baseline's outputs"
         return
     t.status, t.error = MEASURED, None
@@ -373,8 +373,7 @@ def _ratio_key(t: Tried) -> float:
     return float(t.ratio) if t.ok and t.ratio is not None else float("inf")
 
 
-def median_of(r: JobResult | None) -> float | None:
-    return r.stats.median_us if r is not None and r.stats is not None else None
+
 
 
 def configs_dir(r: JobResult | None) -> str:

@@ -32,13 +32,13 @@ from typing import Any
 from ..config import SessionConfig
 from ..errors import BooError
 from ..fsutil import atomic_write
-from ..results import DONE, IREE
+from ..results import DONE, FAILED, IREE
 from ..session import Session
 from ..variants import BASELINE, Variant
 from .context import TuneContext, TuneSettings
 from .dispatch import RootOp, read_root
 from .events import KernelTuned, TuneEvent, TuneLog, TuneUpdate
-from .kernel import STAGE_ITERS, KernelSearch, configs_dir, median_of
+from .kernel import STAGE_ITERS, KernelSearch, configs_dir
 from .offline import space_for
 from .records import (
     IMPROVED,
@@ -119,7 +119,7 @@ class Tuner:
             jobs = session.add_inputs(inputs)
             unique: dict[str, str] = {}
             for j in jobs:
-                if j.status != "failed" or j.func_name:
+                if j.status != FAILED or j.func_name:
                     unique.setdefault(j.func_name, j.job_id)
             for j in jobs:
                 if j.func_name == "" and j.error:
@@ -170,7 +170,7 @@ class Tuner:
             for func, jid in unique.items():
                 if func not in self.kernels:   # not reached: stopped, or the time budget was spent
                     self.kernels[func] = TunedKernel(
-                        func_name=func, command=session.jobs[jid].command, baseline_us=median_of(session.jobs[jid]),
+                        func_name=func, command=session.jobs[jid].command, baseline_us=session.jobs[jid].median_us,
                         message="not tuned: " + ("stopped (--resume continues)" if self.stopped
                                                  else "the time budget was spent"))
             done = all(self.kernels[f].status != RUNNING for f in unique)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..ops.base import DEFAULT_FORMULATION
+from ..results import CacheMode
 from .common import BASELINE_NAME, BEST_NAME, file_bytes
 from .linking import merged_spec_path
 
@@ -43,7 +44,7 @@ class Variant:
     formulation: str | None = None
     #: "cold" / "warm": measure this variant with that --cache-mode (None: the run's). Not a compile setting: a
     #: variant of only `cache=cold` runs the baseline's kernel, flushed, so cold vs warm is a compared column
-    cache_mode: str | None = None
+    cache_mode: CacheMode | None = None
     #: the build this variant's change applies to: "boo" (iree-turbine's export of the op and BOO's flags) or
     #: "ours" (our export with this machine's per-op defaults: what `boo-tui tune` measures and writes); None:
     #: the run's build (`Target.build`: "boo" in a run the front ends start, so a variant is the baseline plus

@@ -12,6 +12,7 @@ from typing import Any
 from .. import locations
 from ..errors import VariantError
 from ..ops import FORMULATIONS
+from ..results import CacheMode
 from .common import BASELINE_NAME, BEST_NAME, NAME_RE, SPEC_SUFFIXES, TUNING_SPEC_ENV, one_line, safe_name
 from .dispatches import substitutions_from_dir
 from .model import BASELINE, Variant
@@ -68,7 +69,7 @@ def parse_variant_arg(text: str, *, base_dir: str | os.PathLike[str] | None = No
     kernels: list[str] = []
     dir_names: list[str] = []
     formulation: str | None = None
-    cache_mode: str | None = None
+    cache_mode: CacheMode | None = None
     build: str | None = None
     for tok in tokens:
         if tok.startswith("-"):
@@ -317,11 +318,11 @@ def _base(value: str, where: str) -> str:
     return build
 
 
-def _cache_mode(value: str, where: str) -> str:
+def _cache_mode(value: str, where: str) -> CacheMode:
     mode = value.strip().lower()
-    if mode not in ("warm", "cold"):
+    if mode not in tuple(CacheMode):
         raise VariantError(f"{where}: cache={value!r}: expected cache=cold or cache=warm")
-    return mode
+    return CacheMode(mode)
 
 
 def _str_list(value: Any, where: str, key: str, *, split: bool) -> list[str]:

@@ -73,7 +73,7 @@ class CompareScreen(WorkerScreen):
 
     @staticmethod
     def _state(results: list[JobResult]) -> tuple[Any, ...]:
-        return tuple((r.job_id, r.status, r.stats.median_us if r.stats else None) for r in results)
+        return tuple((r.job_id, r.status, r.median_us) for r in results)
 
     def _poll(self) -> None:
         fresh = list(self.source()) if self.source is not None else self.results
