@@ -101,6 +101,24 @@ def test_full_round_trip_every_field(store):
     assert back.to_dict() == r.to_dict()
 
 
+def test_stored_words_come_back_typed_and_foreign_ones_do_not_pass(store):
+    """A database may come from someone else: a status, verdict or cache mode outside the vocabulary reads as a
+    failed job with no verdict, measured warm, never as text that a comparison with DONE or PASS might miss."""
+    from boo_engine.results import CacheMode, NumericsVerdict, Status
+
+    run = new_run(store)
+    store.record_result(run, full_result("a"))
+    store.record_result(run, full_result("b"))
+    store.flush()
+    [a, b] = sorted(store.load_results(run), key=lambda r: r.job_id)
+    assert type(a.status) is Status and type(a.cache_mode) is CacheMode
+    assert a.numerics is not None and type(a.numerics.verdict) is NumericsVerdict
+    with sqlite3.connect(store.path) as c:
+        c.execute("UPDATE results SET status = 'owned', numerics = 'maybe', cache_mode = 'hot' WHERE job_id = 'b'")
+    [_, b] = sorted(Store(store.path).load_results(run), key=lambda r: r.job_id)
+    assert b.status is Status.FAILED and b.numerics is None and b.cache_mode is CacheMode.WARM
+
+
 def test_round_trip_of_a_bare_failed_result(store):
     run = new_run(store)
     r = JobResult(job_id="f", command="gemm --a_w 4", func_name="g", op="gemm", variant="baseline", target="cpu",
