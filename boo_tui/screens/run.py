@@ -10,9 +10,10 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Static
 
 from boo_engine.environment import defaults_label, machine_label
+from boo_engine.markdown import format_us
 from boo_engine.results import JobResult
 
-from ..cells import fmt_gflops, fmt_us
+from ..cells import fmt_gflops
 from ..detail import render_detail
 from ..model import JobView
 from .base import WorkerScreen, field_of, fmt_time
@@ -67,7 +68,7 @@ measured by `boo-tui model`, where its time goes)."""
         self.results = list(results)
         for r in results:
             st = r.stats
-            table.add_row(r.op, r.variant, r.backend, r.status, fmt_us(st.median_us if st else None),
+            table.add_row(r.op, r.variant, r.backend, r.status, format_us(st.median_us if st else None),
                           fmt_gflops(st.gflops if st else None),
                           r.numerics.verdict if r.numerics else "-", "noisy" if r.noisy else "", r.command)
 

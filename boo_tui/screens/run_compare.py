@@ -15,9 +15,9 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from boo_engine.compare import DEFAULT_MIN_EFFECT, Comparison, geomean
 from boo_engine.history import RunRef, compare_stored, load_run
-from boo_engine.markdown import VERDICT_MARK, verdict_legend
+from boo_engine.markdown import VERDICT_MARK, format_us, verdict_legend
 
-from ..cells import VERDICT_STYLE, command_cell, fmt_us
+from ..cells import VERDICT_STYLE, command_cell
 from .base import WorkerScreen, field_of, ratio_text
 
 
@@ -90,7 +90,7 @@ class RunCompareScreen(WorkerScreen):
         for key, c in comparisons.items():
             _target, command, label = key
             ci = f"{c.ci_low:.3f}-{c.ci_high:.3f}" if math.isfinite(c.ci_low) and math.isfinite(c.ci_high) else "-"
-            table.add_row(command_cell(command), label, fmt_us(c.baseline_median_us), fmt_us(c.variant_median_us),
+            table.add_row(command_cell(command), label, format_us(c.baseline_median_us), format_us(c.variant_median_us),
                           ratio_text(c), ci, Text(c.verdict, style=VERDICT_STYLE.get(c.verdict, "")),
                           Text(compared.evidence.get(key, ""), style="dim"), Text(command, style="dim"))
         settings = (f"verdicts with run {self.run_b}'s min effect {compared.min_effect * 100:g}% and seed "

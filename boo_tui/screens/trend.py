@@ -18,8 +18,9 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Footer, Header, Static
 
 from boo_engine.history import TrendPoint, kernel_trend, run_kernels
+from boo_engine.markdown import format_us
 
-from ..cells import command_cell, fmt_us
+from ..cells import command_cell
 from ..plots import _fresh_figure, series_color
 from .base import WorkerScreen, fmt_time
 
@@ -127,11 +128,11 @@ class TrendScreen(WorkerScreen):
         table = self.query_one("#trend-points", DataTable)
         table.clear()
         for p in points:
-            ci = (f"{fmt_us(p.ci_low_us)}-{fmt_us(p.ci_high_us)}"
+            ci = (f"{format_us(p.ci_low_us)}-{format_us(p.ci_high_us)}"
                   if math.isfinite(p.ci_low_us) and math.isfinite(p.ci_high_us) else "-")
             compiler = (p.compiler or "-").replace("IREE compiler version ", "").split(" @")[0]
             table.add_row(str(p.run_id), fmt_time(p.started_at), p.host or "-", p.device or "-",
-                          fmt_us(p.median_us) + (" ⚠" if p.noisy else ""), ci, str(p.n), compiler,
+                          format_us(p.median_us) + (" ⚠" if p.noisy else ""), ci, str(p.n), compiler,
                           " ".join(p.flags) or "-", changes_text(p))
         plot = self.query_one("#trend-plot", Static)
         width = max(40, (self.size.width or 100) - 2)
