@@ -6,7 +6,7 @@ compiles, exports, measures, runs iree-opt or writes the DB. What comes back is 
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,10 +36,14 @@ class ActionsMixin(_AppBase):
 
     session: Any
     model: RunModel
-    min_effect: float
-    seed: int
 
     if TYPE_CHECKING:
+        @property
+        def min_effect(self) -> float: ...
+
+        @property
+        def seed(self) -> int: ...
+
         def _require_session(self) -> bool: ...
 
         def _call_engine(self, fn: Callable[..., Any], *args: Any,
@@ -47,7 +51,7 @@ class ActionsMixin(_AppBase):
 
         def _selected_view(self) -> JobView | None: ...
 
-        def _add_results(self, results: list[JobResult]) -> None: ...
+        def _add_results(self, results: Iterable[JobResult]) -> None: ...
 
         def refuse_while_tuning(self) -> bool: ...
 

@@ -256,7 +256,7 @@ class Filter:
 
 
 # ---- sorting ---------------------------------------------------------------------------------------------
-_STATUS_ORDER = {s: i for i, s in enumerate(
+_STATUS_ORDER: dict[str, int] = {s: i for i, s in enumerate(
     [Status.MEASURING, Status.COMPILING, Status.EXPORTING, Status.CACHED, Status.QUEUED, Status.DONE, Status.FAILED,
      Status.CANCELLED, Status.INTERRUPTED])}
 

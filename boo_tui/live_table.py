@@ -32,6 +32,8 @@ from .table import ResultsTable
 if TYPE_CHECKING:
     from textual.app import App
 
+    from .bridge import EventBridge
+
     _AppBase = App[int]
 else:
     _AppBase = object
@@ -57,13 +59,17 @@ class LiveTableMixin(_AppBase):
     sort_by: str | None
     sort_reverse: bool
     selected: str | None
-    min_effect: float
+    bridge: EventBridge
     max_flush_s: float
     _dirty: set[str]
     _shown: set[str]
     _rebuild: bool
     _last_resort: float
     _detail_for: tuple[Any, ...] | None
+
+    if TYPE_CHECKING:
+        @property
+        def min_effect(self) -> float: ...
     session: Any
     _weights_seen: bool = False
     _model_line_asked: int = -1          # the model's version the last model line was asked for

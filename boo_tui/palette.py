@@ -6,6 +6,7 @@ in neither.
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -74,7 +75,7 @@ class BooCommands(Provider):
         keys = _binding_keys(bindings)
         for action, title, help_text in palette_entries(bindings):
             key = app.get_key_display(keys[action])
-            yield title, f"{help_text}  ({key})", (lambda a=action: app.run_action(a))
+            yield title, f"{help_text}  ({key})", functools.partial(app.run_action, action)
 
     async def discover(self) -> Hits:
         for title, help_text, callback in self._commands():

@@ -8,6 +8,7 @@ from typing import Any
 
 from rich.text import Text
 from textual import work
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 
 from boo_engine.compare import Comparison
@@ -71,5 +72,5 @@ class WorkerScreen(Screen):
             return
         self.post_message(Deferred(then, (value,)))
 
-    def notify(self, message: str, severity: str = "information", **kw: Any) -> None:  # type: ignore[override]
+    def notify(self, message: str, severity: SeverityLevel = "information", **kw: Any) -> None:
         self.app.notify(message, severity=severity, **kw)

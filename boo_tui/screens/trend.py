@@ -8,6 +8,7 @@ table of the points.
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -119,7 +120,7 @@ class TrendScreen(WorkerScreen):
 
     def _load(self, key: Key) -> None:
         self.key = key
-        self._call_in_thread(kernel_trend, self.store, *key, then=lambda pts, k=key: self._show_points(k, pts))
+        self._call_in_thread(kernel_trend, self.store, *key, then=functools.partial(self._show_points, key))
 
     def _show_points(self, key: Key, points: list[TrendPoint]) -> None:
         if key != self.key:   # the cursor moved on meanwhile
