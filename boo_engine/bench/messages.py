@@ -13,8 +13,10 @@ This module is imported by the spawned child before anything else: it imports no
 """
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ..results import Backend, CacheMode, NumericsCriteria, NumericsInfo
 
@@ -139,3 +141,37 @@ class JobCancelled:
 
 JobMessage = Samples | JobDone | JobFailed | JobCancelled
 FromChild = Ready | JobMessage
+
+
+class MeasuringWorker(Protocol):
+    """What a device's measure stage (session/measuring.py) uses of the worker that measures for it: a local
+    benchmark process (`bench.worker.BenchWorker`) or a Ray node's actor (`cluster.measuring.RayBenchWorker`).
+    What differs is said by `remote`, not found by probing for methods."""
+
+    device: str
+
+    @property
+    def remote(self) -> bool:
+        """A cluster node's worker: started in the background when asked, never replaced by us, killed by Ray."""
+        ...
+
+    @property
+    def node(self) -> str | None:
+        """The cluster node it measures on (what results record); None for a local process."""
+        ...
+
+    @property
+    def pid(self) -> int | None: ...
+
+    def start(self) -> None:
+        """Start now (its torch import then overlaps the compiles)."""
+        ...
+
+    def run(self, spec: BenchSpec, on_samples: Callable[[list[float]], None] | None = None,
+            cancel: threading.Event | None = None) -> BenchOutcome: ...
+
+    def close(self) -> None: ...
+
+    def kill_now(self) -> None:
+        """Last resort (a second Ctrl-C): kill it at once, taking no lock."""
+        ...

@@ -18,6 +18,7 @@ start a fresh child, so the next `run` works.
 """
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import signal
@@ -122,9 +123,26 @@ class BenchWorker:
         if start:
             self._start()
 
+    #: a process of ours on this machine (bench.messages.MeasuringWorker)
+    remote = False
+    node: str | None = None
+
     @property
     def pid(self) -> int | None:
         return self._child.proc.pid if self._child is not None else None
+
+    def start(self) -> None:
+        """Start the child now if it is not running (a worker made with start=False)."""
+        with self._lock:
+            if self._child is None:
+                self._start()
+
+    def kill_now(self) -> None:
+        """SIGKILL the child, taking no lock (Session.kill_children: the lock's holder may be stuck)."""
+        pid = self.pid
+        if pid:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
 
     # ---- public -------------------------------------------------------------------------------------
     def run(

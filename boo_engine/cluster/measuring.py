@@ -46,6 +46,10 @@ class WorkerLost(BenchFailed):
 
 
 class RayBenchWorker:
+    """A Ray node's measuring actor, as a measure stage's worker (bench.messages.MeasuringWorker)."""
+
+    remote = True
+
     def __init__(self, cluster: Cluster, slot: Slot, *, threads: int = 1, host_cpu: str | None = None,
                  warn: Callable[[str], None] | None = None) -> None:
         self.cluster = cluster

@@ -34,7 +34,7 @@ from .recording import RunRecorder
 from .state import SessionState
 
 if TYPE_CHECKING:
-    from ..bench.worker import BenchWorker
+    from ..bench.messages import MeasuringWorker
 
 T = TypeVar("T")
 
@@ -68,8 +68,8 @@ class DeviceStages:
     """The measure stages of a session, one per device, in the order the devices were given."""
 
     def __init__(self, state: SessionState, recorder: RunRecorder, config: SessionConfig, target: Target,
-                 scratch_dir: str, worker: BenchWorker | None = None,
-                 workers: Sequence[BenchWorker] | None = None) -> None:
+                 scratch_dir: str, worker: MeasuringWorker | None = None,
+                 workers: Sequence[MeasuringWorker] | None = None) -> None:
         """`worker`: one the caller started early, used for its device when that is one of the session's
         (else closed). `workers`: the session's measuring places made elsewhere (a Ray cluster's slots:
         cluster/measuring.py), one stage each, instead of `config.devices`."""
@@ -85,7 +85,7 @@ class DeviceStages:
                 stage.move_lost = functools.partial(self._may_move, stage)
             return
         devices = tuple(config.devices) or default_devices(target.kind)
-        handed = worker if worker is not None and getattr(worker, "device", devices[0]) in devices else None
+        handed = worker if worker is not None and worker.device in devices else None
         if worker is not None and handed is None:
             with contextlib.suppress(Exception):
                 worker.close()
@@ -104,7 +104,7 @@ class DeviceStages:
         """Start every device's worker now (their torch imports overlap the compiles)."""
         for stage in self.stages:
             worker = stage.ensure_worker()
-            if hasattr(worker, "start"):   # a Ray worker starts its actor when asked (in the background)
+            if worker.remote:   # a Ray worker starts its actor when asked (in the background)
                 threading.Thread(target=_quietly(worker.start), name="boo-ray-start", daemon=True).start()
 
     def close(self) -> None:

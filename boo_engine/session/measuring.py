@@ -20,9 +20,7 @@ The worker module is imported lazily: it is the one that talks to the torch-impo
 """
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -49,7 +47,7 @@ from .recording import RunRecorder
 from .state import SessionState, halted_error
 
 if TYPE_CHECKING:
-    from ..bench.worker import BenchOutcome, BenchSpec, BenchWorker
+    from ..bench.messages import BenchOutcome, BenchSpec, MeasuringWorker
 
 
 class GroupMoved(BooError):
@@ -63,7 +61,7 @@ LATER_WARMUP_S = 0.02
 
 class MeasureStage:
     def __init__(self, state: SessionState, recorder: RunRecorder, config: SessionConfig, target: Target,
-                 scratch_dir: str, worker: BenchWorker | None = None, *, device: str = "cpu") -> None:
+                 scratch_dir: str, worker: MeasuringWorker | None = None, *, device: str = "cpu") -> None:
         """`scratch_dir`: where baselines save their outputs for the variants' numerics checks. `worker`: one the
         caller started early for `device`; this stage owns it from now on. `device`: where this stage measures
         ("cpu", "cuda:1"; bench/devices.py)."""
@@ -77,7 +75,7 @@ class MeasureStage:
         #: set by DeviceStages: may a group whose worker was lost move to another device? (Ray nodes)
         self.move_lost: Callable[[list[str], str], bool] | None = None
 
-    def ensure_worker(self) -> BenchWorker:
+    def ensure_worker(self) -> MeasuringWorker:
         """Start the worker now (its torch import, ~1 s, then overlaps the compiles)."""
         if self._worker is None:
             from ..bench.worker import BenchWorker
@@ -90,7 +88,7 @@ class MeasureStage:
         a later session would measure). Only between measurements; False for a Ray node's worker, kept."""
         if self._worker is None:
             return True
-        if hasattr(self._worker, "kill_now"):   # a Ray actor: the node's, not ours to replace
+        if self._worker.remote:   # a Ray actor: the node's, not ours to replace
             return False
         self.close()
         self._worker = None
@@ -99,7 +97,7 @@ class MeasureStage:
     @property
     def node(self) -> str | None:
         """The cluster node this stage measures on (a Ray worker's), None when local."""
-        return getattr(self._worker, "node", None)
+        return self._worker.node if self._worker is not None else None
 
     def close(self) -> None:
         if self._worker is not None:
@@ -110,13 +108,8 @@ class MeasureStage:
 
     def kill_now(self) -> None:
         """SIGKILL the worker process, taking no lock (see Session.kill_children)."""
-        if self._worker is not None and hasattr(self._worker, "kill_now"):   # a Ray actor: Ray kills it
+        if self._worker is not None:   # (a Ray actor: Ray kills it)
             self._worker.kill_now()
-            return
-        pid = self._worker.pid if self._worker is not None else None
-        if pid:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
 
     def measurable(self, job_id: str) -> bool:
         job, result = self._state.job(job_id), self._state.jobs[job_id]
