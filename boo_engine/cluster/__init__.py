@@ -27,10 +27,11 @@ import os
 import secrets
 import sys
 
+from .. import locations
 from ..errors import BooError
 
 #: the environment variable naming the cluster when --ray is not given
-RAY_ENV = "BOO_RAY_ADDRESS"
+RAY_ENV = locations.RAY_ADDRESS_ENV
 INSTALL_HINT = 'pip install "ray[client]>=2.9" (or, in a boo-tui checkout, pip install -e ".[ray]")'
 #: --ray local: a cluster of this machine, started for the run and gone with it
 LOCAL = "local"
