@@ -13,9 +13,7 @@ from typing import TYPE_CHECKING, Any
 from textual.message import Message
 from textual.widgets import TabbedContent
 
-from boo_engine.exporters import FORMATS
-from boo_engine.results import FINAL_STATUSES, JobResult, Status
-from boo_engine.variants import preflight_variant
+from boo_engine.api import FINAL_STATUSES, FORMATS, JobResult, Status, preflight_variant
 
 from . import dialogs
 from .detail import reproducer_text

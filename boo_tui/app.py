@@ -33,12 +33,17 @@ from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import Footer, Header, Input, RichLog, Static, TabbedContent, TabPane
 
-from boo_engine import events as ev
-from boo_engine.compare import DEFAULT_MIN_EFFECT
-from boo_engine.errors import BooError, one_line
-from boo_engine.results import FINAL_STATUSES, Status
-from boo_engine.session import Session, warm_imports
-from boo_engine.variants import check_named_kernels
+from boo_engine.api import (
+    DEFAULT_MIN_EFFECT,
+    FINAL_STATUSES,
+    BooError,
+    Session,
+    Status,
+    check_named_kernels,
+    one_line,
+    warm_imports,
+)
+from boo_engine.api import events as ev
 
 from .actions import ActionsMixin
 from .bridge import EventBridge
@@ -377,7 +382,7 @@ def run_app(config: Any, inputs: list[str], *, autostart: bool = True) -> int:
     """Run the dashboard until the user quits. `config` is a boo_engine SessionConfig, `inputs` the commands
     files and command strings to queue. Returns the process exit code (0 after a normal quit)."""
     route_child_output()
-    from boo_engine.cli.signals import StopSignals
+    from boo_engine.api import StopSignals
 
     app = BooApp(config, inputs, autostart=autostart)
     stops = app.stop_signals = StopSignals("boo-tui", hard_exit=lambda: _kill_children(app))

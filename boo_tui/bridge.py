@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from boo_engine import events as ev
+from boo_engine.api import events as ev
 
 from .messages import EventsReady
 from .model import shape_label

@@ -10,9 +10,7 @@ from typing import Any
 
 from rich.text import Text
 
-from boo_engine.compare import Comparison, Verdict
-from boo_engine.markdown import format_us, roof_cell, verdict_words
-from boo_engine.results import TORCH, Status
+from boo_engine.api import TORCH, Comparison, Status, Verdict, format_us, roof_cell, verdict_words
 
 from .model import JobView, RunModel, shape_label
 

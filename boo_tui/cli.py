@@ -11,10 +11,18 @@ import sys
 import textwrap
 from collections.abc import Sequence
 
-from boo_engine.cli.common import add_session_args, config_from_args, fail, glue_flag_values, internal_error
-from boo_engine.cli.headless import add_headless_args, run_headless, wants_headless
-from boo_engine.cli.output import checked_stdout
-from boo_engine.errors import BooError
+from boo_engine.api import (
+    BooError,
+    add_headless_args,
+    add_session_args,
+    checked_stdout,
+    config_from_args,
+    fail,
+    glue_flag_values,
+    internal_error,
+    run_headless,
+    wants_headless,
+)
 
 PROG = "boo-tui"
 

@@ -8,12 +8,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from boo_engine.columns import build_label
-from boo_engine.compare import Comparison
-from boo_engine.compile.flags import chosen_flags
-from boo_engine.markdown import format_us, verdict_legend
-from boo_engine.modelbench.breakdown import breakdown_lines
-from boo_engine.results import TORCH
+from boo_engine.api import TORCH, Comparison, breakdown_lines, build_label, chosen_flags, format_us, verdict_legend
 
 from .cells import ci_text, verdict_text
 from .model import JobView, describe_command, shape_label

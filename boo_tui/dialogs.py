@@ -99,8 +99,7 @@ class PromptDialog(ModalScreen["str | None"]):
 # ---- validators (cheap: they run on the UI thread) ------------------------------------------------------
 def validate_command(text: str) -> str | None:
     """The command parser's one-line message for a bad command (CommandError / BooError), else None."""
-    from boo_engine.commands import parse_invocation
-    from boo_engine.errors import BooError
+    from boo_engine.api import BooError, parse_invocation
 
     try:
         parse_invocation(text, check=False)   # syntax only (an aten:: op is resolved by the engine)
@@ -122,8 +121,7 @@ def check_export(text: str) -> str | None:
     """The exporter's own check of an export path (a known format, .markdown included; a directory it can
     write in), so the dialog refuses exactly what the export would. It creates and deletes a probe file: run it
     off the UI thread (`validate_in_thread`)."""
-    from boo_engine.errors import BooError
-    from boo_engine.exporters import check_export_path
+    from boo_engine.api import BooError, check_export_path
 
     try:
         check_export_path(Path(text).expanduser())
@@ -136,7 +134,7 @@ def parse_variants_text(text: str) -> list:
     """Variants from what the user typed, exactly as the command line takes them: a variants file (`.toml`,
     as --variants-file) or one --variant value (`NAME=spec.mlir`, `NAME='--flag ...'`, `NAME=DIR/`). Cheap (no
     compiler run): the spec pre-flight, which runs iree-opt, happens later on the engine thread."""
-    from boo_engine import variants as vmod
+    from boo_engine.api import variants as vmod
 
     stripped = text.strip()
     if stripped.lower().endswith(".toml") and "=" not in stripped:
@@ -145,7 +143,7 @@ def parse_variants_text(text: str) -> list:
 
 
 def validate_variant(text: str) -> str | None:
-    from boo_engine.errors import BooError
+    from boo_engine.api import BooError
 
     try:
         variants = parse_variants_text(text)

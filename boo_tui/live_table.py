@@ -18,9 +18,7 @@ from rich.text import Text
 from textual import events
 from textual.widgets import Input, Static
 
-from boo_engine.markdown import describe_model_line
-from boo_engine.results import JobResult
-from boo_engine.weights import ModelLine
+from boo_engine.api import JobResult, ModelLine, describe_model_line
 
 from .cells import COLUMN_WIDTHS, VERDICT_STYLE, Filter, columns, ordered, row_cells
 from .detail import render_detail, reproducer_text

@@ -13,9 +13,7 @@ from typing import Any
 
 from textual.message import Message
 
-from boo_engine.compare import Comparison
-from boo_engine.results import JobResult
-from boo_engine.weights import ModelLine
+from boo_engine.api import Comparison, JobResult, ModelLine
 
 
 class EventsReady(Message):

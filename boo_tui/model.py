@@ -11,9 +11,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from boo_engine import events as ev
-from boo_engine.compare import BASELINE_LABEL, Comparison, column_label
-from boo_engine.results import FINAL_STATUSES, JobResult, RunStatus, Status
+from boo_engine.api import BASELINE_LABEL, FINAL_STATUSES, Comparison, JobResult, RunStatus, Status, column_label
+from boo_engine.api import events as ev
 
 
 @dataclass
@@ -236,7 +235,7 @@ class RunModel:
 def describe_command(command: str) -> dict[str, Any] | str:
     """The parsed signature's facts, or the parse error's one-line message (the parser is cheap)."""
     try:
-        from boo_engine.commands import parse_command
+        from boo_engine.api import parse_command
 
         return dict(parse_command(command, check=False).describe())   # syntax only: no torch on the UI thread
     except Exception as e:  # noqa: BLE001 - shown to the user, whatever the reason
@@ -247,7 +246,7 @@ def describe_command(command: str) -> dict[str, Any] | str:
 def shape_label(command: str) -> str:
     """The op signature's compact shape label (`n2 c64 28x28 k64 3x3 p1 NCHW fwd`), "" when it does not parse."""
     try:
-        from boo_engine.commands import parse_command
+        from boo_engine.api import parse_command
 
         return parse_command(command, check=False).shape_label
     except Exception:  # noqa: BLE001 - a bad command is a failed job: its row shows the error, not a shape

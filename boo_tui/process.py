@@ -55,7 +55,7 @@ def route_child_output() -> str:
     import os
     import tempfile
 
-    from boo_engine.child import CHILD_LOG_ENV
+    from boo_engine.api import CHILD_LOG_ENV
 
     path = os.environ.get(CHILD_LOG_ENV)
     if not path:
@@ -98,7 +98,7 @@ def handle_stop_signals(app: Any, stops: Any) -> None:
     exits at once (boo_engine.cli.signals). Installed on the running event loop, from on_mount."""
     import asyncio
 
-    from boo_engine.child import STOP_SIGNALS
+    from boo_engine.api import STOP_SIGNALS
 
     def on_signal(signum: int) -> None:
         stops.notice(signum)        # the second one exits here

@@ -18,8 +18,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from boo_engine import events as ev
-from boo_engine.errors import BooError, one_line
+from boo_engine.api import BooError, one_line
+from boo_engine.api import events as ev
 
 from .messages import TuneEventPosted, TuneFinished
 
@@ -49,7 +49,7 @@ class TuneRun:
     # ---- life ------------------------------------------------------------------------------------------------
     def start(self, target: Any) -> None:
         """Start the tune; its messages go to `target` (anything with `post_message`)."""
-        from boo_engine.tune.search import Tuner
+        from boo_engine.api import Tuner
 
         with self._life:
             self._target = target
@@ -111,7 +111,7 @@ class TuneRun:
         self._post(self.finished)
 
     def _write(self) -> list[str]:
-        from boo_engine.tune.report import write_outputs
+        from boo_engine.api import write_outputs
 
         tuner = self.tuner
         target = tuner.session.target.name if tuner.session is not None else (self.settings.target or "cpu")

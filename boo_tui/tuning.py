@@ -126,7 +126,7 @@ class TuneMixin(_AppBase):
     def tune_settings(self, request: TuneRequest, inputs: list[str]) -> Any:
         """The tune's settings: the dialog's budget and folder on the dashboard's target, DB, cache, seed,
         --min-effect and threads; the command line that repeats it headless is recorded with it."""
-        from boo_engine.tune.search import TuneSettings
+        from boo_engine.api import TuneSettings
 
         cfg = self.config
         target = self.session.target.name

@@ -36,6 +36,7 @@ def test_import_contracts_are_kept():
     ("boo_engine/results.py", "from boo_engine import session as _upward"),        # a record importing the session
     ("boo_engine/commands/flags.py", "import boo_engine.compile.cache as _upward"),  # grammar importing a stage
     ("boo_engine/exporters.py", "import textual as _ui"),                           # the engine importing the UI
+    ("boo_tui/palette.py", "import boo_engine.session as _direct"),                 # the UI past boo_engine.api
 ])
 def test_import_contracts_fail_when_broken(tmp_path, module, violation):
     """The contracts are not vacuous: one upward import in a copy of the tree makes lint-imports fail."""
@@ -133,3 +134,16 @@ def test_no_module_or_class_too_big_to_read_alone():
                 if size > MAX_CLASS_LINES:
                     too_big.append(f"{rel}: class {node.name}: {size} lines (> {MAX_CLASS_LINES})")
     assert not too_big, "\n".join(too_big)
+
+
+def test_the_dashboard_contract_names_every_engine_module_but_the_api():
+    """boo_tui's contract forbids each engine module by name: one added later must be named there too, or the
+    dashboard could import it past boo_engine.api unseen."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    [contract] = [c for c in config["tool"]["importlinter"]["contracts"] if c.get("source_modules") == ["boo_tui"]]
+    engine = ROOT / "boo_engine"
+    modules = {f"boo_engine.{p.stem}" for p in engine.glob("*.py") if p.name != "__init__.py"}
+    modules |= {f"boo_engine.{p.parent.name}" for p in engine.glob("*/__init__.py")}
+    assert set(contract["forbidden_modules"]) == modules - {"boo_engine.api"}

@@ -11,7 +11,7 @@ from textual import work
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 
-from boo_engine.compare import Comparison
+from boo_engine.api import Comparison
 
 from ..cells import REFERENCE_STYLE, VERDICT_STYLE
 from ..messages import Deferred

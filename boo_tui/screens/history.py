@@ -10,7 +10,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Header, Static, TabbedContent, TabPane
 
-from boo_engine.tune.records import list_tunes
+from boo_engine.api import list_tunes
 
 from .base import WorkerScreen, field_of, fmt_time
 from .run import RunScreen

@@ -17,7 +17,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
-from boo_engine.results import DONE, JobResult
+from boo_engine.api import DONE, JobResult
 
 from ..cells import fmt_gflops
 from ..plots import RoofPoint, render_roofline, roofline_legend

@@ -9,9 +9,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Static
 
-from boo_engine.environment import defaults_label, machine_label
-from boo_engine.markdown import format_us
-from boo_engine.results import JobResult
+from boo_engine.api import JobResult, defaults_label, format_us, machine_label
 
 from ..cells import fmt_gflops
 from ..detail import render_detail

@@ -13,9 +13,17 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Header, Static
 
-from boo_engine.compare import DEFAULT_MIN_EFFECT, Comparison, geomean
-from boo_engine.history import RunRef, compare_stored, load_run
-from boo_engine.markdown import VERDICT_MARK, format_us, verdict_legend
+from boo_engine.api import (
+    DEFAULT_MIN_EFFECT,
+    VERDICT_MARK,
+    Comparison,
+    RunRef,
+    compare_stored,
+    format_us,
+    geomean,
+    load_run,
+    verdict_legend,
+)
 
 from ..cells import VERDICT_STYLE, command_cell
 from .base import WorkerScreen, field_of, ratio_text

@@ -18,8 +18,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import DataTable, Footer, Header, Static
 
-from boo_engine.history import TrendPoint, kernel_trend, run_kernels
-from boo_engine.markdown import format_us
+from boo_engine.api import TrendPoint, format_us, kernel_trend, run_kernels
 
 from ..cells import command_cell
 from ..plots import _fresh_figure, series_color

@@ -17,8 +17,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, RichLog, Static
 
-from boo_engine.tune.events import KernelTuned, TuneLog, TuneUpdate
-from boo_engine.tune.records import IMPROVED, KERNEL_FAILED, TunedKernel
+from boo_engine.api import IMPROVED, KERNEL_FAILED, KernelTuned, TunedKernel, TuneLog, TuneUpdate
 
 from ..messages import TuneEventPosted, TuneFinished
 from ..model import shape_label

@@ -12,8 +12,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Header, Static
 
-from boo_engine.markdown import format_us
-from boo_engine.tune.records import IMPROVED, MEASURED, Tried, TunedKernel, find_tune, load_kernels
+from boo_engine.api import IMPROVED, MEASURED, Tried, TunedKernel, find_tune, format_us, load_kernels
 
 from .base import WorkerScreen, fmt_time
 

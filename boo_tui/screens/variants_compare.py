@@ -13,18 +13,20 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import DataTable, Footer, Header, Static
 
-from boo_engine.compare import (
+from boo_engine.api import (
     BASELINE_LABEL,
     DEFAULT_MIN_EFFECT,
+    Backend,
     Comparison,
+    JobResult,
+    Status,
     VariantSummary,
     by_variant,
     column_label,
     compare_results,
     summarize,
+    verdict_legend,
 )
-from boo_engine.markdown import verdict_legend
-from boo_engine.results import Backend, JobResult, Status
 
 from ..cells import command_cell
 from ..plots import PlotView, Series
