@@ -135,9 +135,11 @@ class TuneMixin(_AppBase):
                 "--out", request.out_dir, "--db", db]
         if cfg.cache_dir:
             argv += ["--cache-dir", str(cfg.cache_dir)]
-        return TuneSettings(target=target, out_dir=request.out_dir, budget=request.budget, seed=cfg.seed,
-                            min_effect=cfg.min_effect, threads=cfg.threads, db_path=db, cache_dir=cfg.cache_dir,
-                            compile_workers=cfg.compile_workers, command_line=shlex.join(argv))
+        # the dashboard's own run settings, on the session's resolved target and database (and not on its Ray
+        # cluster: a tune from the dashboard runs here)
+        run = {**cfg.run_settings(), "target": target, "db_path": db, "command_line": shlex.join(argv),
+               "ray_address": None}
+        return TuneSettings(**run, out_dir=request.out_dir, budget=request.budget)
 
     # ---- stopping ---------------------------------------------------------------------------------------------
     def stop_tune(self) -> None:

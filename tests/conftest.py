@@ -15,6 +15,58 @@ from boo_engine.locations import DEFAULTS_TABLE_ENV
 os.environ[DEFAULTS_TABLE_ENV] = "off"
 
 
+#: each test file's feature (a marker: `pytest -m tune` runs the tuner's tests); pyproject.toml lists the markers
+FEATURES: dict[str, tuple[str, ...]] = {
+    "commands": ("test_commands", "test_commands_fuzz", "test_commands_long_lines", "test_aten", "test_ops",
+                 "test_driver_samples", "test_targets"),
+    "compile": ("test_aten_lowering", "test_best_column", "test_boo_build", "test_cache", "test_cache_disk_full",
+                "test_cache_faults", "test_cache_trust", "test_compile_ops", "test_compile_prebuilt",
+                "test_compile_preload", "test_compile_robustness", "test_cpu_defaults", "test_decompositions",
+                "test_formulations", "test_ops_compile", "test_specs", "test_variants", "test_variants_dispatches"),
+    "measure": ("test_cache_mode", "test_compare", "test_devices", "test_harness", "test_harness_outputs",
+                "test_ireeprof", "test_launch", "test_numerics", "test_roofline", "test_sizes_and_devices",
+                "test_stats", "test_verdicts", "test_worker", "test_worker_reproducer"),
+    "session": ("test_session", "test_session_plan", "test_stop_signals", "test_quiet_exit", "test_child_output"),
+    "store": ("test_store", "test_store_disk_full", "test_bulk_rows", "test_many_rows", "test_row_memory",
+              "test_history", "test_integrity", "test_integrity_runs"),
+    "cli": ("test_cli_headless", "test_cli_help", "test_cli_targets", "test_cli_variants", "test_exporters",
+            "test_exporters_environment", "test_export_sizes"),
+    "model": ("test_capture", "test_capture_shares", "test_weights", "test_zoo", "test_model_cli",
+              "test_model_numerics", "test_nn_backend", "test_nn_functional", "test_nn_kernels", "test_nn_modules"),
+    "tune": ("test_tune", "test_tune_gpu_space", "test_tune_outputs", "test_tune_space", "test_tune_top"),
+    "tui": ("test_tui", "test_tui_history", "test_tui_layout", "test_tui_load", "test_tui_snapshots",
+            "test_tui_table", "test_tui_tune", "test_tui_weights"),
+    "ray": ("test_ray",),
+    "gpu": ("test_gpu", "test_gpu_timing"),
+    "architecture": ("test_architecture",),
+}
+FEATURE_OF = {stem: feature for feature, stems in FEATURES.items() for stem in stems}
+#: tests that took more than SLOW_S each in a whole-suite run here (tests/slow_tests.txt, written by
+#: scripts/slow_tests.py from that run's JUnit XML): `pytest -m "not slow"` is the fast subset (README)
+SLOW_LIST = os.path.join(os.path.dirname(__file__), "slow_tests.txt")
+
+
+def _slow_ids() -> frozenset[str]:
+    try:
+        with open(SLOW_LIST, encoding="utf-8") as f:
+            return frozenset(ln.strip() for ln in f if ln.strip() and not ln.startswith("#"))
+    except FileNotFoundError:
+        return frozenset()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test gets its file's feature marker, and `slow` when tests/slow_tests.txt names it (by its id
+    without parameters: every parameter of a slow test is slow)."""
+    slow = _slow_ids()
+    for item in items:
+        stem = item.path.stem
+        feature = FEATURE_OF.get(stem)
+        if feature is not None:
+            item.add_marker(feature)
+        if item.nodeid.split("[", 1)[0] in slow:
+            item.add_marker("slow")
+
+
 def pytest_sessionfinish(session, exitstatus):
     """IREE's runtime bindings (nanobind) list every binding object still alive when the interpreter exits,
     ~250 lines that buried the test summary in CI's log. They are IREE's module-level objects, not leaks of a

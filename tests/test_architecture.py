@@ -147,3 +147,13 @@ def test_the_dashboard_contract_names_every_engine_module_but_the_api():
     modules = {f"boo_engine.{p.stem}" for p in engine.glob("*.py") if p.name != "__init__.py"}
     modules |= {f"boo_engine.{p.parent.name}" for p in engine.glob("*/__init__.py")}
     assert set(contract["forbidden_modules"]) == modules - {"boo_engine.api"}
+
+
+def test_every_test_file_has_one_feature():
+    """`pytest -m FEATURE` runs a feature's tests: a test file named in no feature (or in two) would be left out of
+    (or run twice by) the subsets a developer runs after a change."""
+    from conftest import FEATURES
+
+    named = [stem for stems in FEATURES.values() for stem in stems]
+    files = sorted(p.stem for p in (ROOT / "tests").glob("test_*.py"))
+    assert sorted(named) == files, (set(files) - set(named), [s for s in named if named.count(s) > 1])

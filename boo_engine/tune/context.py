@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..compare import DEFAULT_MIN_EFFECT
+from ..config import RunSettings
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -19,25 +19,19 @@ if TYPE_CHECKING:
 
 
 @dataclass
-class TuneSettings:
-    target: str | None = None
+class TuneSettings(RunSettings):
+    """A tune's settings: a session's (RunSettings: target, threads, seed, database, cache, compile workers,
+    min effect, command line, Ray) and the search's own."""
+
     out_dir: str = "tuned"
     budget: int = 32                     # candidates per kernel (global choices + tile configurations)
     time_budget_s: float | None = None   # for the whole tune: no new candidate after it
-    seed: int = 0
-    min_effect: float = DEFAULT_MIN_EFFECT
     batch: int = 8                       # candidates compiled, then screened, together
     screen_s: float = 0.05               # measuring time per candidate per screening batch
     halving_s: tuple[float, ...] = (0.2, 0.5)
     final_s: float = 1.5
     keep: int = 4                        # candidates entering successive halving
-    threads: int = 1
-    db_path: str | None = None
-    cache_dir: str | None = None
-    compile_workers: int | None = None
     resume: int | str | None = None
-    command_line: str = ""
-    ray_address: str | None = None          # --ray: candidates compiled and measured on this Ray cluster
     try_flags: tuple[str, ...] = ()      # the user's own flag sets, tried on every kernel as global choices
 
     def to_dict(self) -> dict[str, Any]:

@@ -103,10 +103,8 @@ class Tuner:
     def run(self, inputs: Sequence[str]) -> dict[str, TunedKernel]:
         s = self.settings
         self._started = time.monotonic()
-        config = SessionConfig(
-            target=s.target, variants=[BASELINE], backends=(IREE,), threads=s.threads, seed=s.seed,
-            db_path=s.db_path, cache_dir=s.cache_dir, compile_workers=s.compile_workers, min_effect=s.min_effect,
-            command_line=s.command_line, verify_numerics=True, ray_address=s.ray_address, trials=True)
+        config = SessionConfig(**s.run_settings(), variants=[BASELINE], backends=(IREE,), verify_numerics=True,
+                               trials=True)
         with Session(config, listener=self._forward) as session:
             self.session = session
             records = self.records = TuneRecords(session.store)
