@@ -146,7 +146,9 @@ def test_a_store_that_cannot_write_never_holds_up_the_caller(tmp_path):
     would make room), it queues the rest at once (dropped, as every write after a failure is) and closes."""
     db = tmp_path / "r.db"
     Store(db).close()
-    limit = db.stat().st_size + 256 * 1024
+    # room for more than one transaction of rows (at most 2,000 results: ~400 kB), far less than 30,000 need: with
+    # 256 kB a first batch the writer happened to take whole did not fit, and nothing was stored (0, 336, 1065)
+    limit = db.stat().st_size + 1024 * 1024
     p = subprocess.run([sys.executable, "-c", FULL_DISK_SCRIPT, str(db), str(ROOT), str(limit)], capture_output=True,
                        text=True, timeout=300, cwd=ROOT)
     assert p.returncode == 0, p.stderr[-2000:]
