@@ -41,7 +41,7 @@ FEATURES: dict[str, tuple[str, ...]] = {
     "architecture": ("test_architecture",),
 }
 FEATURE_OF = {stem: feature for feature, stems in FEATURES.items() for stem in stems}
-#: tests that took more than SLOW_S each in a whole-suite run here (tests/slow_tests.txt, written by
+#: tests that took over 1.2 s each in a whole-suite run here (tests/slow_tests.txt, written by
 #: scripts/slow_tests.py from that run's JUnit XML): `pytest -m "not slow"` is the fast subset (README)
 SLOW_LIST = os.path.join(os.path.dirname(__file__), "slow_tests.txt")
 
