@@ -293,3 +293,24 @@ def test_compiler_crash_is_a_compile_error(tmp_path):
         compile_signature(parse_command(GEMM), "cpu", cache=KernelCache(tmp_path / "c"),
                           extra_flags=[f"--iree-hal-substitute-executable-object=main$async_dispatch_0={junk}"])
     assert "crashed (SIG" in str(ei.value) and ei.value.stderr and ei.value.command
+
+
+def test_a_kernels_digest_is_read_from_its_entry_and_never_through_a_link(tmp_path):
+    """The tuner tells two candidates building one binary apart by the digest in the entry's meta.json: read by the
+    cache module, as a regular file only (a planted link is no entry of ours)."""
+    import json
+
+    from boo_engine.compile.cache import entry_binary_digest, entry_configs_dir
+
+    entry = tmp_path / "k" / "0123"
+    entry.mkdir(parents=True)
+    (entry / "meta.json").write_text(json.dumps({"vmfb_sha256": "ab" * 32}))
+    assert entry_binary_digest(str(entry / "kernel.vmfb")) == "ab" * 8
+    assert entry_configs_dir(str(entry / "kernel.vmfb")) == str(entry / "configs")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "meta.json").symlink_to(entry / "meta.json")
+    assert entry_binary_digest(str(other / "kernel.vmfb")) is None
+    assert entry_binary_digest(str(tmp_path / "none" / "kernel.vmfb")) is None
+    (entry / "meta.json").write_text("[1, 2]")
+    assert entry_binary_digest(str(entry / "kernel.vmfb")) is None

@@ -3,12 +3,11 @@ baseline, the tile search, successive halving and the final; and how a measured 
 outcome (`classify`)."""
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..compare import Comparison, Verdict, compare_measured, next_run_interval
+from ..compile.cache import entry_binary_digest, entry_configs_dir
 from ..errors import BooError, first_line
 from ..results import CANCELLED, DONE, INTERRUPTED, JobResult
 from ..variants import Variant
@@ -352,12 +351,7 @@ def binary_hash(r: JobResult | None) -> str | None:
     build the same binary are one candidate."""
     if r is None or r.compile is None or not r.compile.artifact:
         return None
-    try:
-        meta = json.loads((Path(r.compile.artifact).parent / "meta.json").read_text())
-    except (OSError, ValueError):
-        return None
-    sha = meta.get("vmfb_sha256")
-    return str(sha)[:16] if sha else None
+    return entry_binary_digest(r.compile.artifact)
 
 
 def _tell(study: Any, trial: Any, t: Tried | None) -> None:
@@ -379,4 +373,4 @@ def _ratio_key(t: Tried) -> float:
 def configs_dir(r: JobResult | None) -> str:
     if r is None or r.compile is None or not r.compile.artifact:
         return ""
-    return str(Path(r.compile.artifact).parent / "configs")
+    return entry_configs_dir(r.compile.artifact)
