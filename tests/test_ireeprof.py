@@ -261,13 +261,13 @@ def test_capture_without_the_tool_is_one_line(monkeypatch, tmp_path):
 def test_a_refused_device_is_not_asked_again_before_any_input_is_written(monkeypatch, tmp_path):
     """On the H200 every IREE job wrote its reproducer's inputs (tens of MB for a 4096^3 gemm) only for the
     profiler to say again that CUDA refuses it: a refusal known in this process is answered first."""
-    from boo_engine.bench import child, reproducer
+    from boo_engine.bench import dispatch_time, reproducer
     from boo_engine.targets import runtime_driver
 
     device = runtime_driver("local-sync", 1)
     monkeypatch.setattr(ireeprof, "_refused", {(device, ireeprof.profiling_mode(device)): "UNIMPLEMENTED; no"})
     monkeypatch.setattr(reproducer, "write_reproducer", lambda *a, **k: pytest.fail("inputs written"))
     spec = BenchSpec("j", "iree", MatmulSig(8), vmfb_path=str(tmp_path / "k.vmfb"), device_timing=True)
-    got = child._iree_profile(spec, [10.0])
+    got = dispatch_time.iree_profile(spec, [10.0])
     assert got["error"].startswith("UNIMPLEMENTED; no") and "not tried again" in got["error"]
     assert ireeprof.refusal(device) == "UNIMPLEMENTED; no" and ireeprof.refusal("cuda") is None
