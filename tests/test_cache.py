@@ -300,7 +300,7 @@ def test_a_kernels_digest_is_read_from_its_entry_and_never_through_a_link(tmp_pa
     cache module, as a regular file only (a planted link is no entry of ours)."""
     import json
 
-    from boo_engine.compile.cache import entry_binary_digest, entry_configs_dir
+    from boo_engine.compile.artifact import entry_binary_digest, entry_configs_dir
 
     entry = tmp_path / "k" / "0123"
     entry.mkdir(parents=True)

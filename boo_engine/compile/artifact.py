@@ -1,13 +1,16 @@
 """The record of a compiled kernel in the cache (`Artifact`), rebuilt from the entry's meta.json."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from ..fsutil import read_regular_text
 from ..results import CompileInfo
 from ..targets import Target
 from ..variants import Variant
-from .cache import CONFIGS, VMFB, KernelCache, mlir_file_name
+from .cache import CONFIGS, META, VMFB, KernelCache, mlir_file_name
 
 
 @dataclass
@@ -70,3 +73,20 @@ def _mlir_name(meta: dict[str, Any], func: str, variant: Variant) -> str:
     if isinstance(name, str) and name and "/" not in name and name not in (".", ".."):
         return name
     return mlir_file_name(func, variant.export_formulation(func))
+
+
+def entry_binary_digest(vmfb_path: str) -> str | None:
+    """The first 16 hex digits of the sha256 of the kernel whose cache entry holds `vmfb_path` (its meta.json's,
+    read as a regular file only), or None when that cannot be read: two configurations that build the same binary
+    are one kernel."""
+    try:
+        meta = json.loads(read_regular_text(Path(vmfb_path).parent / META))
+    except (OSError, ValueError):
+        return None
+    sha = meta.get("vmfb_sha256") if isinstance(meta, dict) else None
+    return str(sha)[:16] if sha else None
+
+
+def entry_configs_dir(vmfb_path: str) -> str:
+    """The folder of the dumped dispatch configurations beside a cached kernel."""
+    return str(Path(vmfb_path).parent / CONFIGS)

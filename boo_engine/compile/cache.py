@@ -76,22 +76,6 @@ CONFIGS = "configs"
 #: bump when the layout or the key recipe changes, so old entries are never misread
 SCHEMA = 1
 
-
-def entry_binary_digest(vmfb_path: str) -> str | None:
-    """The first 16 hex digits of the sha256 of the kernel whose cache entry holds `vmfb_path` (its meta.json's,
-    read as a regular file only), or None when that cannot be read: two configurations that build the same binary
-    are one kernel."""
-    try:
-        meta = json.loads(read_regular_text(Path(vmfb_path).parent / META))
-    except (OSError, ValueError):
-        return None
-    sha = meta.get("vmfb_sha256") if isinstance(meta, dict) else None
-    return str(sha)[:16] if sha else None
-
-
-def entry_configs_dir(vmfb_path: str) -> str:
-    """The folder of the dumped dispatch configurations beside a cached kernel."""
-    return str(Path(vmfb_path).parent / CONFIGS)
 #: meta.json fields an entry needs, with their types (a damaged meta is rebuilt, never trusted)
 META_TYPES: dict[str, type] = {
     "schema": int, "key": str, "func_name": str, "vmfb_size": int, "vmfb_sha256": str, "command": list,

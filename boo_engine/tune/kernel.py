@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..compare import Comparison, Verdict, compare_measured, next_run_interval
-from ..compile.cache import entry_binary_digest, entry_configs_dir
+from ..compile.artifact import entry_binary_digest, entry_configs_dir
 from ..errors import BooError, first_line
 from ..results import CANCELLED, DONE, INTERRUPTED, JobResult
 from ..variants import Variant
