@@ -20,43 +20,16 @@ LIMITS = {"module_lines": 400, "class_lines": 250, "function_lines": 60, "comple
 
 
 def _cycles() -> list[list[str]]:
+    """The architecture test's cycle finder, on the graph with TYPE_CHECKING imports counted too (the issue's count;
+    the test leaves them out)."""
     import grimp
 
     sys.path.insert(0, str(ROOT))   # this checkout's packages, whatever is installed
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_architecture import _cycles as strongly_connected
 
     graph = grimp.build_graph(*PACKAGES)
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on: set[str] = set()
-    found: list[list[str]] = []
-
-    def visit(v: str) -> None:   # Tarjan's strongly connected components
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on.add(v)
-        for w in graph.find_modules_directly_imported_by(v):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                found.append(sorted(comp))
-
-    sys.setrecursionlimit(10_000)
-    for m in sorted(graph.modules):
-        if m not in index:
-            visit(m)
-    return found
+    return strongly_connected({m: set(graph.find_modules_directly_imported_by(m)) for m in graph.modules})
 
 
 def _complex() -> list[str]:
