@@ -129,6 +129,8 @@ class Runner:
             state.idle_reported = False
         iree_jobs = [j for j in batch if state.job(j).backend == IREE]
         for job_id in iree_jobs:
+            if state.stop.is_set():   # (a batch of 400,000 jobs takes seconds to submit: a stop is not kept waiting)
+                return
             self._compiling.submit(job_id)
         groups = command_groups(batch, {j: state.jobs[j].command for j in batch})
         if self._target.kind == "cpu":
