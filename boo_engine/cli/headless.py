@@ -301,9 +301,7 @@ class _Progress:
         self._progress: Progress | None = None
         self._task: TaskID | None = None
         self.muted = False   # a run refused before it started: its unstarted jobs are not news
-        #: set once the user stopped the run: from then on the jobs it leaves unmeasured are counted, not listed
-        #: (one Ctrl-C in a 200,000-line file printed 600,000 "interrupted" lines)
-        self._stopped = stopped
+        self._stopped = stopped   # once set, the jobs the stop leaves are counted, not listed (600,000 lines once)
         self._interrupted = 0
 
     def begin(self, total: int) -> None:

@@ -3,7 +3,7 @@ compile pool (session/core.py asks for both when `SessionConfig.ray_address` is 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import events as ev
 from ..config import SessionConfig
@@ -11,9 +11,12 @@ from ..targets import Target
 from . import ClusterError
 from .connect import Cluster
 
+if TYPE_CHECKING:
+    from ..compile.interface import CompilingPool
+
 
 def attach(config: SessionConfig, target: Target, cache: Any, emit: Callable[[ev.Event], None]
-           ) -> tuple[Cluster, Callable[[], Any], list[Any]]:
+           ) -> tuple[Cluster, Callable[[], CompilingPool], list[Any]]:
     """(the cluster, a factory of its compile pool, its benchmark workers). Raises ClusterError (one line) when
     ray is missing, no cluster answers, or no node has the target's device."""
     from .compiling import RayCompilePool
@@ -39,7 +42,7 @@ def attach(config: SessionConfig, target: Target, cache: Any, emit: Callable[[ev
     emit(ev.Log(level="info", message=f"Ray cluster at {config.ray_address}: compiling on its CPUs, measuring on "
                                       f"{len(slots)} device(s) of {len(nodes)} node(s)"))
 
-    def pool() -> Any:
+    def pool() -> CompilingPool:
         return RayCompilePool(cluster, cache, timeout_s=config.compile_timeout_s)
 
     return cluster, pool, workers

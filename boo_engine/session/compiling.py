@@ -36,7 +36,8 @@ from .state import SessionState
 
 if TYPE_CHECKING:
     from ..compile.cache import KernelCache
-    from ..compile.pool import Artifact, CompilePool
+    from ..compile.interface import CompilingPool
+    from ..compile.pool import Artifact
 
 #: how often a wait for a compile looks whether the job was cancelled or the session is closing
 POLL_S = 0.2
@@ -44,15 +45,15 @@ POLL_S = 0.2
 
 class CompileStage:
     def __init__(self, state: SessionState, recorder: RunRecorder, config: SessionConfig, target: Target,
-                 cache: KernelCache, pool_factory: Callable[[], CompilePool] | None = None) -> None:
+                 cache: KernelCache, pool_factory: Callable[[], CompilingPool] | None = None) -> None:
         """`pool_factory`: makes the pool on first need instead of a local CompilePool (the Ray pool:
-        cluster/compiling.py, with the same interface)."""
+        cluster/compiling.py; both are a compile.interface.CompilingPool)."""
         self._state = state
         self._recorder = recorder
         self._config = config
         self._target = target
         self._cache = cache
-        self._pool: CompilePool | None = None
+        self._pool: CompilingPool | None = None
         self._pool_factory = pool_factory
         #: a compile of this session made it into the cache (so the cache can take writes)
         self._stored = False
@@ -64,7 +65,7 @@ class CompileStage:
         self.tuned: TunedLookup | None = None
         self._note_lock = threading.Lock()
 
-    def _ensure_pool(self) -> CompilePool:
+    def _ensure_pool(self) -> CompilingPool:
         if self._pool is None and self._pool_factory is not None:
             self._pool = self._pool_factory()
         if self._pool is None:

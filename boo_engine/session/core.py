@@ -42,6 +42,7 @@ from .state import Listener, SessionState, collector_paused
 if TYPE_CHECKING:
     from ..bench.worker import BenchWorker
     from ..compare import Comparison
+    from ..compile.interface import CompilingPool
     from ..weights import ModelLine
 
 #: how often wait() looks whether the session went idle
@@ -397,7 +398,8 @@ def tuned_lookup(target: Target, store: Any) -> Any:
 
 
 def join_cluster(config: SessionConfig, target: Target, cache: Any, state: SessionState,
-                 tmp: tempfile.TemporaryDirectory[str]) -> tuple[Any, Any, Any]:
+                 tmp: tempfile.TemporaryDirectory[str]
+                 ) -> tuple[Any, Callable[[], CompilingPool] | None, Any]:
     """--ray: (the cluster, a factory of its compile pool, its benchmark workers); (None, None, None) without
     it. A cluster that cannot be used raises its one-line ClusterError (the session's scratch folder removed)."""
     if not config.ray_address:
