@@ -93,6 +93,35 @@ def test_the_winner_is_verified_in_a_new_worker_process_before_it_is_emitted(tun
     assert k.best is not None and (k.ratio, k.ci_high) == (k.best.ratio, k.best.ci_high)   # the verified figures
 
 
+def test_the_winner_is_measured_against_the_best_known_kernel_too(tuned):
+    """The verification measures the kernel's best known configuration (the best column's) interleaved with the
+    winner, so the report says whether the tune found more than the best column already had."""
+    _, kernels, _, d = tuned
+    (k,) = kernels.values()
+    assert "the best known kernel" in k.message, k.message
+    with sqlite3.connect(d / "t.db") as c:
+        rows = c.execute("SELECT r.status, r.n FROM results r JOIN variants v ON v.id = r.variant_id"
+                         " WHERE v.name = 'known-1'").fetchall()
+    assert rows and all(status == "done" and n for status, n in rows), rows
+
+
+@pytest.mark.parametrize("verdict, emitted", [(Verdict.SLOWER, False), (Verdict.SAME, True),
+                                              (Verdict.UNCLEAR, True), (Verdict.FASTER, True)])
+def test_a_winner_slower_than_the_best_known_kernel_is_not_emitted(verdict, emitted):
+    """Emitted, a tune's winner replaces the kernel in the best column (a finished tune's winner comes first):
+    one significantly slower than what the best column picks would make it slower."""
+    from boo_engine.compare import Comparison
+    from boo_engine.tune.known import against_known
+
+    ratio = {Verdict.SLOWER: 1.4, Verdict.FASTER: 0.7}.get(verdict, 1.0)
+    cmp = Comparison(ratio=ratio, ci_low=ratio * 0.95, ci_high=ratio * 1.05, p_value=0.01, verdict=verdict,
+                     n_baseline=40, n_variant=40, baseline_median_us=100.0, variant_median_us=100.0 * ratio)
+    ok, note = against_known(cmp)
+    assert ok is emitted and "best known kernel" in note and f"{ratio:.3f}x" in note
+    assert ("not emitted" in note) is (not emitted)
+    assert against_known(None, "failed: no compiler")[0] is True
+
+
 def test_a_numerically_wrong_candidate_is_recorded_and_never_emitted(tmp_path):
     """bf16 contraction inputs for an f32 gemm (the conv above is past their reach: its 1x1 contraction is no
     named op by then, and the flag left it exact): a short tune of its own."""

@@ -12,6 +12,7 @@ from ..errors import BooError, first_line
 from ..results import CANCELLED, DONE, INTERRUPTED, JobResult
 from ..variants import Variant
 from .events import TuneLog, TuneUpdate
+from .known import add_known_job, against_known
 from .records import (
     COMPILE_FAILED,
     DUPLICATE,
@@ -231,8 +232,11 @@ class KernelSearch:
         is still faster there, with the ratio measured there. The baseline, measured at the search's start and
         again here, tells how far the machine drifted meanwhile (the IREE tuner flags more than 3%)."""
         s, session = self.ctx.settings, self.session
-        self.update("verify", f"{leader.description} against the baseline again, in a new benchmark process")
-        fresh = self._measure([self.base_id, leader.job_id or ""], 4 * STAGE_ITERS, s.final_s, fresh=True)
+        self.update("verify", f"{leader.description} against the baseline and the best known kernel again, in a "
+                              f"new benchmark process")
+        known_id = add_known_job(session, self.k.func_name, self.k.command, self.index)
+        ids = [self.base_id, leader.job_id or "", *([known_id] if known_id else [])]
+        fresh = self._measure(ids, 4 * STAGE_ITERS, s.final_s, fresh=True)
         if fresh is False or self.ctx.stopped:
             self.finish(None, "stopped before the winner was verified")
             return
@@ -242,6 +246,12 @@ class KernelSearch:
                               f"ended {job.status}")
             return
         v = compare_measured(base, job, paired=True, min_effect=s.min_effect)
+        known = session.jobs[known_id] if known_id else None
+        if known is not None and known.status == DONE and known.samples_us:
+            emit, note = against_known(compare_measured(known, job, paired=True, min_effect=s.min_effect))
+        else:
+            emit, note = against_known(None, "not measured here (a GPU target)" if known is None
+                                       else f"{known.status}: {known.error or 'no samples'}")
         self._record_final(leader, v)
         drift = ""
         now = base.median_us
@@ -251,9 +261,12 @@ class KernelSearch:
             self.ctx.emit(TuneLog(level="warning", message=f"{self.k.func_name}: {drift[2:]}"))
         lo, hi = next_run_interval(v.ratio, v.ci_low, v.ci_high)
         where = f"{'new' if fresh else 'reused'} process"
-        if v.verdict == Verdict.FASTER and hi < 1.0:
+        if v.verdict == Verdict.FASTER and hi < 1.0 and not emit:
+            self.finish(None, f"no better configuration found: {leader.description} is {_ci(v)} of the plain "
+                              f"build in a {where} {note}{drift}")
+        elif v.verdict == Verdict.FASTER and hi < 1.0:
             self.finish(leader, f"{leader.description}: {_ci(v)}, verified in a {where}; a new session: "
-                                f"[{lo:.3f}, {hi:.3f}] (the final said {_ci(final)}){drift}")
+                                f"[{lo:.3f}, {hi:.3f}] (the final said {_ci(final)}){note}{drift}")
         elif v.verdict == Verdict.FASTER:   # faster here, but by less than a new session may move it
             self.finish(None, f"no better configuration found: {leader.description} measured {_ci(v)} in a {where}, "
                               f"too small to hold in a new session ([{lo:.3f}, {hi:.3f}] reaches 1){drift}")
