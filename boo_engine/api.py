@@ -20,7 +20,7 @@ _WHERE: dict[str, str] = {
     "check_export_path": "boo_engine.exporters",
     "check_named_kernels": "boo_engine.variants",
     "checked_stdout": "boo_engine.cli.output",
-    "CHILD_LOG_ENV": "boo_engine.child",
+    "CHILD_LOG_ENV": "boo_engine.process_setup",
     "chosen_flags": "boo_engine.compile.flags",
     "column_label": "boo_engine.compare",
     "compare_results": "boo_engine.compare",
@@ -62,7 +62,7 @@ _WHERE: dict[str, str] = {
     "RunStatus": "boo_engine.results",
     "Session": "boo_engine.session",
     "Status": "boo_engine.results",
-    "STOP_SIGNALS": "boo_engine.child",
+    "STOP_SIGNALS": "boo_engine.process_setup",
     "StopSignals": "boo_engine.cli.signals",
     "summarize": "boo_engine.compare",
     "TORCH": "boo_engine.results",
@@ -103,12 +103,6 @@ if TYPE_CHECKING:   # what each name is, for the type checker (`X as X`: re-expo
     )
     from boo_engine import (
         variants as variants,
-    )
-    from boo_engine.child import (
-        CHILD_LOG_ENV as CHILD_LOG_ENV,
-    )
-    from boo_engine.child import (
-        STOP_SIGNALS as STOP_SIGNALS,
     )
     from boo_engine.cli.common import (
         add_session_args as add_session_args,
@@ -238,6 +232,12 @@ if TYPE_CHECKING:   # what each name is, for the type checker (`X as X`: re-expo
     )
     from boo_engine.modelbench.breakdown import (
         breakdown_lines as breakdown_lines,
+    )
+    from boo_engine.process_setup import (
+        CHILD_LOG_ENV as CHILD_LOG_ENV,
+    )
+    from boo_engine.process_setup import (
+        STOP_SIGNALS as STOP_SIGNALS,
     )
     from boo_engine.results import (
         DONE as DONE,

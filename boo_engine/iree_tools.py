@@ -90,7 +90,7 @@ def run_tool(args: Sequence[str], timeout_s: float = 60.0, *, error: type[BooErr
              ) -> subprocess.CompletedProcess[str]:
     """Run a short-lived tool (iree-opt on one file, `--version`, `--help-list-hidden`) and capture its output as
     text. Past `timeout_s` it is killed and `error` "TOOL timed out after N s on LAST_ARG" raised. A compile is NOT
-    run here: it goes through compile.runner (its own process group, stall detection)."""
+    run here: it goes through compile.compiler_run (its own process group, stall detection)."""
     argv = [str(a) for a in args]
     try:
         return subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=timeout_s, check=False)

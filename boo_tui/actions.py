@@ -18,7 +18,7 @@ from boo_engine.api import FINAL_STATUSES, FORMATS, JobResult, Status, preflight
 from . import dialogs
 from .detail import reproducer_text
 from .messages import ExportWritten, JobsAdded
-from .model import JobView, RunModel
+from .run_model import JobView, RunModel
 from .screens import CompareScreen, HistoryScreen, RooflineScreen
 
 if TYPE_CHECKING:

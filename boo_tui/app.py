@@ -50,7 +50,6 @@ from .bridge import EventBridge
 from .cells import COLUMN_WIDTHS, Filter
 from .live_table import TABLE_FLUSH_S, LiveTableMixin
 from .messages import ComparisonsComputed, EngineFailed, EventsReady, SessionFailed, SessionOpened
-from .model import RunModel
 from .palette import BINDINGS as DASHBOARD_BINDINGS
 from .palette import BooCommands, palette_entries
 from .plots import PlotView
@@ -63,6 +62,7 @@ from .process import (
     start_resource_tracker,
     warm_plotext,
 )
+from .run_model import RunModel
 from .table import ResultsTable
 from .tuning import TuneMixin
 

@@ -16,7 +16,7 @@ from typing import Any
 from boo_engine.api import events as ev
 
 from .messages import EventsReady
-from .model import shape_label
+from .run_model import shape_label
 
 
 class EventBridge:

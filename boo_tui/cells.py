@@ -12,7 +12,7 @@ from rich.text import Text
 
 from boo_engine.api import TORCH, Comparison, Status, Verdict, format_us, roof_cell, verdict_words
 
-from .model import JobView, RunModel, shape_label
+from .run_model import JobView, RunModel, shape_label
 
 #: "#" numbers the commands in the order they were added and "shape" says what each one computes, so rows can be
 #: told apart at a glance; then the answer (median, the ratio vs the baseline with its verdict, numerics, noise),

@@ -11,7 +11,7 @@ from rich.text import Text
 from boo_engine.api import TORCH, Comparison, breakdown_lines, build_label, chosen_flags, format_us, verdict_legend
 
 from .cells import ci_text, verdict_text
-from .model import JobView, describe_command, shape_label
+from .run_model import JobView, describe_command, shape_label
 
 
 def _kv_table() -> Table:

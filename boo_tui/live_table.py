@@ -23,8 +23,8 @@ from boo_engine.api import JobResult, ModelLine, describe_model_line
 from .cells import COLUMN_WIDTHS, VERDICT_STYLE, Filter, columns, ordered, row_cells
 from .detail import render_detail, reproducer_text
 from .messages import ModelLinesComputed
-from .model import JobView, RunModel
 from .plots import PlotView, Series
+from .run_model import JobView, RunModel
 from .table import ResultsTable
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ from textual.message import Message
 
 from .dialogs import TuneDialog, TuneRequest
 from .messages import TuneGate
-from .model import JobView, RunModel
+from .run_model import JobView, RunModel
 from .screens.tune import TuneScreen
 from .tune_run import STOP_WAIT_S, TuneRun
 

@@ -34,7 +34,7 @@ def test_import_contracts_are_kept():
 
 @pytest.mark.parametrize("module, violation", [
     ("boo_engine/results.py", "from boo_engine import session as _upward"),        # a record importing the session
-    ("boo_engine/commands/flags.py", "import boo_engine.compile.cache as _upward"),  # grammar importing a stage
+    ("boo_engine/commands/driver_flags.py", "import boo_engine.compile.cache as _upward"),  # grammar importing a stage
     ("boo_engine/exporters.py", "import textual as _ui"),                           # the engine importing the UI
     ("boo_tui/palette.py", "import boo_engine.session as _direct"),                 # the UI past boo_engine.api
 ])

@@ -212,7 +212,7 @@ def test_the_detail_pane_names_the_decompositions(compiled):
 
     from boo_engine.results import JobResult
     from boo_tui.detail import render_detail
-    from boo_tui.model import JobView
+    from boo_tui.run_model import JobView
 
     art = compiled[parse_command(BATCH_NORM_EVAL).func_name]
     result = JobResult(job_id="j", command=BATCH_NORM_EVAL, func_name=art.func_name, op="aten", variant="baseline",

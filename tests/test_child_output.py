@@ -8,7 +8,7 @@ import sys
 
 def test_child_output_goes_to_the_log_file_when_asked(tmp_path):
     log = tmp_path / "children.log"
-    code = ("from boo_engine.child import redirect_output_if_asked\n"
+    code = ("from boo_engine.process_setup import redirect_output_if_asked\n"
             "redirect_output_if_asked()\n"
             "import os, sys\n"
             "print('from python'); sys.stdout.flush()\n"
@@ -20,7 +20,7 @@ def test_child_output_goes_to_the_log_file_when_asked(tmp_path):
 
 
 def test_without_the_variable_nothing_changes():
-    code = "from boo_engine.child import redirect_output_if_asked\nredirect_output_if_asked()\nprint('here')\n"
+    code = "from boo_engine.process_setup import redirect_output_if_asked\nredirect_output_if_asked()\nprint('here')\n"
     env = {k: v for k, v in os.environ.items() if k != "BOO_CHILD_LOG"}
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert p.stdout == "here\n"

@@ -217,7 +217,7 @@ def test_detail_pane_shows_the_flags_beyond_the_target(tmp_path):
     from rich.console import Console
 
     from boo_tui.detail import render_detail
-    from boo_tui.model import JobView
+    from boo_tui.run_model import JobView
 
     art = compile_signature(parse_command(SMALL), "cpu", cache=KernelCache(tmp_path / "k"))
     result = JobResult(job_id="j", command=SMALL, func_name=art.func_name, op="conv", variant="baseline",

@@ -21,7 +21,7 @@ from boo_engine.jsondoc import render_json
 from boo_engine.markdown import render_markdown
 from boo_engine.results import DONE, JobResult, Stats
 from boo_engine.session import Session
-from boo_engine.session.devices import command_groups, spread
+from boo_engine.session.device_stages import command_groups, spread
 from boo_engine.store import Store
 from boo_engine.targets import Target
 

@@ -220,7 +220,7 @@ def test_the_dashboards_worker_log_is_private_and_tidied(tmp_path, monkeypatch):
     folder = os.path.dirname(path)
     st = os.lstat(folder)
     assert stat.S_IMODE(st.st_mode) == 0o700 and st.st_uid == os.getuid() and not os.path.islink(path)
-    subprocess.run([sys.executable, "-c", "from boo_engine.child import redirect_output_if_asked as r; r(); "
+    subprocess.run([sys.executable, "-c", "from boo_engine.process_setup import redirect_output_if_asked as r; r(); "
                     "print('from a worker')"], check=True, timeout=60)
     assert victim.read_text() == "kept\n" and "from a worker" in open(path).read()
     assert close_child_output() == path and os.path.exists(path)   # something in it: kept, and said

@@ -31,8 +31,8 @@ from boo_engine.store import Store
 from boo_engine.variants import BASELINE, Variant, parse_variant_arg
 from boo_tui.app import PALETTE, BooApp, BooCommands
 from boo_tui.cells import SHAPE_WIDTH, Filter, elide_tokens, ordered, row_cells
-from boo_tui.model import JobView, RunModel
 from boo_tui.plots import PlotView, Series, legend_text, render_histogram
+from boo_tui.run_model import JobView, RunModel
 from boo_tui.screens import RunCompareScreen, RunScreen
 from boo_tui.stall import StallMonitor, ThreadProbe
 

@@ -18,9 +18,9 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
-from ..child import ignore_stop_signals, redirect_output_if_asked
 from ..errors import BooError, one_line
 from ..fsutil import atomic_write
+from ..process_setup import ignore_stop_signals, redirect_output_if_asked
 from ..results import IREE, CacheMode, NumericsInfo
 from ..targets import runtime_driver
 from .dispatch_time import dispatch_time

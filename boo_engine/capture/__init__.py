@@ -5,7 +5,7 @@ the call, BOO's `aten::` lines otherwise), from a live model or from a torch-pro
     trace_commands("trace.json")                                                 -> the file's text
 
 Modules: trace.py (chrome trace -> outermost compute calls), classify.py (what is compute), miopen.py (a call ->
-its MIOpenDriver line), lines.py (aten lines, merging, the file's text), model.py (loading and running a model,
+its MIOpenDriver line), lines.py (aten lines, merging, the file's text), live.py (loading and running a model,
 recording it). Errors are CaptureError, one line each.
 """
 from __future__ import annotations
@@ -16,8 +16,8 @@ from .calls import OpCall
 from .classify import NON_COMPUTE
 from .errors import CaptureError
 from .lines import Captured, aten_line, command_for, compute_total, merge, render
+from .live import InputSpec, capture_model, load_factory, parse_input
 from .miopen import miopen_line
-from .model import InputSpec, capture_model, load_factory, parse_input
 from .trace import TraceCalls, load_trace, outermost_calls
 
 __all__ = [

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from ..child import STOP_SIGNALS
+from ..process_setup import STOP_SIGNALS
 
 __all__ = ["STOP_SIGNALS", "StopSignals"]
 

@@ -11,7 +11,7 @@ has it at the same path (a shared cache). Samples come back by polling as the ac
 
 When the actor dies mid-job: the cluster gone is `ClusterLost` (the session stops the run as interrupted);
 otherwise `WorkerLost`, naming the node, and the next job starts a fresh actor on the same node when it is
-still up (the session may first move the job to another node: session/devices.py).
+still up (the session may first move the job to another node: session/device_stages.py).
 """
 from __future__ import annotations
 

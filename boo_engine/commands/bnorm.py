@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from boo_engine.commands.flags import Flag, parse_flags, require, show
+from boo_engine.commands.driver_flags import Flag, parse_flags, require, show
 from boo_engine.ops.bnorm import BatchNormSignature
 
 BNORM_FLAGS: tuple[Flag, ...] = (

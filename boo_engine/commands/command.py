@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from boo_engine.commands.aten import aten_text
-from boo_engine.commands.flags import split_driver_args
+from boo_engine.commands.driver_flags import split_driver_args
 from boo_engine.commands.registry import parse_op_tokens, tokenize
 from boo_engine.commands.split import split_words
 from boo_engine.errors import CommandError

@@ -4,7 +4,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Sequence
 
-from boo_engine.commands.flags import Flag, parse_flags, require, show
+from boo_engine.commands.driver_flags import Flag, parse_flags, require, show
 from boo_engine.ops.conv import SPATIAL_LETTERS, ConvSignature
 
 CONV_FLAGS: tuple[Flag, ...] = (

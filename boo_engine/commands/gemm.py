@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from boo_engine.commands.flags import Flag, parse_flags, require
+from boo_engine.commands.driver_flags import Flag, parse_flags, require
 from boo_engine.ops.gemm import GemmSignature
 
 GEMM_FLAGS: tuple[Flag, ...] = (

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from boo_engine.commands.flags import Flag, parse_flags, require, show
+from boo_engine.commands.driver_flags import Flag, parse_flags, require, show
 from boo_engine.ops.layernorm import LayerNormSignature
 
 #: a shape: dims of at most 10 decimal digits, joined by x

@@ -1,5 +1,5 @@
 """Compiling one signature into the kernel cache, synchronously: `lookup_cached` (no export, a few file reads) and
-`compile_signature` (export, then iree-compile through compile.runner, into a staged cache entry).
+`compile_signature` (export, then iree-compile through compile.compiler_run, into a staged cache entry).
 
 Where no iree-compile is installed (a GPU machine lent a cache that was filled elsewhere: the compiler wheel is
 too big to carry), nothing is exported or compiled and iree.compiler is never imported: a kernel is resolved
@@ -29,9 +29,9 @@ from ..variants import BASELINE, Variant
 from . import cache as cache_mod
 from .artifact import Artifact, artifact_from_meta
 from .cache import COMMAND, CONFIGS, VMFB, KernelCache
+from .compiler_run import run_compiler
 from .flags import as_target, compile_flags, kernel_build, key_flags, run_flags
 from .lowering import decompositions_in
-from .runner import run_compiler
 from .storage import storing
 from .turbine import NotBoo, boo_problem, turbine_version
 

@@ -1,5 +1,5 @@
 """Dumping a kernel's dispatches for editing (`--dump-dispatches`): a compile like any other, run through
-compile.runner (own process group, timeout kills the group, stall detection), usually as a CompilePool job
+compile.compiler_run (own process group, timeout kills the group, stall detection), usually as a CompilePool job
 (`CompilePool.submit_dump`). The folder it writes and how an edited folder becomes a variant: variants.dispatches.
 """
 from __future__ import annotations
@@ -17,8 +17,8 @@ from ..targets import Target
 from ..variants import BASELINE, Variant
 from ..variants.dispatches import install_dump, refuse_to_clobber_edits
 from .build import DEFAULT_TIMEOUT_S
+from .compiler_run import STALL_S, run_compiler
 from .flags import as_target, compile_flags, run_flags
-from .runner import STALL_S, run_compiler
 
 
 def dump_dispatches(sig: OpSignature, target: Target | str, out_dir: str | os.PathLike[str],

@@ -27,12 +27,12 @@ from . import cache as cache_mod
 from .artifact import Artifact, artifact_from_meta
 from .build import DEFAULT_TIMEOUT_S, compile_signature, lookup_cached
 from .cache import KernelCache
+from .compiler_run import STALL_S
+from .compiler_run import run_compiler as _run_compiler  # noqa: F401 - the name tests call the runner by
 from .dump import dump_dispatches, sweep_dump_leftovers
 from .flags import RUN_FLAGS, as_target, compile_flags, run_flags
 from .messages import Compiled, CompileRequest, Dumped, DumpRequest, Failed, Request
 from .procs import kill_tree
-from .runner import STALL_S
-from .runner import run_compiler as _run_compiler  # noqa: F401 - the name tests call the runner by
 from .worker import COMPILE_NICENESS, Worker
 
 __all__ = [

@@ -50,7 +50,7 @@ def os_reason(e: OSError) -> str | None:
 def compiler_reason(e: CompileError) -> str | None:
     """Why a failed iree-compile could not write its output (killed by SIGXFSZ, or a write error in its
     stderr), or None for a compiler failure of any other kind."""
-    if str(e).endswith("crashed (SIGXFSZ)"):   # compile.runner's line for a compiler killed by that signal
+    if str(e).endswith("crashed (SIGXFSZ)"):   # compile.compiler_run's line for a compiler killed by that signal
         return TOO_LARGE
     return next((reason for text, reason in _STDERR_REASONS.items() if text in e.stderr), None)
 

@@ -2,7 +2,7 @@
 pipe (compile.messages) and answering each with one reply.
 
 It does the export (torch.export holds the GIL ~150 ms the first time, which must never happen on a UI thread)
-and runs iree-compile through compile.runner, in a process group of its own, so a timeout kills compiler and
+and runs iree-compile through compile.compiler_run, in a process group of its own, so a timeout kills compiler and
 linker. Workers stay in the caller's SESSION (process groups, not setsid): with the kernel's autogroup scheduling
 (on by default in most distributions) every session is its own scheduling group with an equal share of the CPU,
 where the compilers' nice +5 would mean nothing next to the dashboard's UI thread.
@@ -15,8 +15,8 @@ import os
 import signal
 from typing import Any
 
-from ..child import ignore_stop_signals, redirect_output_if_asked
 from ..errors import CompileError, VariantError
+from ..process_setup import ignore_stop_signals, redirect_output_if_asked
 from .build import compile_signature
 from .cache import KernelCache
 from .dump import dump_dispatches

@@ -25,7 +25,7 @@ from typing import Any
 
 from ..bench.harness import measure
 from ..bench.stats import compute_stats
-from ..capture.model import InputSpec, _call_user, _leaves, _make_input, load_factory
+from ..capture.live import InputSpec, _call_user, _leaves, _make_input, load_factory
 from ..errors import BooError
 from ..results import DONE, FAILED, IREE, TORCH, CompileInfo, JobResult
 from ..variants import BASELINE, Variant

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from .. import events as ev
 from ..commands import Command, iter_commands_file, looks_like_commands_file, parse_invocation, split_words
-from ..commands.flags import ignored_flags_note
+from ..commands.driver_flags import ignored_flags_note
 from ..config import SessionConfig
 from ..errors import BooError, CommandError, elide
 from ..results import (
@@ -32,7 +32,7 @@ from ..results import (
 from ..targets import Target, default_target, parse_target
 from ..variants import BASELINE, Variant
 from .compiling import CompileStage
-from .devices import DeviceStages
+from .device_stages import DeviceStages
 from .finalize import Finalizer, compare_columns, model_lines_of
 from .plan import InputEntry, Plan
 from .recording import RunRecorder, store_halt_reason

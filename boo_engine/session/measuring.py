@@ -9,7 +9,7 @@ measured:
 - one measurement at a time on its device, cancellable: the measurement in flight watches its event in
   `state.in_flight`, which cancel() and close() set.
 
-One stage per device (session/devices.py spreads the groups over them); each owns its worker and records the
+One stage per device (session/device_stages.py spreads the groups over them); each owns its worker and records the
 device in every result it measures (`JobResult.device`).
 
 Samples stream to the front ends as the worker sends them (`SamplesAdded`). What a measurement leaves (samples,
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 
 
 class GroupMoved(BooError):
-    """The device's worker was lost mid-group and the group goes to another device (session/devices.py)."""
+    """The device's worker was lost mid-group and the group goes to another device (session/device_stages.py)."""
 
 
 #: Warm-up (discarded) before the first samples of a job, and before each later interleaving round of it.

@@ -23,7 +23,7 @@ from .. import events as ev
 from ..results import FAILED, FINAL_STATUSES, INTERRUPTED, IREE, MEASURING, QUEUED, RunStatus, Status
 from ..targets import Target
 from .compiling import CompileStage
-from .devices import DeviceStages, command_groups
+from .device_stages import DeviceStages, command_groups
 from .finalize import Finalizer
 from .measuring import MeasureStage
 from .recording import RunRecorder, store_halt_reason

@@ -57,7 +57,7 @@ class SessionState:
         self.active: set[str] = set()        # job ids of the batch the runner works on
         self.wake = threading.Event()        # set when there is new work for the runner
         self.stop = threading.Event()        # set once, when the session closes
-        # The measurements in flight (one per device: session/devices.py), job id -> the event it watches:
+        # The measurements in flight (one per device: session/device_stages.py), job id -> the event it watches:
         # cancel() and close() set it; the measure stage makes a fresh one (under `lock`) for each measurement so
         # that a stale cancel never stops the next one.
         self.in_flight: dict[str, threading.Event] = {}

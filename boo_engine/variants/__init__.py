@@ -29,10 +29,10 @@ from .applied import NOT_APPLIED, AppliedCheck, spec_applied
 from .common import BASELINE_NAME, BEST_NAME, DUMP_MANIFEST, KINDS, SPEC_MARKER, SPEC_SUFFIXES, TUNING_SPEC_ENV
 from .dispatches import read_manifest, refuse_to_clobber_edits, substitutions_from_dir
 from .linking import merged_spec_path, spec_cache_dir
-from .model import BASELINE, BEST, Variant
 from .parsing import build_variants, load_variants_file, parse_variant_arg, variant_from_env
 from .preflight import check_named_kernels, preflight_target, preflight_variant
 from .specs import preflight_spec, spec_backend, spec_has_marker
+from .variant import BASELINE, BEST, Variant
 
 __all__ = [
     "BASELINE",

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from ..ops.base import DEFAULT_FORMULATION, OpSignature
 from ..targets import BOO_BUILD, OUR_BUILD, Target, defaults_state, op_class, rule_build, rule_formulation
 from .common import BEST_NAME
-from .model import BEST, Variant
+from .variant import BEST, Variant
 
 #: the marker of an unresolved best column (BEST.best)
 UNRESOLVED = BEST.best

@@ -8,7 +8,7 @@ from .. import locations
 from ..errors import VariantError
 
 BASELINE_NAME = "baseline"
-#: the best known configuration of every kernel for this machine (a run's `best` column: variants.model BEST)
+#: the best known configuration of every kernel for this machine (a run's `best` column: variants.variant BEST)
 BEST_NAME = "best"
 #: the attribute our specs put on every op they configure, so "did it apply?" needs no guesswork
 SPEC_MARKER = "__tuning_spec_applied__"

@@ -21,7 +21,7 @@ from .common import DUMP_MANIFEST, KINDS, one_line
 from .mlir_text import dispatch_kind, executable_name
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .model import Variant
+    from .variant import Variant
 
 HOW = ("edit ONE file per dispatch (its source module_*.mlir or its configuration configured_module_*.mlir), "
        "then measure with --variant NAME=<this folder>/ ; only edited files are substituted")

@@ -15,7 +15,7 @@ from ..ops import FORMULATIONS
 from ..results import CacheMode
 from .common import BASELINE_NAME, BEST_NAME, NAME_RE, SPEC_SUFFIXES, TUNING_SPEC_ENV, one_line, safe_name
 from .dispatches import substitutions_from_dir
-from .model import BASELINE, Variant
+from .variant import BASELINE, Variant
 
 #: `--variant NAME=formulation=FORM`, and the TOML key
 FORMULATION_KEY = "formulation"

@@ -22,8 +22,8 @@ from ..errors import VariantError
 from .common import KINDS
 from .linking import merged_spec_path
 from .mlir_text import executable_name
-from .model import Variant
 from .specs import compiler_error, iree_opt, preflight_spec, spec_backend
+from .variant import Variant
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..targets import Target

@@ -13,7 +13,7 @@ from boo_engine.api import JobResult, defaults_label, format_us, machine_label
 
 from ..cells import fmt_gflops
 from ..detail import render_detail
-from ..model import JobView
+from ..run_model import JobView
 from .base import WorkerScreen, field_of, fmt_time
 
 

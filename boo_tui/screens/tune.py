@@ -20,8 +20,8 @@ from textual.widgets import DataTable, Footer, Header, RichLog, Static
 from boo_engine.api import IMPROVED, KERNEL_FAILED, KernelTuned, TunedKernel, TuneLog, TuneUpdate
 
 from ..messages import TuneEventPosted, TuneFinished
-from ..model import shape_label
 from ..plots import MAX_HZ, PlotView, Series
+from ..run_model import shape_label
 from ..tune_run import TuneRun
 
 COLUMNS = [("n", "#"), ("kernel", "kernel"), ("stage", "stage"), ("compiled", "compiled"), ("failed", "failed"),
