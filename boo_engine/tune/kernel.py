@@ -250,7 +250,7 @@ class KernelSearch:
         if known is not None and known.status == DONE and known.samples_us:
             emit, note = against_known(compare_measured(known, job, paired=True, min_effect=s.min_effect))
         else:
-            emit, note = against_known(None, "not measured here (a GPU target)" if known is None
+            emit, note = against_known(None, "not measured (no best column of its own on this target)" if known is None
                                        else f"{known.status}: {known.error or 'no samples'}")
         self._record_final(leader, v)
         drift = ""
