@@ -1,4 +1,4 @@
-"""Which iree-compile flags make each class of CPU kernel fast? (the evidence behind targets.per_op_default_flags)
+"""Which iree-compile flags make each class of CPU kernel fast? (the evidence behind cpu_defaults.machine.per_op_default_flags)
 
 For every command (default: sample_commands.txt) this compiles the kernel with each candidate flag set, times
 each one on ONE thread (local-sync; torch.set_num_threads(1) for eager torch), re-measures close winners
@@ -29,9 +29,11 @@ sys.path.insert(0, str(ROOT))
 from boo_engine.commands import read_commands_file  # noqa: E402
 from boo_engine.compile.cache import KernelCache  # noqa: E402
 from boo_engine.compile.pool import CompilePool  # noqa: E402
+from boo_engine.cpu_defaults.machine import per_op_default_flags  # noqa: E402
+from boo_engine.cpu_defaults.rules import DATA_TILING, IM2COL  # noqa: E402
 from boo_engine.errors import BooError  # noqa: E402
 from boo_engine.runtime.launchable import Launchable, load_artifact  # noqa: E402
-from boo_engine.targets import DATA_TILING, IM2COL, Target, per_op_default_flags  # noqa: E402
+from boo_engine.targets import Target  # noqa: E402
 from boo_engine.variants import Variant  # noqa: E402
 
 OFF = [f"{IM2COL}=false", f"{DATA_TILING}=false"]

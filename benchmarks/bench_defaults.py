@@ -138,7 +138,7 @@ def main() -> int:
     ap.add_argument("--no-kernels", action="store_true", help="only the models")
     ap.add_argument("--db", default=None, help="results database (default: a temporary one)")
     args = ap.parse_args()
-    from boo_engine.targets import host_cpu
+    from boo_engine.cpu_defaults.machine import host_cpu
 
     print(f"CPU: {host_cpu().label()}, {os.cpu_count()} logical cores; load average {os.getloadavg()}")
     print(f"defaults table: {os.environ.get('BOO_DEFAULTS_TABLE') or 'this machine`s, if any'}")

@@ -18,7 +18,7 @@ import sys
 from typing import Any
 
 from . import iree_tools
-from .targets import host_cpu
+from .cpu_defaults.machine import host_cpu
 
 PROBE_TIMEOUT_S = 2.0
 
@@ -29,7 +29,7 @@ def collect_environment(target_name: str, *, compiler_version: str | None = None
 
     `compiler_version`: the `iree-compile --version` text when the caller already has it (the kernel cache
     remembers it per compiler build), saving a ~0.3 s subprocess. `per_op_defaults`: where the baselines' per-op
-    flags came from (`targets.defaults_in_use`), recorded as given.
+    flags came from (`cpu_defaults.machine.defaults_in_use`), recorded as given.
 
     `cpu` is the model name /proc/cpuinfo gives ("AMD EPYC" on a Zen 3 and a Zen 5 alike); `cpu_name` and
     `cpu_features` are what the compiler resolved for `host` (LLVM's name, e.g. znver3, and the key features:

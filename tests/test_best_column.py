@@ -10,13 +10,15 @@ import pytest
 
 from boo_engine.commands import parse_command
 from boo_engine.config import SessionConfig
-from boo_engine.defaults_table import machine_key, store_machine
+from boo_engine.cpu_defaults.machine import host_cpu
+from boo_engine.cpu_defaults.rules import op_class
+from boo_engine.cpu_defaults.table import machine_key, store_machine
 from boo_engine.locations import DEFAULTS_TABLE_ENV
 from boo_engine.results import DONE, IREE
 from boo_engine.session import Session
 from boo_engine.store import Store
 from boo_engine.store.tuned import TunedLookup, this_machine, tuned_winners
-from boo_engine.targets import Target, host_cpu, op_class
+from boo_engine.targets import Target
 from boo_engine.tune.records import IMPROVED, Tried, TunedKernel, TuneRecords
 from boo_engine.variants import BASELINE, BEST
 from boo_engine.variants.best import best_variant

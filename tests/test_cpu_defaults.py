@@ -1,5 +1,5 @@
 """Defaults that fit the machine at hand: the resolved host CPU (hostcpu.py), the feature-keyed per-op rules, the
-per-machine table `tune --defaults` measures (defaults_table.py, tune/defaults.py), and where results show them."""
+per-machine table `tune --defaults` measures (cpu_defaults/table.py, tune/defaults.py), and where results show them."""
 from __future__ import annotations
 
 import json

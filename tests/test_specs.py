@@ -110,7 +110,7 @@ def test_two_specs_in_one_variant(cache, gemm_base):
 
 
 def test_conv_spec_applies_to_the_nchw_conv_as_compiled(cache):
-    """The conv spec targets the contraction the im2col default flag produces (targets.per_op_default_flags)."""
+    """The conv spec targets the contraction the im2col default flag produces (cpu_defaults.machine.per_op_default_flags)."""
     sig = parse_command(CONV_NCHW)
     base = compile_signature(sig, "cpu", BASELINE, cache=cache)
     art = compile_signature(sig, "cpu", _spec(CONV), cache=cache)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from ..cpu_defaults.machine import per_op_default_flags
 from ..ops.base import OpSignature
-from ..targets import BOO_BUILD, Target, is_target_flag, parse_target, per_op_default_flags
+from ..targets import BOO_BUILD, Target, is_target_flag, parse_target
 from ..variants import BASELINE, Variant
 
 

@@ -145,7 +145,7 @@ def machine_key(target: Target | str, threads: int = 1) -> str:
     name, arch and driver for a GPU target."""
     t = as_target(target, threads)
     if t.kind == "cpu":
-        from ..targets import host_cpu
+        from ..cpu_defaults.machine import host_cpu
 
         device = f"cpu {host_cpu().machine_key} x{threads}"
     else:
@@ -160,7 +160,7 @@ def machine_key(target: Target | str, threads: int = 1) -> str:
 def theory_for(target: Target | str, threads: int = 1) -> Theory:
     t = as_target(target, threads)
     if t.kind == "cpu":
-        from ..targets import host_cpu
+        from ..cpu_defaults.machine import host_cpu
 
         cpu = host_cpu()
         return cpu_theory(cpu.name, cpu.features, threads)

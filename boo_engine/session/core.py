@@ -417,8 +417,8 @@ def run_environment(target: Target, cache: Any, emit: Callable[[ev.Event], None]
                     cluster: Any = None) -> dict[str, Any]:
     """What a run records about where it ran (environment.py), with where its per-op flags come from; a damaged
     defaults table is said once through `emit` (the rules decide meanwhile)."""
+    from ..cpu_defaults.machine import defaults_in_use
     from ..environment import collect_environment
-    from ..targets import defaults_in_use
 
     try:
         version = cache.compiler_version  # remembered in the cache per compiler build

@@ -56,8 +56,8 @@ class TunedWinner:
 
 def this_machine() -> dict[str, Any]:
     """What a tune's environment must say to count here: the target, resolved CPU and compiler."""
+    from ..cpu_defaults.machine import host_cpu
     from ..iree_tools import compiler_here, compiler_version
-    from ..targets import host_cpu
 
     cpu = host_cpu()
     version = compiler_version() if compiler_here() else cpu.compiler_version

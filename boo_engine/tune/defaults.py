@@ -3,7 +3,7 @@
 The best per-op-class flags differ between CPUs (data-tiling makes a bf16 NHWC 1x1 conv 4x faster on a Zen 5 with
 avx512bf16 and 28x slower on a Zen 3 without), so they are measured here rather than carried over:
 
-1. The commands are grouped into op classes (`targets.op_class`: op, dtype, channels-last or not, 1x1 or not,
+1. The commands are grouped into op classes (`cpu_defaults.rules.op_class`: op, dtype, channels-last or not, 1x1 or not,
    forward or backward), the classes `per_op_default_flags` chooses flags for.
 2. Every command is compiled first (the compile pool, into the kernel cache) with IREE's plain defaults (a target
    with `per_op_defaults=False`: no table or rule of ours on the line, so a set's flags measure against plain
@@ -27,7 +27,7 @@ avx512bf16 and 28x slower on a Zen 3 without), so they are measured here rather 
    every candidate: a formulation (measured with IREE's plain flags) is the class's `formulation`, a flag set
    or the plain kernel leave it "default" (which then beats the built-in rule on this machine), BOO's own build
    makes the class's `build` "boo".
-6. The winners are stored in the per-machine table (defaults_table.py) under this machine's resolved CPU and
+6. The winners are stored in the per-machine table (cpu_defaults/table.py) under this machine's resolved CPU and
    compiler version, merged with the classes measured before; `per_op_default_flags` applies them from then on.
 
 Data-tiling is measured for gemm classes but never chosen there: with it IREE 3.13 cannot apply a tuning spec to
@@ -49,14 +49,16 @@ from .. import events as ev
 from ..commands import Command, looks_like_commands_file, parse_invocation, read_commands_file, split_words
 from ..compare import FASTER, SAME, SLOWER, UNCLEAR, Comparison, compare_measured, compare_samples, decide, geomean
 from ..config import SessionConfig
-from ..defaults_table import machine_key, store_machine
+from ..cpu_defaults.machine import host_cpu
+from ..cpu_defaults.rules import DATA_TILING, IM2COL, OpClass, op_class
+from ..cpu_defaults.table import machine_key, store_machine
 from ..errors import BooError, CommandError, CompileError, elide
 from ..hostcpu import HostCpu
 from ..iree_tools import compiler_version, first_error
 from ..locations import defaults_table
 from ..markdown import format_us
 from ..results import DONE, FAILED, IREE, JobResult
-from ..targets import DATA_TILING, IM2COL, OpClass, Target, host_cpu, op_class, parse_target
+from ..targets import Target, parse_target
 from ..variants import BASELINE, Variant
 from .space import AGGRESSIVE_FUSION, SPLIT_REDUCTION
 

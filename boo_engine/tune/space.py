@@ -20,8 +20,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..cpu_defaults.machine import per_op_default_flags
+from ..cpu_defaults.rules import DATA_TILING, IM2COL
 from ..ops.base import OpSignature
-from ..targets import DATA_TILING, IM2COL, Target, per_op_default_flags
+from ..targets import Target
 from .dispatch import RootOp
 from .spec import cpu_compilation_info
 

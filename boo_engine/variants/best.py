@@ -6,10 +6,10 @@ the kernel wins; nothing measured on another CPU is used):
 
 1. `tuned`: a finished `boo-tui tune`'s winner for this kernel, measured on this machine (the caller's lookup:
    the session reads the results database's tune tables; see store/tuned.py) -> "tune N";
-2. the per-machine table `tune --defaults` measured (defaults_table.py, keyed by the resolved CPU and compiler):
+2. the per-machine table `tune --defaults` measured (cpu_defaults/table.py, keyed by the resolved CPU and compiler):
    its flags are the class's per-op defaults already, its formulation is taken from here -> "table";
-3. the built-in rules, keyed on the op class (targets.rule_build: BOO's own build where it is known to beat ours,
-   targets.rule_formulation; targets.rule_flags through the per-op defaults) -> "rules".
+3. the built-in rules, keyed on the op class (cpu_defaults/rules.py: rule_build, BOO's own build where it is known
+   to beat ours; rule_formulation; rule_flags through the per-op defaults) -> "rules".
 
 The result is a Variant named `best` (so job ids stay what they are) that says in `best` what chose it, and
 builds the kernel our way (`base="ours"`) with that kernel's formulation and flags, or BOO's way where that is
@@ -20,8 +20,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
+from ..cpu_defaults.machine import defaults_state
+from ..cpu_defaults.rules import op_class, rule_build, rule_formulation
 from ..ops.base import DEFAULT_FORMULATION, OpSignature
-from ..targets import BOO_BUILD, OUR_BUILD, Target, defaults_state, op_class, rule_build, rule_formulation
+from ..targets import BOO_BUILD, OUR_BUILD, Target
 from .common import BEST_NAME
 from .variant import BEST, Variant
 

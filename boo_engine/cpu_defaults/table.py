@@ -1,5 +1,5 @@
 """The per-machine table of per-op-class CPU flags: what `tune --defaults` measured on this machine, which
-`targets.per_op_default_flags` applies before its feature-keyed rules.
+`cpu_defaults.machine.per_op_default_flags` applies before its feature-keyed rules.
 
 One JSON file (`locations.defaults_table()`, default ~/.cache/boo-tui/cpu-defaults.json) holds one entry per
 machine, keyed by the resolved CPU (LLVM name + a digest of its features, `HostCpu.machine_key`) and the
@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import locations
-from .fsutil import atomic_write
+from .. import locations
+from ..fsutil import atomic_write
 
 FORMAT = "boo-tui-cpu-defaults"
 FORMAT_VERSION = 1

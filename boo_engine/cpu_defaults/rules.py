@@ -1,0 +1,147 @@
+"""The op class of a kernel and the built-in per-op-class rules (flags, formulation, build), where the cause is
+known; the figures behind each are in its docstring and docs/performance.md."""
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..targets import BOO_BUILD
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..ops.base import OpSignature
+
+IM2COL = "--iree-global-opt-use-im2col-for-convs"
+DATA_TILING = "--iree-opt-data-tiling"
+
+
+@dataclass(frozen=True)
+class OpClass:
+    """The class of a kernel that per-op defaults are chosen for: op, dtype, layout (channels-last or not),
+    filter (pointwise 1x1 or not), mode (forward / backward) and, for convs, what decides how to write the
+    kernel (`detail`: the gradient a backward conv computes, `data`, `data-strided`, `weight`, `bias` or `all`,
+    `strided` for a forward conv, and `grouped`). `str()` is its key in the defaults table, e.g.
+    `conv:bfloat16:nhwc:1x1:forward` or `conv:float32:nchw:kxk:backward:data-strided`; layout and filter are `-`
+    for ops without them."""
+
+    op: str             # conv, conv-transposed, gemm, layernorm, bnorm
+    dtype: str          # float32, float16, bfloat16
+    layout: str = "-"   # nhwc (channels-last) / nchw, convs only
+    filter: str = "-"   # 1x1 / kxk, convs only
+    mode: str = "forward"
+    detail: str = ""    # convs: the gradient kind, "grouped" (dash-joined); "" for a plain forward conv
+
+    def __str__(self) -> str:
+        base = f"{self.op}:{self.dtype}:{self.layout}:{self.filter}:{self.mode}"
+        return f"{base}:{self.detail}" if self.detail else base
+
+    @property
+    def is_conv(self) -> bool:
+        return self.op.startswith("conv")
+
+    @property
+    def channels_last(self) -> bool:
+        return self.layout == "nhwc"
+
+    @property
+    def pointwise(self) -> bool:
+        return self.filter == "1x1"
+
+
+_GRADIENT = {"input_backward": "data", "weight_backward": "weight", "bias_backward": "bias"}
+
+
+def op_class(sig: OpSignature) -> OpClass:
+    """The class `sig`'s kernel belongs to (no torch import: describe() is plain data)."""
+    d = sig.describe()
+    word = str(d.get("mode", sig.mode))
+    mode = "forward" if word.startswith("forward") else "backward"
+    if sig.op != "conv":
+        return OpClass(sig.op, sig.dtype_name, mode=mode)
+    layout = str(d.get("in_layout") or "").upper()
+    fil = d.get("filter_spatial") or _filter_spatial(d, sig)
+    parts = []
+    strided = any(int(s) > 1 for s in d.get("stride") or ())
+    if mode == "backward":
+        kind = _GRADIENT.get(word, "all")
+        parts.append(f"{kind}-strided" if kind == "data" and strided else kind)
+    elif strided:
+        parts.append("strided")
+    if int(d.get("groups") or 1) > 1:
+        parts.append("grouped")
+    return OpClass("conv-transposed" if d.get("transposed") else "conv", sig.dtype_name,
+                   "nhwc" if len(layout) >= 3 and layout.endswith("C") else "nchw",
+                   "1x1" if fil and all(int(k) == 1 for k in fil) else "kxk", mode, "-".join(parts))
+
+
+def rule_flags(cls: OpClass, features: Collection[str]) -> list[str]:
+    """The built-in per-op-class CPU flags, for classes the machine's table (`tune --defaults`) does not cover.
+    Rules only where the cause is known, keyed on the resolved CPU `features` (LLVM's names):
+
+    - f32 forward convs (not transposed): im2col, except channels-last 1x1 (already a matmul; im2col slows it
+      2-4x). It turns a convolution into one matmul that IREE tiles well: 1.1-8x on a Zen 5 and 2-5x on a
+      Zen 3 (docs/performance.md).
+    - bf16 channels-last 1x1 forward convs: data-tiling only with native bf16 dot products (avx512bf16 or
+      amx-bf16): IREE's x86 data tiles for bf16 are sized for VDPBF16PS. Without them bf16 tiles fall back to
+      unpacking every element: 4.3x faster on a Zen 5 (avx512bf16), 28x SLOWER on a Zen 3 (19.4 vs 0.69 ms).
+    - fp16 channels-last 1x1 forward convs: data-tiling only with avx512f: f16 takes the f32 tile sizes, 16x16
+      zmm tiles with AVX-512 (2x faster on a Zen 5) but 8x8 ymm tiles on AVX2, where it was shape-dependent on
+      a Zen 3 (1.25x slower on n4 c35 48x32, 1.16x faster on n8 c128->384 24x48): no rule without a cause.
+    - nothing else: im2col does not compile for fp16/bf16 in IREE 3.13 ("'arith.addf' op requires the same
+      type"), backward and grouped convs had no consistent winner, and data-tiling breaks tuning specs on
+      matmuls (the tune --defaults table may still choose it per machine for convs).
+    """
+    if not cls.is_conv or cls.op != "conv" or cls.mode != "forward":
+        return []
+    if cls.dtype == "float32":
+        return [] if cls.channels_last and cls.pointwise else [IM2COL]
+    if cls.channels_last and cls.pointwise:
+        if cls.dtype == "bfloat16" and ("avx512bf16" in features or "amx-bf16" in features):
+            return [DATA_TILING]
+        if cls.dtype == "float16" and "avx512f" in features:
+            return [DATA_TILING]
+    return []
+
+
+#: formulations (ops/conv_forms.py) the rules choose for the `best` column
+MATMUL, FWDCONV = "matmul", "fwdconv"
+
+
+def rule_formulation(cls: OpClass) -> str | None:
+    """The built-in formulation of a class for the `best` column (None: the op's default export), where the cause
+    is known. IREE 3.13 lowers `aten.convolution_backward` to generic ops no im2col applies to, and a grouped
+    forward conv to a grouped linalg conv IREE has no im2col for either: written as an explicit im2col and a
+    matmul (`matmul`), they are tiled as matmuls. Measured on a 2-core Zen 3, one thread (docs/performance.md,
+    "Kernel formulations"): backward-weight 3x3 36.8 -> 2.7 ms, backward-data 9.2 -> 0.61 ms, grouped g4 2.1 ->
+    0.22 ms, bf16 gradients 29.5 / 19.2 -> 1.36 / 1.48 ms, NHWC gradients 91 / 121 -> 7.2 / 10.8 ms, all three
+    gradients 45.7 -> 4.3 ms. A STRIDED data gradient is the exception: im2col and matmul multiply the zeros the
+    stride inserts (7.9 ms), where the gradient as a forward conv of the dilated dLdy (`fwdconv`) takes 1.9 ms
+    (default 48.2 ms). A channels-last kxk forward conv: IREE 3.13's im2col of it is ~2.3x slower than of the
+    same conv channels-first (Zen 5: 2.53 vs 1.10 ms), our explicit im2col + matmul is not: 4.0 -> 2.1 ms on a
+    2-core Zen 4 (n2 c64 28x28 3x3; BOO's build 21 ms), and the Zen 3's tune chose it too. Transposed convs
+    (written as ordinary convs already) and everything else: none. A kernel that lacks the formulation (a bias
+    gradient alone has no conv to rewrite) keeps its default."""
+    if cls.op != "conv":
+        return None
+    details = cls.detail.split("-") if cls.detail else []
+    if cls.mode == "backward":
+        return FWDCONV if "strided" in details else MATMUL
+    if "grouped" in details or (cls.channels_last and not cls.pointwise):
+        return MATMUL
+    return None
+
+
+def rule_build(cls: OpClass) -> str | None:
+    """The build the `best` column takes for a class by rule, where BOO's own beats ours for a known cause (None:
+    ours). A layer norm forward: BOO exports it with `force_single_dispatch`, ONE dispatch, where our export is four
+    (statistics, normalization), each re-reading the input: 1.76 vs 3.41 ms for 16x128x768 f32 on a 2-core Zen 4."""
+    return BOO_BUILD if cls.op == "layernorm" and cls.mode == "forward" else None
+
+
+def _filter_spatial(d: dict, sig: OpSignature) -> tuple[int, ...]:
+    """Filter spatial sizes from the filter shape and layout, when describe() has no filter_spatial."""
+    fl = str(d.get("fil_layout") or "").upper()
+    shapes = sig.input_shapes()
+    if fl and len(shapes) >= 2 and len(shapes[1]) == len(fl):
+        return tuple(int(s) for s, c in zip(shapes[1], fl) if c not in "NCKF")
+    return ()
