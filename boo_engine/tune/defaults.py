@@ -68,7 +68,7 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 @dataclass(frozen=True)
-class Candidate:
+class ClassChoice:
     """A global flag set, or a formulation (how the kernel is written for export: ops/conv_forms.py), tried on
     every command of the classes it applies to."""
 
@@ -93,15 +93,15 @@ class Candidate:
         return None
 
 
-CANDIDATES = (Candidate("im2col", (IM2COL,)), Candidate("data-tiling", (DATA_TILING,)),
-              Candidate("im2col+data-tiling", (IM2COL, DATA_TILING)),
+CANDIDATES = (ClassChoice("im2col", (IM2COL,)), ClassChoice("data-tiling", (DATA_TILING,)),
+              ClassChoice("im2col+data-tiling", (IM2COL, DATA_TILING)),
               # what the tuner's whole-kernel stage tries on reductions (tune/space.py global_choices)
-              Candidate("fusion", (AGGRESSIVE_FUSION,)), Candidate("split-reduction", (SPLIT_REDUCTION,)),
-              Candidate("fusion+split", (AGGRESSIVE_FUSION, SPLIT_REDUCTION)),
+              ClassChoice("fusion", (AGGRESSIVE_FUSION,)), ClassChoice("split-reduction", (SPLIT_REDUCTION,)),
+              ClassChoice("fusion+split", (AGGRESSIVE_FUSION, SPLIT_REDUCTION)),
               # the formulations, for the `best` column (the class's flags stay the flag sets' winner)
-              Candidate("matmul", (), "matmul"), Candidate("fwdconv", (), "fwdconv"),
+              ClassChoice("matmul", (), "matmul"), ClassChoice("fwdconv", (), "fwdconv"),
               # BOO's own build: where it is the fastest of all, the `best` column takes it for the class
-              Candidate("boo", (), base="boo"))
+              ClassChoice("boo", (), base="boo"))
 
 
 @dataclass(frozen=True)
