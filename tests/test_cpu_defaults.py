@@ -15,6 +15,8 @@ from boo_engine.compile.build import compile_signature
 from boo_engine.compile.cache import KernelCache
 from boo_engine.compile.flags import chosen_flags, compile_flags
 from boo_engine.config import SessionConfig
+from boo_engine.cpu_defaults.machine import defaults_in_use, host_cpu, per_op_default_flags
+from boo_engine.cpu_defaults.rules import DATA_TILING, IM2COL, OpClass, op_class, rule_flags
 from boo_engine.environment import collect_environment
 from boo_engine.exporters import render_csv
 from boo_engine.hostcpu import HostCpu, cpuinfo_host_cpu, parse_target_attribute, resolve_host_cpu
@@ -22,17 +24,7 @@ from boo_engine.locations import DEFAULTS_TABLE_ENV
 from boo_engine.markdown import render_markdown
 from boo_engine.results import DONE, CompileInfo, JobResult, Stats
 from boo_engine.session import Session
-from boo_engine.targets import (
-    DATA_TILING,
-    IM2COL,
-    OpClass,
-    Target,
-    defaults_in_use,
-    host_cpu,
-    op_class,
-    per_op_default_flags,
-    rule_flags,
-)
+from boo_engine.targets import Target
 from boo_engine.tune.defaults import run_defaults
 from boo_engine.variants import Variant
 

@@ -7,17 +7,11 @@ import sys
 import pytest
 
 from boo_engine.commands import parse_command
+from boo_engine.cpu_defaults.machine import host_cpu, per_op_default_flags
+from boo_engine.cpu_defaults.rules import DATA_TILING, IM2COL
 from boo_engine.errors import TargetError
-from boo_engine.targets import (
-    DATA_TILING,
-    IM2COL,
-    Target,
-    default_target,
-    host_cpu,
-    host_cpu_identity,
-    parse_target,
-    per_op_default_flags,
-)
+from boo_engine.hostcpu import host_cpu_identity
+from boo_engine.targets import Target, default_target, parse_target
 
 
 @pytest.mark.parametrize("text, name, driver", [

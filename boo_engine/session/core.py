@@ -53,8 +53,10 @@ RUNNER_JOIN_S = 10.0
 #: the WAL) and a few statements for all. 400,000 rows of a 200,000-line file: 2,000 a time spent 4.8 s of the
 #: writer's 12 s in 200 commits (each rewrites the index pages it touched), 10,000-20,000 ~1 s. The price: the
 #: chunks in flight (one being written, the next being made) raise the peak of a 20,000-line file 110 -> 137 MiB
-#: (a 200,000-line one's stays 637 MiB) (benchmarks/bench_many_lines.py)
+#: (a 200,000-line one's stays 637 MiB) (benchmarks/bench_many_lines.py). The first chunk is RECORD_FIRST_CHUNK
+#: and each next one twice the last, up to RECORD_CHUNK: a file's first rows are in the database as soon as before.
 RECORD_CHUNK = 10000
+RECORD_FIRST_CHUNK = 2000
 
 
 class Session:
@@ -355,10 +357,12 @@ class Session:
 def queue_and_store(state: SessionState, recorder: RunRecorder, ids: list[str], iters: int | None,
                     min_time_s: float | None) -> bool:
     """start()'s work under the state lock: queue the given jobs that are queued and store their rows (and those
-    of bad input lines, failed rows), RECORD_CHUNK at a time (in bulk: `record_many`). False when interrupt()
+    of bad input lines, failed rows), in chunks growing from RECORD_FIRST_CHUNK to RECORD_CHUNK (each in bulk:
+    `record_many`). False when interrupt()
     stopped it (from another thread, which waits for the lock: storing 200,000 rows takes seconds): the run never
     gets the jobs after that."""
     rows: list[JobResult] = []
+    chunk = RECORD_FIRST_CHUNK
     for i, job_id in enumerate(ids):
         if state.stop.is_set():
             recorder.record_many(rows)
@@ -371,9 +375,10 @@ def queue_and_store(state: SessionState, recorder: RunRecorder, ids: list[str], 
             rows.append(result)
         elif result is not None and result.status == FAILED and state.job(job_id).command is None:
             rows.append(result)  # bad input lines are stored as failed rows too
-        if len(rows) >= RECORD_CHUNK:
+        if len(rows) >= chunk:
             recorder.record_many(rows)
             rows = []
+            chunk = min(2 * chunk, RECORD_CHUNK)
     recorder.record_many(rows)
     return True
 
