@@ -358,9 +358,8 @@ def queue_and_store(state: SessionState, recorder: RunRecorder, ids: list[str], 
                     min_time_s: float | None) -> bool:
     """start()'s work under the state lock: queue the given jobs that are queued and store their rows (and those
     of bad input lines, failed rows), in chunks growing from RECORD_FIRST_CHUNK to RECORD_CHUNK (each in bulk:
-    `record_many`). False when interrupt()
-    stopped it (from another thread, which waits for the lock: storing 200,000 rows takes seconds): the run never
-    gets the jobs after that."""
+    `record_many`). False when interrupt() stopped it (from another thread, which waits for the lock: storing
+    200,000 rows takes seconds): the run never gets the jobs after that."""
     rows: list[JobResult] = []
     chunk = RECORD_FIRST_CHUNK
     for i, job_id in enumerate(ids):
