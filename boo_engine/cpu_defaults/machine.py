@@ -47,7 +47,7 @@ def per_op_default_flags(sig: OpSignature, target: Target) -> list[str]:
     """Extra iree-compile flags for this class of kernel on this machine.
 
     Per machine: first the table `tune --defaults` measured on THIS machine (resolved CPU + compiler version,
-    defaults_table.py), else the feature-keyed `rule_flags`. Only the cpu target gets any, and none when the
+    table.py), else the feature-keyed `rule_flags`. Only the cpu target gets any, and none when the
     target says `per_op_defaults=False` (IREE's plain defaults: what tune --defaults measures against). A
     variant's own flags come later on the command line and win (e.g. `--iree-opt-data-tiling=false`).
 

@@ -52,9 +52,10 @@ RUNNER_JOIN_S = 10.0
 #: jobs start() hands the store at a time: their rows go in bulk, one transaction (a commit, which may checkpoint
 #: the WAL) and a few statements for all. 400,000 rows of a 200,000-line file: 2,000 a time spent 4.8 s of the
 #: writer's 12 s in 200 commits (each rewrites the index pages it touched), 10,000-20,000 ~1 s. The price: the
-#: chunks in flight (one being written, the next being made) raise the peak of a 20,000-line file 110 -> 137 MiB
-#: (a 200,000-line one's stays 637 MiB) (benchmarks/bench_many_lines.py). The first chunk is RECORD_FIRST_CHUNK
-#: and each next one twice the last, up to RECORD_CHUNK: a file's first rows are in the database as soon as before.
+#: chunks in flight (one being written, the next being made) raise the peak of a 20,000-line file 110 -> 133-137
+#: MiB (a 200,000-line one's stays ~640 MiB) (benchmarks/bench_many_lines.py). The first chunk is
+#: RECORD_FIRST_CHUNK and each next one twice the last, up to RECORD_CHUNK: a file's first rows are in the database
+#: as soon as before.
 RECORD_CHUNK = 10000
 RECORD_FIRST_CHUNK = 2000
 
