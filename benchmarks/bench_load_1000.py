@@ -61,7 +61,7 @@ async def bench(args: argparse.Namespace) -> dict:
         cpu0 = time.thread_time()
         while table.row_count < want:
             await pilot.pause(0.005)
-            if opened_s is None and app.session is not None:
+            if opened_s is None and app.engine.session is not None:
                 opened_s = time.monotonic() - t0
             if time.monotonic() - t0 > 60:
                 break
@@ -72,7 +72,7 @@ async def bench(args: argparse.Namespace) -> dict:
         measured_s = time.monotonic() - t0
         load_stall, load_busy, load_probe = monitor.max_stall_s, monitor.max_busy_s, probe.max_gap_s
         first_row = table.get_row_at(0) if table.row_count else []
-        sorted_ok = app.sort_by == "share" and app.sort_reverse
+        sorted_ok = app.results.sort_by == "share" and app.results.sort_reverse
         t_run = time.monotonic()
         while time.monotonic() - t_run < args.run_seconds:
             await pilot.pause(0.1)
@@ -106,7 +106,7 @@ async def bench(args: argparse.Namespace) -> dict:
         "gap_p99_ms": round(gaps[int(0.99 * (len(gaps) - 1))] * 1000, 1) if gaps else None,
         "gap_p50_ms": round(statistics.median(gaps) * 1000, 1) if gaps else None,
         "long_gaps": [[round(t, 2), round(g * 1000)] for t, g in monitor.long_gaps[:20]],
-        "max_table_refresh_ms": round(app.max_flush_s * 1000, 1),
+        "max_table_refresh_ms": round(app.results.max_flush_s * 1000, 1),
         "model_line": model_line[:200],
         "host_load_1min": round(os.getloadavg()[0], 2),
         "goals": {"load_s": 1.0, "stall_ms": 50},

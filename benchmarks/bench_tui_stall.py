@@ -45,7 +45,7 @@ async def bench(args: argparse.Namespace) -> dict:
             await pilot.pause(0.1)
             max_build = max(max_build, hist.last_render_s)
             jobs = app.model.jobs.values()
-            if app.session is not None and jobs and all(v.status in FINAL_STATUSES for v in jobs):
+            if app.engine.session is not None and jobs and all(v.status in FINAL_STATUSES for v in jobs):
                 break
             if time.monotonic() - t0 > args.timeout:
                 print("timed out", file=sys.stderr)
@@ -78,7 +78,7 @@ async def bench(args: argparse.Namespace) -> dict:
         "thread_probe_max_stall_ms": round(probe.max_gap_s * 1000, 1),
         "ui_process_cpu_s": round(cpu_s, 1),
         "host_load_1min": round(os.getloadavg()[0], 2),
-        "max_table_refresh_ms": round(app.max_flush_s * 1000, 1),
+        "max_table_refresh_ms": round(app.results.max_flush_s * 1000, 1),
         "histogram_builds": hist.renders,
         "histogram_max_build_ms": round(max_build * 1000, 1),
         "goal_ms": 50,

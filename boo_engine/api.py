@@ -61,6 +61,7 @@ _WHERE: dict[str, str] = {
     "RunRef": "boo_engine.history",
     "RunStatus": "boo_engine.results",
     "Session": "boo_engine.session",
+    "SessionConfig": "boo_engine.session",
     "Status": "boo_engine.results",
     "STOP_SIGNALS": "boo_engine.process_setup",
     "StopSignals": "boo_engine.cli.signals",
@@ -262,6 +263,9 @@ if TYPE_CHECKING:   # what each name is, for the type checker (`X as X`: re-expo
     )
     from boo_engine.session import (
         Session as Session,
+    )
+    from boo_engine.session import (
+        SessionConfig as SessionConfig,
     )
     from boo_engine.session import (
         warm_imports as warm_imports,

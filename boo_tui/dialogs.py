@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from textual import work
@@ -20,7 +19,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, RadioButton, RadioSet, Static
 
-from .messages import Deferred
+from .messages import Deferred, TuneRequest
 
 Validator = Callable[[str], "str | None"]   # text -> error message, or None when acceptable
 
@@ -157,15 +156,6 @@ def validate_variant(text: str) -> str | None:
 
 
 # ---- the tune dialog ---------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class TuneRequest:
-    """What the tune dialog accepted: candidates per kernel, the output folder and which commands."""
-
-    budget: int
-    out_dir: str
-    scope: str               # "selected" (the command under the cursor) | "shown" (every command the table shows)
-
-
 class TuneDialog(ModalScreen["TuneRequest | None"]):
     """Ask for the tune's budget, its output folder and which commands. Enter in either input accepts when both
     are valid (the budget checked at once, the folder in a thread worker: it probes the file system); the error

@@ -1,7 +1,7 @@
 """Every message the dashboard's threads send to the UI thread: small typed dataclasses, one per kind of news.
 
 Engine events come through `EventsReady` (see `bridge.EventBridge`); what a call on the engine
-thread (`BooApp._call_engine`) returns comes back as the message its caller asked for (`JobsAdded`,
+thread (`EngineClient.call`) returns comes back as the message its caller asked for (`JobsAdded`,
 `ExportWritten`, ...), or as `EngineFailed`. Screens' thread workers hand results back with `Deferred`.
 Posting a message never blocks the thread that posts it.
 """
@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
 
 from boo_engine.api import Comparison, JobResult, ModelLine
+
+if TYPE_CHECKING:
+    from boo_engine.api import Session  # imported by the engine client, when the session opens
 
 
 class EventsReady(Message):
@@ -33,11 +36,13 @@ class Deferred(Message, bubble=False):
 
 @dataclass
 class SessionOpened(Message):
-    """The session exists; `added` are the jobs of the inputs it was given, `errors` the inputs it refused."""
+    """The session exists; `added` are the jobs of the inputs it was given, `errors` the inputs it refused;
+    `hold`: the run must not start by itself (a variants file names a kernel the run does not have)."""
 
-    session: Any                     # boo_engine.session.Session (imported lazily: it pulls the engine in)
+    session: Session
     added: list[JobResult] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    hold: bool = False
 
 
 @dataclass
@@ -109,11 +114,20 @@ class TuneFinished(Message, bubble=False):
     error: str | None = None
 
 
+@dataclass(frozen=True)
+class TuneRequest:
+    """What the tune dialog accepted: candidates per kernel, the output folder and which commands."""
+
+    budget: int
+    out_dir: str
+    scope: str               # "selected" (the command under the cursor) | "shown" (every command the table shows)
+
+
 @dataclass
 class TuneGate(Message):
     """The engine thread's answer before a tune starts: whether the dashboard's own session was idle (one
     measurement at a time on the machine)."""
 
     idle: bool
-    request: Any                     # dialogs.TuneRequest
+    request: TuneRequest
     inputs: list[str]

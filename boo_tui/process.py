@@ -32,6 +32,14 @@ def warm_plotext() -> None:
         pass
 
 
+def warm_up() -> None:
+    """Engine thread, once the session opened: what a run imports (scipy, the compile pool, plotext)."""
+    from boo_engine.api import warm_imports
+
+    warm_imports()
+    warm_plotext()
+
+
 def start_resource_tracker() -> None:
     """Start multiprocessing's resource tracker now, while sys.stderr is still the real one.
 

@@ -554,7 +554,7 @@ def test_the_dashboard_runs_on_the_cluster_and_names_the_node(cluster, tmp_path)
                 v.status in FINAL_STATUSES for v in app.model.jobs.values()), 240, "the run to finish")
             views = list(app.model.jobs.values())
             assert all(v.status == DONE and v.result.node for v in views), [(v.status, v.result.error) for v in views]
-            app._select(views[0].job_id)
+            app.results.select(views[0].job_id)
             await pilot.pause(0.3)
             console = Console(width=150, record=True, file=io.StringIO())
             console.print(app.query_one("#detail").content)

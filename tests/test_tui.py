@@ -263,7 +263,7 @@ async def _full_run_table_plots_detail_export_compare_history(tmp_path, cache_di
         # the detail pane and the reproducer
         app.query_one("#panes").active = "tab-detail"
         await pilot.pause(0.2)
-        selected = app.model.jobs[app.selected]
+        selected = app.model.jobs[app.results.selected]
         assert selected.result.backend == "iree"          # the first row: command 1, baseline IREE
         assert "iree-benchmark-module" in selected.result.reproducer
         assert selected.result.reproducer in str(app.query_one("#repro").render())
@@ -310,7 +310,7 @@ async def _full_run_table_plots_detail_export_compare_history(tmp_path, cache_di
         await pilot.press("escape", "escape")
 
         # two saved runs side by side (here the run against itself: every ratio 1, so "same", however noisy)
-        app.push_screen(RunCompareScreen(app.session.store, app.model.run_id, app.model.run_id))
+        app.push_screen(RunCompareScreen(app.engine.session.store, app.model.run_id, app.model.run_id))
         await wait_until(pilot, lambda: rows_of(app, "#run-compare-table") == 6, 30, "the run comparison")
         rows = [app.screen.query_one("#run-compare-table").get_row_at(i) for i in range(6)]
         assert {str(row[4]) for row in rows} == {"1.000"}
@@ -365,7 +365,7 @@ async def _table_verdicts_are_the_markdown_exports(tmp_path, cache_dir):
         await wait_until(pilot, lambda: all(app.model.comparison_of(v) for v in compared), 60, "the verdicts")
         await pilot.pause(0.3)                       # one table flush
         out = tmp_path / "x.md"
-        await asyncio.to_thread(app.session.export, str(out))
+        await asyncio.to_thread(app.engine.session.export, str(out))
         exported = markdown_verdicts(out.read_text())
         assert len(exported) == 4, out.read_text()
 
@@ -384,7 +384,7 @@ async def _table_verdicts_are_the_markdown_exports(tmp_path, cache_dir):
         shown = "\n".join(table.render_line(y).text for y in range(table.size.height))
         assert all(cell_text(table, v.job_id, "vs_base") in shown for v in compared), shown
         # the detail pane states the same verdict with its CI and the run's min effect
-        app._select(compared[0].job_id)
+        app.results.select(compared[0].job_id)
         await pilot.pause(0.3)
         console = Console(width=150, record=True, file=io.StringIO())
         console.print(app.query_one("#detail").content)
@@ -395,7 +395,7 @@ async def _table_verdicts_are_the_markdown_exports(tmp_path, cache_dir):
         await pilot.press("m")
         await wait_until(pilot, lambda: "±8%" in summary_text(app), 30, "the variants' verdicts")
         await pilot.press("escape")
-        app.push_screen(RunCompareScreen(app.session.store, app.model.run_id, app.model.run_id))
+        app.push_screen(RunCompareScreen(app.engine.session.store, app.model.run_id, app.model.run_id))
         await wait_until(pilot, lambda: "min effect 8%" in summary_text(app), 30, "the run comparison")
         await pilot.press("escape")
         await pilot.press("q")
@@ -434,7 +434,7 @@ def test_add_command_inline_validation_and_queue(tmp_path, cache_dir):
 async def _add_command_inline_validation_and_queue(tmp_path, cache_dir):
     app = BooApp(config(tmp_path, cache_dir), [], autostart=False)
     async with app.run_test() as pilot:
-        await wait_until(pilot, lambda: app.session is not None, 60, "the session")
+        await wait_until(pilot, lambda: app.engine.session is not None, 60, "the session")
         await pilot.press("a")
         dialog_input = app.screen.query_one("#prompt-input")
         dialog_input.value = "conv -n 1 -c 3x"
@@ -500,7 +500,7 @@ async def _quit_mid_run_marks_the_run_interrupted(tmp_path, cache_dir):
         hist = app.query_one("#hist", PlotView)
         first = hist.renders
         await wait_until(pilot, lambda: hist.renders >= first + 3, 30, "live histogram redraws")
-        assert app.model.jobs[app.selected].status == "measuring"
+        assert app.model.jobs[app.results.selected].status == "measuring"
         run_id = app.model.run_id
         t0 = time.monotonic()
         await pilot.press("q")
@@ -522,8 +522,8 @@ def test_session_that_cannot_open_is_a_message_not_a_traceback(tmp_path, cache_d
 async def _session_that_cannot_open(tmp_path, cache_dir):
     app = BooApp(SessionConfig(target="nonsense", db_path=str(tmp_path / "r.db"), cache_dir=cache_dir), [GEMM_A])
     async with app.run_test(notifications=True) as pilot:
-        await wait_until(pilot, lambda: app.session_error is not None, 60, "the session error")
-        assert "nonsense" in app.session_error
+        await wait_until(pilot, lambda: app.engine.error is not None, 60, "the session error")
+        assert "nonsense" in app.engine.error
         assert any("nonsense" in n.message for n in app._notifications)
         await pilot.press("r")                  # actions explain themselves instead of failing
         await pilot.pause(0.1)

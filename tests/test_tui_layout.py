@@ -11,6 +11,7 @@ import pytest
 from textual.widgets import TabbedContent
 from tui_pilot import wait_until
 
+from boo_engine.errors import BooError
 from boo_engine.session import SessionConfig
 from boo_tui.app import BooApp
 
@@ -33,7 +34,7 @@ def _ends(table) -> dict[str, int]:
 
 
 async def _laid_out(pilot, app):
-    await wait_until(pilot, lambda: app.session is not None and app.query_one("#results").row_count >= 30, 120,
+    await wait_until(pilot, lambda: app.engine.session is not None and app.query_one("#results").row_count >= 30, 120,
                      "the sample file's rows")
     table = app.query_one("#results")
     await wait_until(pilot, lambda: table.columns["op"].content_width > len("op"), 60, "the columns measured")
@@ -91,16 +92,16 @@ def test_a_header_click_sorts_and_a_row_click_selects_then_opens_the_detail(tmp_
             panes = app.query_one("#panes", TabbedContent)
             median_x = _ends(table)["status"] + 1                 # the "median us" header's first cell
             await pilot.click("#results", offset=(median_x, 0))
-            assert app.sort_by == "median" and not app.sort_reverse
+            assert app.results.sort_by == "median" and not app.results.sort_reverse
             assert str(table.columns["median"].label) == "median us ^"
             await pilot.click("#results", offset=(median_x, 0))     # again: the other way round
-            assert app.sort_by == "median" and app.sort_reverse
+            assert app.results.sort_by == "median" and app.results.sort_reverse
             await pilot.click("#results", offset=(2, 4))            # the fourth row
             fourth = table.keys[3]
-            assert table.cursor_key == fourth and app.selected == fourth and panes.active != "tab-detail"
+            assert table.cursor_key == fourth and app.results.selected == fourth and panes.active != "tab-detail"
             await pilot.click("#results", offset=(2, 4))            # again: its detail
             await wait_until(pilot, lambda: panes.active == "tab-detail", 10, "a second click to open the detail")
-            assert app.selected == fourth
+            assert app.results.selected == fourth
     asyncio.run(go())
 
 
@@ -112,3 +113,19 @@ def test_the_variants_compare_screens_torch_column_is_red_where_torch_is_faster(
                    n_variant=20, baseline_median_us=100.0, variant_median_us=60.0)
     assert "green" in str(ratio_text(c).style)                       # a variant faster than the baseline
     assert "red" in str(ratio_text(c, reference=True).style)         # torch faster than the IREE kernel
+
+
+def test_a_session_does_not_outlive_its_dashboard(tmp_path):
+    """An app that ends without the quit key (a test's pilot, a crash) closes its session on unmount: no
+    session keeps its threads and worker processes for the rest of the process (one left behind hung an
+    interpreter's exit, joining a worker)."""
+    async def go():
+        app = _app(tmp_path)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await _laid_out(pilot, app)
+            session = app.engine.session
+        return session
+
+    session = asyncio.run(go())
+    with pytest.raises(BooError, match="session is closed"):
+        session.start()

@@ -47,16 +47,16 @@ def test_a_flood_of_status_events_is_one_message_and_redraws_only_the_rows_on_sc
         app = CountingApp(cfg, [str(model)], autostart=False)
         async with app.run_test(size=(120, 40)) as pilot:
             table = app.query_one("#results")
-            await wait_until(pilot, lambda: table.row_count == 2 * KERNELS and app.settled() and table.measured,
+            await wait_until(pilot, lambda: table.row_count == 2 * KERNELS and app.results.settled() and table.measured,
                              120, "the model's rows")
-            assert app.sort_by == "share" and app.sort_reverse
+            assert app.results.sort_by == "share" and app.results.sort_reverse
             visible = table.size.height - table.header_height
             measured, drawn, pokes = table.rows_measured, table.rows_rendered, app.pokes
             # what the runner sends as a batch's compiles start: every job's status, from the engine's threads
             for job_id in list(app.model.jobs):
                 app.bridge.listener(ev.JobStatus(job_id=job_id, status=Status.COMPILING))
             assert not app.bridge.idle()
-            await wait_until(pilot, lambda: app.settled() and table.measured, 60, "the statuses applied")
+            await wait_until(pilot, lambda: app.results.settled() and table.measured, 60, "the statuses applied")
             assert app.pokes == pokes + 1                    # one message for 2 x KERNELS events
             assert all(v.status == Status.COMPILING for v in app.model.jobs.values())
             assert all("compiling" in table.render_line(y).text for y in range(1, visible + 1))

@@ -44,13 +44,13 @@ def wait_for_rows(n: int):
 
     def waiting_for(app) -> str:
         """What is not ready yet ("" when everything is): the failure message names it."""
-        if app.session is None:
-            return f"the session to open (error: {app.session_error})"
+        if app.engine.session is None:
+            return f"the session to open (error: {app.engine.error})"
         table = app.query_one("#results")
         if table.row_count < n or table.virtual_size.height < table.header_height + n:
             return f"{n} rows laid out (rows {table.row_count}, height {table.virtual_size.height})"
         # every queued event applied and no table rebuild pending (a rebuild re-measures the columns when idle)
-        if not app.settled():
+        if not app.results.settled():
             return "the engine's events applied"
         # the columns measured: the "op" column wider than its header (its cells: "gemm", "conv", ...)
         if n and table.columns["op"].content_width <= len("op"):

@@ -63,7 +63,7 @@ async def _tune_from_the_dashboard(tmp: Path) -> Seen:
                         compile_workers=1, min_time_s=60.0)
     app = BooApp(cfg, [GEMM], autostart=False)
     async with app.run_test(size=(120, 36), notifications=True) as pilot:
-        await wait_until(pilot, lambda: app.session is not None and app.query_one("#results").row_count == 1, 60,
+        await wait_until(pilot, lambda: app.engine.session is not None and app.query_one("#results").row_count == 1, 60,
                          "the session and its queued job")
         await pilot.press("t")
         await wait_until(pilot, lambda: app.screen.id == "tune-dialog", 10, "the tune dialog")
@@ -109,7 +109,7 @@ async def _tune_from_the_dashboard(tmp: Path) -> Seen:
         await pilot.press("escape")
         await pilot.pause(0.1)
         seen.screen_after_close = type(app.screen).__name__
-        seen.tuning_after_close = app.tuning
+        seen.tuning_after_close = app.tune.tuning
 
         # the dashboard measures again; a tune asked for meanwhile is refused (one measurement at a time)
         first = screen.tune_run
@@ -123,7 +123,7 @@ async def _tune_from_the_dashboard(tmp: Path) -> Seen:
         await wait_until(pilot, lambda: any("dashboard is measuring" in n.message for n in app._notifications), 30,
                          "the refusal")
         seen.busy_refusal = [n.message for n in app._notifications]
-        seen.tune_started_while_busy = app.tune_run is not first or isinstance(app.screen, TuneScreen)
+        seen.tune_started_while_busy = app.tune.run is not first or isinstance(app.screen, TuneScreen)
         await pilot.press("q")
         await wait_until(pilot, lambda: not app.is_running, 30, "the app to exit")
     return seen
@@ -191,7 +191,7 @@ async def _history(seen: Seen) -> None:
     cfg = SessionConfig(target="cpu", db_path=seen.db_path, cache_dir=str(seen.out_dir.parent / "kernels"))
     app = BooApp(cfg, [], autostart=False)
     async with app.run_test(size=(120, 36)) as pilot:
-        await wait_until(pilot, lambda: app.session is not None, 60, "the session")
+        await wait_until(pilot, lambda: app.engine.session is not None, 60, "the session")
         await pilot.press("h", "t")                       # history, then its Tunes tab
         await wait_until(pilot, lambda: app.screen.query("#tunes") and app.screen.query_one("#tunes").row_count,
                          30, "the stored tunes")

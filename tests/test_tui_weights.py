@@ -12,7 +12,7 @@ from tui_pilot import wait_until
 from boo_engine.results import FINAL_STATUSES
 from boo_engine.session import SessionConfig
 from boo_tui.app import BooApp
-from boo_tui.live_table import model_line_text
+from boo_tui.table_controller import model_line_text
 
 GEMM_A = "gemm -k 16 -m 16 -n 16 --iter 20"
 GEMM_B = "gemm -k 32 -m 16 -n 16 --iter 20"
@@ -46,7 +46,7 @@ async def _weights_in_the_dashboard(tmp_path: Path, cache_dir: str) -> None:
         table = app.query_one("#results")
         keys = list(table.columns)
         assert keys[keys.index("shape") + 1: keys.index("shape") + 3] == ["share", "calls"]
-        assert app.sort_by == "share" and app.sort_reverse
+        assert app.results.sort_by == "share" and app.results.sort_reverse
         commands = [GEMM_B, GEMM_A, GEMM_C]          # as the file writes them
         assert shown_commands(app) == [c for c in commands for _ in (1, 2)]     # each command's two rows together
         row = next(v.job_id for v in app.model.jobs.values() if v.result.command == commands[0])
@@ -56,7 +56,7 @@ async def _weights_in_the_dashboard(tmp_path: Path, cache_dir: str) -> None:
         await wait_until(pilot, lambda: all(v.status in FINAL_STATUSES for v in app.model.jobs.values()), 300,
                          "the run to finish")
         # what the bar shows is the engine's model line for the finished run, as the exports compute it
-        expected = await asyncio.to_thread(app.session.model_lines)
+        expected = await asyncio.to_thread(app.engine.session.model_lines)
         assert [m.label for m in expected] == ["baseline", "torch"] and expected[0].commands == 2
         want = model_line_text(expected).plain
         bar = app.query_one("#model-line")
@@ -66,7 +66,7 @@ async def _weights_in_the_dashboard(tmp_path: Path, cache_dir: str) -> None:
         # the user's own order wins: `s` moves on to the next column, calls (ascending, unweighted still last)
         await pilot.press("s")
         await pilot.pause(0.2)
-        assert app.sort_by == "calls" and shown_commands(app)[::2] == [commands[1], commands[0], commands[2]]
+        assert app.results.sort_by == "calls" and shown_commands(app)[::2] == [commands[1], commands[0], commands[2]]
         await pilot.press("q")
         await wait_until(pilot, lambda: not app.is_running, 30, "the app to exit")
 
@@ -78,7 +78,7 @@ def test_a_file_without_weights_shows_no_weight_columns_and_keeps_its_order(tmp_
         async with app.run_test(size=(160, 40)) as pilot:
             await wait_until(pilot, lambda: app.query_one("#results").row_count == 2, 60, "the rows")
             assert "share" not in app.query_one("#results").columns
-            assert app.sort_by is None and not app.query_one("#model-line").display
+            assert app.results.sort_by is None and not app.query_one("#model-line").display
             await pilot.press("q")
             await wait_until(pilot, lambda: not app.is_running, 30, "the app to exit")
 

@@ -9,6 +9,7 @@ rebuilds the figure only when its data did. Closing the screen stops the tune (t
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from rich.text import Text
@@ -70,10 +71,11 @@ class TuneScreen(Screen):
 
     BINDINGS = [Binding("escape", "close", "Close (stops a running tune)")]
 
-    def __init__(self, tune_run: TuneRun, what: str) -> None:
+    def __init__(self, tune_run: TuneRun, what: str, stop: Callable[[], None]) -> None:
         super().__init__(id="tune")
         self.tune_run = tune_run
         self.what = what
+        self._stop = stop    # closing the screen while the tune runs stops it (in a worker of the dashboard)
         self.rows: dict[str, KernelRow] = {}
         self.selected: str | None = None
         self._plot_stale = True
@@ -183,9 +185,7 @@ class TuneScreen(Screen):
     # ---- closing --------------------------------------------------------------------------------------------
     def action_close(self) -> None:
         if self.tune_run.active:
-            stop = getattr(self.app, "stop_tune", None)
-            if stop is not None:
-                stop()
+            self._stop()
         self.app.pop_screen()
 
     def _status(self, text: str, style: str = "") -> None:
