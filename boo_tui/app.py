@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import sys
-import time
 from typing import TYPE_CHECKING
 
 # The engine imports torch only when it must (the headless front end never does over cached kernels), but a
@@ -28,19 +27,17 @@ from typing import TYPE_CHECKING
 # then, in an engine thread, would hold the GIL (C extension initialisation) and freeze the UI for ~1 s. So the
 # dashboard pays for it here, before its first frame.
 import torch  # noqa: F401
-from rich.text import Text
-from textual import events, work
+from textual import on, work
 from textual.app import App, ComposeResult
-from textual.containers import Vertical, VerticalScroll
-from textual.widgets import Footer, Header, Input, RichLog, Static, TabbedContent, TabPane
+from textual.widgets import Input
 
 from boo_engine.api import SessionConfig, Status
 from boo_engine.api import events as ev
 
 from .actions import DashboardActions
 from .bridge import EventBridge
-from .cells import COLUMN_WIDTHS
 from .engine_client import EngineClient
+from .layout import RESULTS, dashboard_widgets
 from .messages import (
     ComparisonsComputed,
     EngineFailed,
@@ -54,7 +51,6 @@ from .messages import (
 )
 from .palette import BINDINGS as DASHBOARD_BINDINGS
 from .palette import BooCommands, palette_entries
-from .plots import PlotView
 from .process import (
     GC_FREEZE_S,
     close_child_output,
@@ -64,9 +60,10 @@ from .process import (
     start_resource_tracker,
     warm_up,
 )
+from .run_log import RunLog
 from .run_model import RunModel
 from .table import ResultsTable
-from .table_controller import RESULTS, TABLE_FLUSH_S, TableController, columns_legend
+from .table_controller import TABLE_FLUSH_S, TableController, columns_legend, subtitle_of
 from .tune_controller import TuneController
 
 if TYPE_CHECKING:
@@ -75,7 +72,6 @@ if TYPE_CHECKING:
 __all__ = ["PALETTE", "BooApp", "BooCommands", "run_app"]
 
 EVENTS_PER_TURN = 256   # engine events applied before the event loop gets a turn (~10 us each)
-WARNING_TOAST_S = 10    # warnings can come per job (a noisy host): one toast per this many seconds, all in the Log
 
 
 class BooApp(App[int]):
@@ -95,12 +91,12 @@ class BooApp(App[int]):
         self.autostart = autostart
         self.model = RunModel()
         self.bridge = EventBridge(self)
+        self.run_log = RunLog(self)
         self.engine = EngineClient(config, self.post_message, self.notify)
         self.results = TableController(self, self.engine, self.model, self.bridge, report=self.error)
         self.tune = TuneController(self, self.engine, self.results)
         self.actions = DashboardActions(self, self.engine, self.results, self.tune)
         self.stop_signals: StopSignals | None = None   # run_app's: SIGINT/SIGTERM/SIGHUP quit, the run interrupted
-        self._last_warning = 0.0
         self._quitting = False
         start_resource_tracker()
 
@@ -111,30 +107,10 @@ class BooApp(App[int]):
 
     # ---- layout ------------------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        yield Header()
-        yield Input(placeholder="filter: op:conv status:failed words...  (/ to focus, esc to leave)",
-                    id="filter")
-        yield Static("", id="model-line")        # a file with weights: the engine's model line (table_controller)
-        with Vertical(id="body"):
-            yield ResultsTable(id=RESULTS, source=self.results.row_cells, zebra_stripes=True)
-            with TabbedContent(id="panes"):
-                with TabPane("Histogram", id="tab-hist"):
-                    yield PlotView("histogram", id="hist", empty="select a job: its samples appear here")
-                with TabPane("Samples", id="tab-timeline"):
-                    yield PlotView("timeline", id="timeline", empty="samples over time appear here")
-                with TabPane("Detail", id="tab-detail"):
-                    with VerticalScroll(id="detail-scroll"):
-                        yield Static("select a job", id="detail")
-                        yield Static("", id="repro")
-                with TabPane("Log", id="tab-log"):
-                    yield RichLog(id="log", wrap=True, markup=False, max_lines=2000)
-        yield Footer()
+        yield from dashboard_widgets(self.results.row_cells)
 
     def on_mount(self) -> None:
-        table = self.query_one(f"#{RESULTS}", ResultsTable)
-        table.set_columns(self.results.columns, COLUMN_WIDTHS)
-        self.query_one("#model-line", Static).display = False
-        table.focus()
+        self.results.mounted()
         self.sub_title = "opening session..."
         self.set_interval(TABLE_FLUSH_S, self.results.flush)
         freeze_long_lived()
@@ -153,8 +129,7 @@ class BooApp(App[int]):
     def on_session_failed(self, message: SessionFailed) -> None:
         self.engine.failed(message.reason)
         self.sub_title = "no session"
-        self.log_line("error", message.reason)
-        self.notify(message.reason, title="cannot open the session", severity="error", timeout=15)
+        self.run_log.error(message.reason, title="cannot open the session", timeout=15)
 
     def on_session_opened(self, message: SessionOpened) -> None:
         if self._quitting:
@@ -170,7 +145,7 @@ class BooApp(App[int]):
         legend = columns_legend(self.config)
         if legend:
             self.log_line("info", legend)
-        self.sub_title = self.results.subtitle()
+        self.sub_title = subtitle_of(self.model)
         # what a run imports (scipy, the compile pool, plotext...: 1-2 s, 5 s on a loaded host) is imported now, first
         # on the engine thread, so the table showed the jobs without waiting for it and no import holds the GIL in
         # the middle of the run (engine calls run in order: the run starts after it)
@@ -202,33 +177,24 @@ class BooApp(App[int]):
     def on_tune_gate(self, message: TuneGate) -> None:
         self.tune.gate(message)
 
-    # ---- the table and the filter line (Textual's `@on` only works in message-pump classes: handlers here) ----
-    def on_results_table_row_highlighted(self, event: ResultsTable.RowHighlighted) -> None:
-        if event.table.id == RESULTS:
-            self.results.select(event.key)
+    # ---- the table and the filter line --------------------------------------------------------------------
+    @on(ResultsTable.RowHighlighted, f"#{RESULTS}")
+    def _row_highlighted(self, event: ResultsTable.RowHighlighted) -> None:
+        self.results.select(event.key)
 
-    def on_results_table_row_selected(self, event: ResultsTable.RowSelected) -> None:
+    @on(ResultsTable.RowSelected, f"#{RESULTS}")
+    def _row_selected(self, event: ResultsTable.RowSelected) -> None:
         """Enter on a row: its detail (the row is the selected job already, by highlighting it)."""
-        if event.table.id == RESULTS:
-            self.results.select(event.key)
-            self.actions.show_pane("detail")
+        self.results.select(event.key)
+        self.actions.show_pane("detail")
 
-    def on_results_table_header_selected(self, event: ResultsTable.HeaderSelected) -> None:
-        if event.table.id == RESULTS:
-            self.results.sort_by_column(event.key)
+    @on(ResultsTable.HeaderSelected, f"#{RESULTS}")
+    def _header_selected(self, event: ResultsTable.HeaderSelected) -> None:
+        self.results.sort_by_column(event.key)
 
-    def on_input_changed(self, event: Input.Changed) -> None:
-        if event.input.id == "filter":
-            self.results.filter_changed(event.value)
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        if event.input.id == "filter":
-            self.query_one(f"#{RESULTS}", ResultsTable).focus()
-
-    def on_key(self, event: events.Key) -> None:
-        if event.key == "escape" and self.focused is self.query_one("#filter", Input):
-            self.query_one(f"#{RESULTS}", ResultsTable).focus()
-            event.stop()
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self.results.filter_changed(event.value)
 
     # ---- the keys (palette.BINDINGS names these; what they do is in actions) --------------------------------
     def action_run_all(self) -> None:
@@ -295,28 +261,14 @@ class BooApp(App[int]):
             await asyncio.sleep(0)
 
     def _apply_event(self, event: ev.Event) -> None:
-        """An event changes the model and the rows it names (`TableController.apply`), the Log, some the toasts."""
+        """An event changes the model and the rows it names (`TableController.apply`), and the Log says it."""
         try:
             self.results.apply(event)
         except Exception as e:  # noqa: BLE001
             self.error(f"bad event {type(event).__name__}: {e}")
             return
-        if isinstance(event, ev.JobFinished) and event.result is not None and event.result.error:
-            self.log_line("error", f"{event.result.func_name} [{event.result.variant}/{event.result.backend}]: "
-                                   f"{event.result.error}")
-        elif isinstance(event, ev.Log):
-            self.log_line(event.level, event.message)
-            if event.level == "error":
-                self.notify(event.message, severity="error")
-            elif event.level == "warning" and time.monotonic() - self._last_warning > WARNING_TOAST_S:
-                self._last_warning = time.monotonic()
-                self.notify(event.message + "  (more in the Log tab)", severity="warning")
-        elif isinstance(event, ev.RunStarted):
-            self.log_line("info", f"run {event.run_id} started: {event.total_jobs} jobs")
-        elif isinstance(event, ev.RunFinished):
-            self.log_line("info", f"run {event.run_id} {event.status}: {event.ok} ok, {event.failed} failed")
-            self.notify(f"run {event.run_id} {event.status}: {event.ok} ok, {event.failed} failed",
-                        severity="information" if not event.failed else "warning")
+        self.run_log.event(event)
+        if isinstance(event, ev.RunFinished):
             self.results.ask_for_verdicts()
 
     # ---- quitting ----------------------------------------------------------------------------------------
@@ -349,18 +301,10 @@ class BooApp(App[int]):
 
     # ---- messages for the user ---------------------------------------------------------------------------
     def log_line(self, level: str, message: str) -> None:
-        """A line in the Log tab."""
-        style = {"error": "bold red", "warning": "yellow"}.get(level, "")
-        stamp = time.strftime("%H:%M:%S")
-        try:
-            self.query_one("#log", RichLog).write(Text(f"{stamp} {level}: {message}", style=style))
-        except Exception:  # noqa: BLE001 - the log panel is not mounted on every screen state
-            pass
+        self.run_log.line(level, message)
 
     def error(self, message: str) -> None:
-        """An error: in the Log tab, and a toast."""
-        self.log_line("error", message)
-        self.notify(message, severity="error", timeout=10)
+        self.run_log.error(message)
 
     def kill_children(self) -> None:
         """A second stop signal: every worker process (the run's, a tune's) dies now."""

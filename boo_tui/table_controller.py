@@ -27,6 +27,7 @@ from .bridge import EventBridge
 from .cells import COLUMN_WIDTHS, VERDICT_STYLE, Filter, columns, ordered, row_cells
 from .detail import render_detail, reproducer_text
 from .engine_client import EngineClient
+from .layout import RESULTS
 from .messages import ComparisonsComputed, ModelLinesComputed
 from .plots import PlotView, Series
 from .run_model import JobView, RunModel
@@ -34,7 +35,6 @@ from .table import ResultsTable
 
 TABLE_FLUSH_S = 0.1      # dirty table rows are redrawn at most this often
 RESORT_S = 1.0           # a live-updated sorted table is re-sorted at most this often
-RESULTS = "results"      # the results table's id
 #: sort columns whose values never change while a job runs: a table sorted by one is never re-sorted for an update
 #: (sorting by share is the default for a captured model)
 STATIC_SORT_KEYS = frozenset({None, "cmd", "op", "shape", "share", "calls", "variant", "backend", "kernel"})
@@ -85,6 +85,12 @@ class TableController:
         base = "boo" if self.engine.config.build == "boo" else "base"
         return columns(self.model.weighted, len(self.model.devices) > 1, base)
 
+    def mounted(self) -> None:
+        """The widgets exist: the table's first columns, the focus on it; the model line hidden until weights come."""
+        self.table.set_columns(self.columns, COLUMN_WIDTHS)
+        self.app.query_one("#model-line", Static).display = False
+        self.table.focus()
+
     # ---- rows --------------------------------------------------------------------------------------------
     def settled(self) -> bool:
         """Every engine event applied and the table up to date with them (tests wait for this before looking)."""
@@ -122,7 +128,7 @@ class TableController:
         if self._subtitle_stale and time.monotonic() - self._subtitle_at >= SUBTITLE_S:
             self._subtitle_stale = False
             self._subtitle_at = time.monotonic()
-            self.app.sub_title = self.subtitle()
+            self.app.sub_title = subtitle_of(self.model)
         try:
             self._flush_dirty()
         except Exception as e:  # noqa: BLE001 - a refresh bug is shown, and the next flush tries again
@@ -168,14 +174,6 @@ class TableController:
     def row_cells(self, job_id: str) -> dict[str, Any]:
         """A row's cells, when the table draws or measures it."""
         return row_cells(self.model, self.model.jobs[job_id])
-
-    def subtitle(self) -> str:
-        """The header's line: the run, how many jobs finished, how many failed."""
-        counts, model = self.model.counts(), self.model
-        parts = [f"run {model.run_id} {model.run_status}"] if model.run_id is not None else []
-        parts.append(f"{sum(counts.get(s, 0) for s in FINAL_STATUSES)}/{len(model.jobs)} finished")
-        parts += [f"{counts[Status.FAILED]} failed"] if counts.get(Status.FAILED) else []
-        return "  ".join(parts)
 
     # ---- the engine's verdicts -------------------------------------------------------------------------
     def ask_for_verdicts(self) -> None:
@@ -293,6 +291,15 @@ class TableController:
             repro = reproducer_text(view)
             app.query_one("#repro", Static).update(
                 Text.assemble(("\nreproducer ", "bold"), ("(c copies)\n", "dim"), repro) if repro else "")
+
+
+def subtitle_of(model: RunModel) -> str:
+    """The header's line: the run, how many jobs finished, how many failed."""
+    counts = model.counts()
+    parts = [f"run {model.run_id} {model.run_status}"] if model.run_id is not None else []
+    parts.append(f"{sum(counts.get(s, 0) for s in FINAL_STATUSES)}/{len(model.jobs)} finished")
+    parts += [f"{counts[Status.FAILED]} failed"] if counts.get(Status.FAILED) else []
+    return "  ".join(parts)
 
 
 def columns_legend(config: Any) -> str | None:

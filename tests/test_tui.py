@@ -279,7 +279,10 @@ async def _full_run_table_plots_detail_export_compare_history(tmp_path, cache_di
         app.query_one("#filter").value = ""
         await pilot.pause(0.1)
         assert table.row_count == 6
-        await pilot.press("escape")
+        await pilot.press("escape")               # Escape leaves the filter line: the table has the focus again
+        assert app.focused is table
+        await pilot.press("slash", "enter")        # and so does Enter
+        assert app.focused is table
 
         # export through the dialog; the session writes it on the engine thread
         out = tmp_path / "out.csv"
