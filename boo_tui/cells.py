@@ -259,41 +259,45 @@ _STATUS_ORDER: dict[str, int] = {s: i for i, s in enumerate(
      Status.CANCELLED, Status.INTERRUPTED])}
 
 
+def _num(x: float | None) -> tuple[int, float]:
+    return (1, 0.0) if x is None else (0, x)
+
+
+def _vs_base(model: RunModel, v: JobView) -> float | None:
+    c = model.comparison_of(v)
+    return c.ratio if c is not None and math.isfinite(c.ratio) else None
+
+
+#: columns whose key is a number or None (missing values sort last), the other computed keys, and the text columns
+#: (the result's attribute each shows)
+_NUMERIC_KEYS: dict[str, Callable[[RunModel, JobView], float | None]] = {
+    "median": lambda m, v: v.median_us,
+    "share": lambda m, v: v.result.share,
+    "calls": lambda m, v: v.result.calls,
+    "gflops": lambda m, v: v.result.stats.gflops if v.result.stats else None,
+    "roof": lambda m, v: v.result.pct_roofline,
+    "vs_base": _vs_base,
+}
+_OTHER_KEYS: dict[str, Callable[[RunModel, JobView], Any]] = {
+    "cmd": lambda m, v: m.command_index.get(v.result.command, 0),
+    "status": lambda m, v: _STATUS_ORDER.get(v.status, 99),
+    "shape": lambda m, v: (v.result.op, shape_label(v.result.command)),
+    "numerics": lambda m, v: v.result.numerics.verdict if v.result.numerics else "~",
+    "noisy": lambda m, v: not v.result.noisy,
+}
+_TEXT_KEYS = {"op": "op", "kernel": "func_name", "variant": "variant", "backend": "backend", "device": "where"}
+
+
 def sort_key(model: RunModel, column: str) -> Callable[[JobView], Any]:
     """A key that sorts missing values last whatever the column."""
-
-    def num(x: float | None) -> tuple[int, float]:
-        return (1, 0.0) if x is None else (0, x)
-
-    def key(v: JobView) -> Any:
-        r = v.result
-        if column == "cmd":
-            return model.command_index.get(r.command, 0)
-        if column == "status":
-            return _STATUS_ORDER.get(v.status, 99)
-        if column == "median":
-            return num(v.median_us)
-        if column == "share":
-            return num(r.share)
-        if column == "calls":
-            return num(r.calls)
-        if column == "gflops":
-            return num(r.stats.gflops if r.stats else None)
-        if column == "roof":
-            return num(r.pct_roofline)
-        if column == "vs_base":
-            c = model.comparison_of(v)
-            return num(c.ratio if c is not None and math.isfinite(c.ratio) else None)
-        if column == "shape":
-            return (r.op, shape_label(r.command))
-        if column == "numerics":
-            return r.numerics.verdict if r.numerics else "~"
-        if column == "noisy":
-            return not r.noisy
-        return str({"op": r.op, "kernel": r.func_name, "variant": r.variant, "backend": r.backend,
-                    "device": r.where}.get(column, ""))
-
-    return key
+    numeric, other, attr = _NUMERIC_KEYS.get(column), _OTHER_KEYS.get(column), _TEXT_KEYS.get(column)
+    if numeric is not None:
+        return lambda v: _num(numeric(model, v))
+    if other is not None:
+        return lambda v: other(model, v)
+    if attr is not None:
+        return lambda v: str(getattr(v.result, attr))
+    return lambda v: ""
 
 
 def ordered(model: RunModel, flt: Filter, sort_by: str | None, reverse: bool) -> list[JobView]:
