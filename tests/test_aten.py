@@ -192,3 +192,92 @@ def test_aten_kernel_compiles_runs_and_passes_numerics(command, cache, compiled)
     assert compiled[sig.func_name].num_dispatches >= 1
     info = check_numerics(sig, "cpu", cache=cache)
     assert info.verdict == "pass", info.stats.get("reason")
+
+
+# ---- the outputs of common calls by rule (ops/aten_shapes.py) against torch's meta kernel --------------------------
+def _meta_outputs(name: str, tensors, constants):
+    """What torch's meta kernel says `name` returns (the spec tuple), or the exception type it raises."""
+    from boo_engine.ops.base import DTYPES
+
+    base, _, overload_name = name.partition(".")
+    overload = getattr(getattr(torch.ops.aten, base), overload_name)
+    args = [torch.empty(shape, dtype=DTYPES[dtype], device="meta") for shape, dtype in tensors]
+    if base == "linear" and "bias" in constants:
+        args.append(constants.pop("bias"))
+    try:
+        out = overload(*args, **constants)
+    except Exception as e:  # noqa: BLE001 - torch refuses these: the rule must not answer
+        return type(e)
+    return ((tuple(out.shape), str(out.dtype).replace("torch.", "")),)
+
+
+def _random_case(rng, name: str):
+    """Random tensors and constants for `name`: often valid, sometimes not (sizes that disagree, mixed dtypes,
+    ranks the op does not take, arguments the rules do not know)."""
+    dim = lambda: rng.choice([1, 2, 3, 5, 8, 16])
+    dtype = rng.choice(["float32", "bfloat16", "float16", "float64", "int64"])
+    other = dtype if rng.random() < 0.85 else rng.choice(["float32", "bfloat16", "int32"])
+    constants: dict = {}
+    if name == "addmm.default":
+        m, k, n = dim(), dim(), dim()
+        bias = rng.choice([(n,), (m, n), (1, n), (m, 1), (), (dim(),), (m, n, 1)])
+        tensors = [(bias, dtype), ((m, k), dtype), ((k if rng.random() < 0.9 else dim(), n), other)]
+        if rng.random() < 0.5:
+            constants = {"beta": rng.choice([1, 0.5, 2]), "alpha": rng.choice([1, 0.25, True])}
+    elif name == "linear.default":
+        x = tuple(dim() for _ in range(rng.choice([1, 2, 3])))
+        out = dim()
+        tensors = [(x, dtype), ((out, x[-1] if rng.random() < 0.9 else dim()), other)]
+        if rng.random() < 0.5:
+            tensors.append(((out if rng.random() < 0.9 else dim(),), dtype))
+        elif rng.random() < 0.5:
+            constants = {"bias": None}
+    elif name.endswith(".Tensor"):
+        a = tuple(dim() for _ in range(rng.choice([0, 1, 2, 3])))
+        b = tuple(rng.choice([d, 1, dim()]) for d in a[rng.choice([0, 1]):])
+        tensors = [(a, dtype), (b, other)]
+        if name in ("add.Tensor", "sub.Tensor") and rng.random() < 0.4:
+            constants = {"alpha": rng.choice([1, 2.5, -1])}
+    else:
+        tensors = [(tuple(dim() for _ in range(rng.choice([0, 1, 2, 4]))), dtype)]
+        if name == "gelu.default" and rng.random() < 0.5:
+            constants = {"approximate": rng.choice(["none", "tanh", "erf"])}
+    return tensors, constants
+
+
+@pytest.mark.parametrize("name", ["addmm.default", "linear.default", "add.Tensor", "sub.Tensor", "mul.Tensor",
+                                  "div.Tensor", "relu.default", "gelu.default", "silu.default", "sigmoid.default",
+                                  "tanh.default"])
+def test_outputs_by_rule_are_what_torch_says(name):
+    """Where a rule answers, it answers what torch's meta kernel does; where torch refuses, no rule answers; and
+    the rules answer the usual valid call (they are used at all)."""
+    import random
+
+    from boo_engine.ops.aten_shapes import known_outputs
+
+    rng = random.Random(name)
+    answered = 0
+    for _ in range(300):
+        tensors, constants = _random_case(rng, name)
+        by_rule = known_outputs(name, tensors, dict(constants))
+        by_torch = _meta_outputs(name, tensors, dict(constants))
+        if by_rule is not None:
+            answered += 1
+            assert by_rule == by_torch, (tensors, constants)
+    assert answered > 100
+
+
+def test_a_call_resolved_by_rule_is_the_call_torch_makes():
+    """An addmm line resolved by rule: the same outputs, and the same call, as the meta kernel finds."""
+    from boo_engine.ops import aten_call
+
+    line = ('aten::addmm "[[256], [7, 512], [512, 256], [], []]" "[\'c10::BFloat16\', \'c10::BFloat16\', '
+            '\'c10::BFloat16\', \'Scalar\', \'Scalar\']" "[[1], [512, 1], [1, 512], [], []]" "[\'\', \'\', \'\', '
+            '\'1\', \'1\']"')
+    sig = parse_invocation(line).signature
+    assert sig.output_shapes() == [(7, 256)] and sig.output_dtype_names() == ["bfloat16"]
+    res = aten_call.resolve(sig)
+    assert aten_call._known_outputs(sig, res.overload, res.positional, res.keywords) == res.outputs
+    args = sig.get_sample_args(0)
+    out = sig.reference(*args)
+    assert tuple(out.shape) == (7, 256) and out.dtype == torch.bfloat16
