@@ -169,6 +169,21 @@ def render_markdown(results: Sequence[JobResult], *, environment: dict[str, Any]
     note = columns_note(results)
     if note:
         lines += [_md_escape(note), ""]
+    labels, cells = _columns(results)
+    multi_target = len({t for t, _ in cells}) > 1
+    lines += _results_table(results, cells, labels, comparisons, multi_target) + _geomean_lines(comparisons, labels)
+    vs_torch = vs_torch_line(results)
+    if vs_torch:
+        lines += ["", vs_torch]
+    if model:
+        lines += ["", "Model time in these kernels (sum of calls x median; ratio vs the baseline's sum over the same"
+                  " kernels, 95% CI, verdict): " + " · ".join(_model_md(m, multi_target) for m in model)]
+    lines += ["", " ".join(_notes(results, comparisons, min_effect)), ""]
+    return "\n".join(lines)
+
+
+def _columns(results: Sequence[JobResult]) -> tuple[list[str], dict[tuple[str, str], dict[str, JobResult]]]:
+    """The column labels in first-seen order, the baseline's first, and each (target, command)'s results by label."""
     labels: list[str] = []
     cells: dict[tuple[str, str], dict[str, JobResult]] = {}
     for r in results:
@@ -179,34 +194,42 @@ def render_markdown(results: Sequence[JobResult], *, environment: dict[str, Any]
     if BASELINE_LABEL in labels:
         labels.remove(BASELINE_LABEL)
         labels.insert(0, BASELINE_LABEL)
-    multi_target = len({t for t, _ in cells}) > 1
+    return labels, cells
+
+
+def _results_table(results: Sequence[JobResult], cells: dict[tuple[str, str], dict[str, JobResult]],
+                   labels: list[str], comparisons: Comparisons, multi_target: bool) -> list[str]:
+    """The table's lines: one column alone, or the columns side by side; `_no results_` below it when empty."""
     weights = _weights_columns(cells) if has_weights(results) else {}
     devices = _devices_column(cells) if len(result_devices(results)) > 1 else {}
     if labels == [BASELINE_LABEL] or len(labels) == 1:
-        lines += _single_column_table(cells, labels[0] if labels else BASELINE_LABEL, multi_target, weights,
-                                      devices)
+        lines = _single_column_table(cells, labels[0] if labels else BASELINE_LABEL, multi_target, weights, devices)
     else:
-        lines += _side_by_side_table(cells, labels, comparisons, multi_target, weights, devices)
+        lines = _side_by_side_table(cells, labels, comparisons, multi_target, weights, devices)
     if not cells:
         lines.append("_no results_")
+    return lines
+
+
+def _geomean_lines(comparisons: Comparisons, labels: list[str]) -> list[str]:
+    """The line of each variant's geomean latency ratio to the baseline and verdict counts (none without any)."""
     summary = summarize(by_variant(comparisons)) if comparisons else {}
-    if summary:
-        parts = []
-        for label in labels:
-            s = summary.get(label)
-            if s is None:
-                continue
-            gm = f"{s.geomean_ratio:.3f}x" if math.isfinite(s.geomean_ratio) else "-"
-            parts.append(f"**{_md_escape(label)}** {gm} ({s.faster} faster, {s.slower} slower, {s.same} same"
-                         + (f", {s.unclear} unclear" if s.unclear else "")
-                         + (f", {s.insufficient} too few samples" if s.insufficient else "") + ")")
-        lines += ["", "Geomean latency ratio vs baseline (< 1 is faster): " + " · ".join(parts)]
-    vs_torch = vs_torch_line(results)
-    if vs_torch:
-        lines += ["", vs_torch]
-    if model:
-        lines += ["", "Model time in these kernels (sum of calls x median; ratio vs the baseline's sum over the same"
-                  " kernels, 95% CI, verdict): " + " · ".join(_model_md(m, multi_target) for m in model)]
+    if not summary:
+        return []
+    parts = []
+    for label in labels:
+        s = summary.get(label)
+        if s is None:
+            continue
+        gm = f"{s.geomean_ratio:.3f}x" if math.isfinite(s.geomean_ratio) else "-"
+        parts.append(f"**{_md_escape(label)}** {gm} ({s.faster} faster, {s.slower} slower, {s.same} same"
+                     + (f", {s.unclear} unclear" if s.unclear else "")
+                     + (f", {s.insufficient} too few samples" if s.insufficient else "") + ")")
+    return ["", "Geomean latency ratio vs baseline (< 1 is faster): " + " · ".join(parts)]
+
+
+def _notes(results: Sequence[JobResult], comparisons: Comparisons, min_effect: float) -> list[str]:
+    """The notes below the table: units, roofline, verdicts' legend, noisy, unclear, disturbed and failed results."""
     n_failed = sum(1 for r in results if r.status == FAILED)
     n_noisy = sum(1 for r in results if r.noisy)
     notes = ["Times are median microseconds per call."]
@@ -228,8 +251,7 @@ def render_markdown(results: Sequence[JobResult], *, environment: dict[str, Any]
                      "(counted at the thread's CPU time, the time the kernel ran).")
     if n_failed:
         notes.append(f"{n_failed} failed.")
-    lines += ["", " ".join(notes), ""]
-    return "\n".join(lines)
+    return notes
 
 
 def describe_model_line(line: ModelLine, *, label: bool = True) -> str:

@@ -33,7 +33,7 @@ As BOO, errors are pooled over as many seeds as it takes for the main output (ou
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -51,6 +51,8 @@ STD_TORCH_FACTOR = DEFAULT_CRITERIA.stddev_rtol
 REFERENCE_DTYPES = {"float64": torch.float64, "float32": torch.float32}
 #: relative tolerance of the structured test, per dtype (a few ulps: exact-integer sums, different orders)
 STRUCTURED_RTOL = {torch.float32: 1e-5, torch.float16: 1e-2, torch.bfloat16: 3e-2, torch.float64: 1e-10}
+#: one seed: its args, the kernel's outputs, and the given reference outputs (None: `sig.reference` in high precision)
+_Batch = tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...], torch.Tensor | Sequence[torch.Tensor] | None]
 
 
 def _as_tuple(x: torch.Tensor | Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
@@ -91,8 +93,29 @@ def numerics_verdict(sig: OpSignature, args: Sequence[torch.Tensor],
     outputs) of further seeds (BOO's --numerics-min-samples), whose errors are pooled with the first's; they are
     judged against the high-precision reference."""
     ref_dtype = REFERENCE_DTYPES[criteria.reference_dtype]
-    batches = [(tuple(a.detach().cpu() for a in args), _as_tuple(outputs), reference_outputs)]
+    batches: list[_Batch] = [(tuple(a.detach().cpu() for a in args), _as_tuple(outputs), reference_outputs)]
     batches += [(tuple(a.detach().cpu() for a in a2), _as_tuple(o2), None) for a2, o2 in more]
+    pooled, n_out, reasons = _pool_outputs(sig, batches, ref_dtype)
+    per_output, why = _judge_outputs(sig, pooled[: n_out or 0], batches[0][0], criteria, ref_dtype)
+    reasons += why
+    c = criteria
+    stats: dict[str, Any] = {
+        "outputs": per_output,
+        "reference": criteria.reference_dtype if reference_outputs is None else "given",
+        "criteria": f"|mean err| <= {c.mean_atol:g} + {c.mean_rtol:g}*std(err) + {MEAN_SAMPLING_Z:g}*std/sqrt(n); "
+                    f"std(err) <= {c.stddev_atol:g} + {c.stddev_rtol:g}*std(torch {sig.dtype_name} err); NaN match",
+        "seeds": len(batches),
+        "max_abs_err": max((o["max_abs_err"] for o in per_output), default=math.nan),
+        "max_rel_err": max((o["max_rel_err"] for o in per_output), default=math.nan),
+    }
+    if reasons:
+        stats["reason"] = "; ".join(reasons)
+    return NumericsInfo(verdict=NumericsVerdict.FAIL if reasons else NumericsVerdict.PASS, stats=stats)
+
+
+def _pool_outputs(sig: OpSignature, batches: Sequence[_Batch], ref_dtype: torch.dtype,
+                  ) -> tuple[list[list[tuple[torch.Tensor, ...]]], int | None, list[str]]:
+    """Per output its seeds' (kernel, reference, eager torch, float64), how many to judge, any count mismatch."""
     pooled: list[list[tuple[torch.Tensor, ...]]] = []
     reasons: list[str] = []
     n_out = None
@@ -109,38 +132,40 @@ def numerics_verdict(sig: OpSignature, args: Sequence[torch.Tensor],
             if len(pooled) <= i:
                 pooled.append([])
             pooled[i].append((k, r, t, e))
+    return pooled, n_out, reasons
+
+
+def _judge_outputs(sig: OpSignature, pooled: list[list[tuple[torch.Tensor, ...]]],
+                   first_args: tuple[torch.Tensor, ...], criteria: NumericsCriteria, ref_dtype: torch.dtype,
+                   ) -> tuple[list[dict[str, Any]], list[str]]:
+    """Each output's stats (with its index) over the pooled seeds, and the reasons any output fails."""
     per_output: list[dict[str, Any]] = []
-    noise: list[tuple[torch.Tensor, ...]] = []     # simulated rounding noise of the first seed, made if asked
-
-    def rounding_noise(i: int) -> torch.Tensor:
-        if not noise:
-            x64 = _f64(batches[0][0])
-            with torch.no_grad(), jitter_mode(torch.finfo(sig.dtype).eps / 2, seed=1):
-                jittered = _as_tuple(sig.reference(*x64))
-            with torch.no_grad():
-                noise.append(tuple(j - e for j, e in zip(jittered, _as_tuple(sig.reference(*x64)))))
-        return noise[0][i]
-
-    for i, quads in enumerate(pooled[: n_out or 0]):
+    reasons: list[str] = []
+    rounding_noise = _lazy_rounding_noise(sig, first_args)
+    for i, quads in enumerate(pooled):
         st, why = _judge_output(quads, criteria, ref_dtype)
         if why:
             why = _rounding_level(st, why, quads, lambda i=i: rounding_noise(i))
         st["index"] = i
         per_output.append(st)
         reasons += [f"output {i}: {w}" for w in why]
-    c = criteria
-    stats: dict[str, Any] = {
-        "outputs": per_output,
-        "reference": criteria.reference_dtype if reference_outputs is None else "given",
-        "criteria": f"|mean err| <= {c.mean_atol:g} + {c.mean_rtol:g}*std(err) + {MEAN_SAMPLING_Z:g}*std/sqrt(n); "
-                    f"std(err) <= {c.stddev_atol:g} + {c.stddev_rtol:g}*std(torch {sig.dtype_name} err); NaN match",
-        "seeds": len(batches),
-        "max_abs_err": max((o["max_abs_err"] for o in per_output), default=math.nan),
-        "max_rel_err": max((o["max_rel_err"] for o in per_output), default=math.nan),
-    }
-    if reasons:
-        stats["reason"] = "; ".join(reasons)
-    return NumericsInfo(verdict=NumericsVerdict.FAIL if reasons else NumericsVerdict.PASS, stats=stats)
+    return per_output, reasons
+
+
+def _lazy_rounding_noise(sig: OpSignature, args: tuple[torch.Tensor, ...]) -> Callable[[int], torch.Tensor]:
+    """Output i's simulated rounding noise on `args`, made on the first call and kept for the others."""
+    noise: list[tuple[torch.Tensor, ...]] = []     # simulated rounding noise of the first seed, made if asked
+
+    def rounding_noise(i: int) -> torch.Tensor:
+        if not noise:
+            x64 = _f64(args)
+            with torch.no_grad(), jitter_mode(torch.finfo(sig.dtype).eps / 2, seed=1):
+                jittered = _as_tuple(sig.reference(*x64))
+            with torch.no_grad():
+                noise.append(tuple(j - e for j, e in zip(jittered, _as_tuple(sig.reference(*x64)))))
+        return noise[0][i]
+
+    return rounding_noise
 
 
 def _moments(err: torch.Tensor) -> tuple[float, float, float]:

@@ -14,9 +14,10 @@ import sys
 import pytest
 
 from boo_engine.bench.devices import DeviceError, device_env, parse_devices
+from boo_engine.boo_driver_csv import render_boo_driver_csv
 from boo_engine.cli.common import UsageError, gpu_id_devices
 from boo_engine.config import SessionConfig
-from boo_engine.exporters import render_boo_driver_csv, render_csv
+from boo_engine.exporters import render_csv
 from boo_engine.jsondoc import render_json
 from boo_engine.markdown import render_markdown
 from boo_engine.results import DONE, JobResult, Stats

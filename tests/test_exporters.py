@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from boo_engine.bench.stats import compute_stats
+from boo_engine.boo_driver_csv import write_boo_driver_csv
 from boo_engine.compare import compare_results
 from boo_engine.errors import BooError
-from boo_engine.exporters import CSV_COLUMNS, ExportError, check_export_path, export_results, write_boo_driver_csv
+from boo_engine.exporters import CSV_COLUMNS, ExportError, check_export_path, export_results
 from boo_engine.results import DONE, FAILED, CompileInfo, JobResult, NumericsInfo
 
 CONV = "conv -n 1 -c 8 -H 16 -W 16 -k 4 -y 3 -x 3"

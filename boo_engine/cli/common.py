@@ -175,35 +175,11 @@ def check_measurable(target, compile_only: str) -> None:
 def config_from_args(args: argparse.Namespace):
     """SessionConfig from parsed arguments; raises a BooError subclass with a one-line message."""
     from ..config import SessionConfig
-    from ..targets import BOO_BUILD, parse_target
-    from ..variants import BEST, build_variants, preflight_target, preflight_variant
-    from ..variants.parsing import check_names
+    from ..targets import BOO_BUILD
 
-    if args.iter is not None and args.iter <= 0:
-        raise UsageError(f"--iter must be positive, got {args.iter}")
-    if args.threads <= 0:
-        raise UsageError(f"--threads must be positive, got {args.threads}")
-    check_numbers(args)
-    from ..targets import default_target
-
-    # validate early: a TargetError names the problem; specs are checked against the target's kind
-    target = parse_target(args.target) if args.target is not None else default_target()
-    if target.notice and args.target is not None:   # (a detected GPU's notice comes from the session's log)
-        print(f"note: {target.notice}", file=sys.stderr)
-    preflight_target(target)
-    variants = build_variants(args.variant, args.variants_file, include_baseline=not args.no_baseline)
-    if not getattr(args, "no_best", False):
-        variants.insert(1 if not args.no_baseline else 0, BEST)
-        check_names(variants)
-    from_env = env_variant(variants)
-    variants += from_env
-    if not variants:
-        raise UsageError("--no-baseline needs at least one --variant (or the best column)")
-    for v in variants:
-        preflight_variant(v, target)
-    for v in from_env:
-        print(f"note: {locations.TUNING_SPEC_ENV}={v.tuning_specs[0]}: measured as variant {v.name!r}",
-              file=sys.stderr)
+    _check_counts(args)
+    target = _target_arg(args)
+    variants = _run_variants(args, target)
     run_flags = parse_run_flags(getattr(args, "flags", None) or [], target)
     devices = parse_devices(args.devices, target.kind) if getattr(args, "devices", None) is not None else ()
     if not (getattr(args, "compile_only", False) or getattr(args, "ray", None)):
@@ -211,12 +187,7 @@ def config_from_args(args: argparse.Namespace):
     backends = tuple(dict.fromkeys(args.backend or [IREE, TORCH]))
     check_cache_root(args.cache_dir)
     ray = ray_address_arg(getattr(args, "ray", None), devices)
-    resume = args.resume
-    if resume is not None and resume != "last":
-        try:
-            resume = int(resume)
-        except ValueError:
-            raise UsageError(f"--resume expects a run id, got {resume!r}") from None
+    resume = _resume_arg(args.resume)
     return SessionConfig(
         target=target.name,
         variants=variants,
@@ -242,6 +213,59 @@ def config_from_args(args: argparse.Namespace):
         build=BOO_BUILD,
         command_line=" ".join(shlex.quote(a) for a in [program_name()] + sys.argv[1:]),
     )
+
+
+def _check_counts(args: argparse.Namespace) -> None:
+    """--iter and --threads positive, then every other number in its range (check_numbers)."""
+    if args.iter is not None and args.iter <= 0:
+        raise UsageError(f"--iter must be positive, got {args.iter}")
+    if args.threads <= 0:
+        raise UsageError(f"--threads must be positive, got {args.threads}")
+    check_numbers(args)
+
+
+def _target_arg(args: argparse.Namespace):
+    """The run's target (--target, else the default one), checked; its notice on stderr when it was given."""
+    from ..targets import default_target, parse_target
+    from ..variants import preflight_target
+
+    # validate early: a TargetError names the problem; specs are checked against the target's kind
+    target = parse_target(args.target) if args.target is not None else default_target()
+    if target.notice and args.target is not None:   # (a detected GPU's notice comes from the session's log)
+        print(f"note: {target.notice}", file=sys.stderr)
+    preflight_target(target)
+    return target
+
+
+def _run_variants(args: argparse.Namespace, target) -> list[Any]:
+    """The run's variants (baseline, best, --variant, --variants-file, BOO_TUNING_SPEC_PATH's), each checked."""
+    from ..variants import BEST, build_variants, preflight_variant
+    from ..variants.parsing import check_names
+
+    variants = build_variants(args.variant, args.variants_file, include_baseline=not args.no_baseline)
+    if not getattr(args, "no_best", False):
+        variants.insert(1 if not args.no_baseline else 0, BEST)
+        check_names(variants)
+    from_env = env_variant(variants)
+    variants += from_env
+    if not variants:
+        raise UsageError("--no-baseline needs at least one --variant (or the best column)")
+    for v in variants:
+        preflight_variant(v, target)
+    for v in from_env:
+        print(f"note: {locations.TUNING_SPEC_ENV}={v.tuning_specs[0]}: measured as variant {v.name!r}",
+              file=sys.stderr)
+    return variants
+
+
+def _resume_arg(resume: str | None) -> int | str | None:
+    """--resume: a run id, "last" (the option alone), or None."""
+    if resume is not None and resume != "last":
+        try:
+            return int(resume)
+        except ValueError:
+            raise UsageError(f"--resume expects a run id, got {resume!r}") from None
+    return resume
 
 
 def glue_flag_values(argv: Sequence[str], option: str = "--flags") -> list[str]:

@@ -317,7 +317,7 @@ def _run(opts: dict[str, list[str]], command: list[str]) -> int:
               + ("; --csv not written" if csv_path is not None else ""), file=sys.stderr)
         return stops.exit_code
     if csv_path is not None:
-        from ..exporters import write_boo_driver_csv
+        from ..boo_driver_csv import write_boo_driver_csv
 
         write_boo_driver_csv(csv_path, rows, numerics="--verify-numerics" in opts)
     if session.failure is not None:  # the results database cannot be written: the run stopped; one line

@@ -220,59 +220,84 @@ def split_driver_args(tokens: Sequence[str]) -> DriverArgs:
 
     and per family (DRIVER_FLAGS): `-V/--verify 0|1` (1: check this command's numerics), `-w/--wall`,
     conv's `-s/--search`, `-S/--solution`, `-G/--gpualloc` (validated, then ignored: `DriverArgs.ignored`)."""
-    iters, time, verify = 100, 1, None
     family = _family(tokens[0]) if tokens and not tokens[0].startswith("-") else "command"
     table = _driver_table(family)
-    i, n = 0, len(tokens)
-    if "=" not in "".join(tokens):   # no `--flag=value`: only a token that is a flag's name can be one
-        named = table.keys() & set(tokens)
-        if not named:
-            return DriverArgs(rest=list(tokens))
-        i = min(tokens.index(name) for name in named)   # every token before the first is the op's
+    i = _first_driver_flag(tokens, table)
+    if i is None:
+        return DriverArgs(rest=list(tokens))
+    op = _op_word(family)
+    timing = {"iter": 100, "time": 1}
+    verify: int | None = None
     rest: list[str] = list(tokens[:i])
     ignored: list[str] = []
-    while i < n:
+    while i < len(tokens):
         token = tokens[i]
         entry = table.get(token.partition("=")[0] if token.startswith("--") else token)
         if entry is None:
             rest.append(token)
             i += 1
             continue
-        name, eq, inline = token.partition("=") if token.startswith("--") else (token, "", "")
-        # the op's word starts every message: quoted when it is not plain text (a token of whitespace or control
-        # characters would break the one-line error)
-        op = family if family.isprintable() and family.strip() == family and family else show(family)
-        if eq:
-            raw, i = inline, i + 1
-        elif i + 1 < n:
-            raw, i = tokens[i + 1], i + 2
+        name, raw, i = _flag_value(op, tokens, i)
+        if isinstance(entry, str):
+            timing[entry] = _timing_value(op, name, entry, raw)
+        elif entry is _VERIFY:
+            verify = _driver_flag_value(op, name, entry, raw)
         else:
-            raise CommandError(f"{op}: {name} expects a value")
-        which, flag = (entry, None) if isinstance(entry, str) else (None, entry)
-        if flag is not None:
-            if flag.values is None:
-                if not raw.strip():
-                    raise CommandError(f"{op}: {name} expects a value")
-                value = None
-            else:
-                value = _convert(op, name, "int", raw)
-                if value not in flag.values:
-                    raise CommandError(f"{op}: {name} expects {' or '.join(map(str, flag.values))}, got {value}")
-            if flag is _VERIFY:
-                verify = value
-            elif name not in ignored:
+            _driver_flag_value(op, name, entry, raw)
+            if name not in ignored:
                 ignored.append(name)
-            continue
-        value = _convert(op, name, "int", raw)
-        if which == "iter":
-            if value < 1:
-                raise CommandError(f"{op}: {name} must be at least 1, got {value}")
-            iters = value
-        else:
-            if value not in (0, 1):
-                raise CommandError(f"{op}: {name} must be 0 or 1, got {value}")
-            time = value
-    return DriverArgs(rest=rest, iters=iters, time=time, verify=verify, ignored=tuple(ignored))
+    return DriverArgs(rest=rest, iters=timing["iter"], time=timing["time"], verify=verify, ignored=tuple(ignored))
+
+
+def _first_driver_flag(tokens: Sequence[str], table: dict[str, str | DriverFlag]) -> int | None:
+    """Where the search for driver flags starts: None when no token can be one, else the first that can be."""
+    if "=" in "".join(tokens):   # a `--flag=value` may be anywhere: look at every token
+        return 0
+    # no `--flag=value`: only a token that is a flag's name can be one
+    named = table.keys() & set(tokens)
+    if not named:
+        return None
+    return min(tokens.index(name) for name in named)   # every token before the first is the op's
+
+
+def _op_word(family: str) -> str:
+    """The op's word as it starts every message."""
+    # quoted when it is not plain text (a token of whitespace or control characters would break the one-line error)
+    return family if family.isprintable() and family.strip() == family and family else show(family)
+
+
+def _flag_value(op: str, tokens: Sequence[str], i: int) -> tuple[str, str, int]:
+    """The driver flag at tokens[i] -> (its name as typed, its value, the index after them)."""
+    token = tokens[i]
+    name, eq, inline = token.partition("=") if token.startswith("--") else (token, "", "")
+    if eq:
+        return name, inline, i + 1
+    if i + 1 < len(tokens):
+        return name, tokens[i + 1], i + 2
+    raise CommandError(f"{op}: {name} expects a value")
+
+
+def _timing_value(op: str, name: str, which: str, raw: str) -> int:
+    """The value of `--iter` (at least 1) or `--time` (0 or 1), checked."""
+    value = _convert(op, name, "int", raw)
+    if which == "iter":
+        if value < 1:
+            raise CommandError(f"{op}: {name} must be at least 1, got {value}")
+    elif value not in (0, 1):
+        raise CommandError(f"{op}: {name} must be 0 or 1, got {value}")
+    return value
+
+
+def _driver_flag_value(op: str, name: str, flag: DriverFlag, raw: str) -> int | None:
+    """The value of one of DRIVER_FLAGS, checked against its values (None for a flag that takes any text)."""
+    if flag.values is None:
+        if not raw.strip():
+            raise CommandError(f"{op}: {name} expects a value")
+        return None
+    value = _convert(op, name, "int", raw)
+    if value not in flag.values:
+        raise CommandError(f"{op}: {name} expects {' or '.join(map(str, flag.values))}, got {value}")
+    return value
 
 
 def ignored_flags_note(flags: Iterable[str]) -> str:

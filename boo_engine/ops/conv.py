@@ -8,7 +8,6 @@ results back, so an NHWC command takes NHWC tensors and returns NHWC tensors.
 from __future__ import annotations
 
 import functools
-import itertools
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,38 +22,19 @@ from boo_engine.ops import conv_forms as forms
 from boo_engine.ops._common import (
     BACKWARD_MODE_NAMES,
     SHORT_DTYPES,
-    check_dtype,
-    check_size,
-    fail,
     label_of,
     numel,
     shape_str,
     short_backward_mode,
 )
 from boo_engine.ops.base import DEFAULT_FORMULATION, OpSignature
+from boo_engine.ops.conv_checks import CONV_ACTIVATIONS as CONV_ACTIVATIONS
+from boo_engine.ops.conv_checks import CONV_BACKWARD_MASKS as CONV_BACKWARD_MASKS
+from boo_engine.ops.conv_checks import CONV_FORW_VALUES as CONV_FORW_VALUES
+from boo_engine.ops.conv_checks import DEFAULT_LAYOUTS as DEFAULT_LAYOUTS
+from boo_engine.ops.conv_checks import SPATIAL_LETTERS as SPATIAL_LETTERS
+from boo_engine.ops.conv_checks import validate
 from boo_engine.ops.conv_forms import FWDCONV, MATMUL
-
-#: MIOpen `-F` values and the gradients each selects (input, weight, bias); 1 is forward
-CONV_BACKWARD_MASKS: dict[int, tuple[bool, bool, bool]] = {
-    2: (True, False, False),
-    4: (False, True, False),
-    6: (True, True, False),
-    7: (False, False, True),
-    8: (True, False, True),
-    9: (False, True, True),
-    10: (True, True, True),
-}
-CONV_FORW_VALUES = (1, *CONV_BACKWARD_MASKS)
-#: activations a forward conv applies after its bias ("" none): what the torch.compile backend fuses into a conv.
-#: Named in func_name only when set, so existing kernel names and cache keys stay as they were.
-CONV_ACTIVATIONS = ("", "relu", "sigmoid")
-
-
-def _check_activation(activation: str, forw: int) -> None:
-    if activation not in CONV_ACTIVATIONS:
-        raise fail("conv", f"unknown activation {activation!r} (expected relu or sigmoid)")
-    if activation and forw != 1:
-        raise fail("conv", f"activation {activation} applies to a forward conv only (-F 1), not -F {forw}")
 
 
 def _activate(y: torch.Tensor, activation: str) -> torch.Tensor:
@@ -62,29 +42,11 @@ def _activate(y: torch.Tensor, activation: str) -> torch.Tensor:
         return y
     return torch.relu(y) if activation == "relu" else torch.sigmoid(y)
 
-SPATIAL_LETTERS: dict[int, str] = {1: "H", 2: "HW", 3: "DHW"}
-DEFAULT_LAYOUTS: dict[int, str] = {n: "NC" + s for n, s in SPATIAL_LETTERS.items()}
-
-#: per spatial rank, every layout (each letter of N, C and the spatial letters once): a layout is checked by one
-#: look-up, not by sorting its letters (a file of 200,000 convs checks 600,000 layouts)
-_LAYOUTS: dict[int, frozenset[str]] = {
-    n: frozenset("".join(p) for p in itertools.permutations("NC" + s)) for n, s in SPATIAL_LETTERS.items()}
-
-
 @functools.cache
 def _picker(layout: str) -> Callable[[tuple[int, ...]], tuple[int, ...]]:
     """The sizes of a tensor in `layout` (a valid one) from (N, C, *spatial), in the layout's order."""
     order = "NC" + SPATIAL_LETTERS[len(layout) - 2]
     return operator.itemgetter(*(order.index(ch) for ch in layout))
-
-
-# flag spellings used in messages, per spatial letter
-_IN_FLAGS = {"D": "--in_d", "H": "-H", "W": "-W"}
-_FIL_FLAGS = {"D": "--fil_d", "H": "-y", "W": "-x"}
-_STRIDE_FLAGS = {"D": "--conv_stride_d", "H": "-u", "W": "-v"}
-_PAD_FLAGS = {"D": "--pad_d", "H": "-p", "W": "-q"}
-_DIL_FLAGS = {"D": "--dilation_d", "H": "-l", "W": "-j"}
-_OPAD_FLAGS = {"D": "--trans_output_pad_d", "H": "-Y", "W": "-X"}
 
 
 def _knob(name: str, values: tuple[int, ...], default: int) -> str:
@@ -145,58 +107,7 @@ class ConvSignature(OpSignature):
 
     # ---- validation -----------------------------------------------------------------------------------
     def _validate(self) -> None:
-        op = "conv"
-        check_dtype(op, self.dtype_name)
-        nd = len(self.in_spatial)
-        if nd not in SPATIAL_LETTERS:
-            raise fail(op, f"{nd}-D convolution not supported (expected 1, 2 or 3 spatial dims)")
-        letters = SPATIAL_LETTERS[nd]
-        for name, seq in (("filter", self.fil_spatial), ("stride", self.stride), ("padding", self.padding),
-                          ("dilation", self.dilation), ("output padding", self.output_padding)):
-            if len(seq) != nd:
-                raise fail(op, f"{name} has {len(seq)} dims, the input {nd}")
-        layouts = _LAYOUTS[nd]
-        for flag, label in (("--in_layout", self.in_layout), ("--fil_layout", self.fil_layout),
-                            ("--out_layout", self.out_layout)):
-            if label not in layouts:
-                want = ", ".join("NC" + letters)
-                raise fail(op, f"{flag} {label!r} is not a {nd}-D layout (expected the letters {want}, each once)")
-        _check_activation(self.activation, self.forw)
-        if self.forw not in CONV_FORW_VALUES:
-            if self.forw in (0, 3, 5):
-                raise fail(op, f"unsupported -F {self.forw} (forward mixed with backward)")
-            raise fail(op, f"unsupported -F {self.forw} (expected one of {', '.join(map(str, CONV_FORW_VALUES))})")
-        check_size(op, "-n", self.batch)
-        check_size(op, "-c", self.in_channels)
-        check_size(op, "-k", self.out_channels)
-        check_size(op, "-g", self.groups)
-        for i, ch in enumerate(letters):
-            check_size(op, _IN_FLAGS[ch], self.in_spatial[i])
-            check_size(op, _FIL_FLAGS[ch], self.fil_spatial[i])
-            check_size(op, _STRIDE_FLAGS[ch], self.stride[i])
-            check_size(op, _PAD_FLAGS[ch], self.padding[i], minimum=0)
-            check_size(op, _DIL_FLAGS[ch], self.dilation[i])
-            check_size(op, _OPAD_FLAGS[ch], self.output_padding[i], minimum=0)
-        if self.in_channels % self.groups:
-            raise fail(op, f"-c {self.in_channels} not divisible by -g {self.groups}")
-        if self.out_channels % self.groups:
-            raise fail(op, f"-k {self.out_channels} not divisible by -g {self.groups}")
-        if self.transposed:
-            for i, ch in enumerate(letters):
-                op_, s = self.output_padding[i], self.stride[i]
-                if op_ >= s:
-                    raise fail(op, f"{_OPAD_FLAGS[ch]} {op_} must be smaller than the stride ({s})")
-            if any(o < 1 for o in self.out_spatial):
-                raise fail(op, f"transposed conv output {shape_str(self.out_spatial)} is empty "
-                               "(padding too large for the input)")
-        else:
-            if any(o != 0 for o in self.output_padding):
-                raise fail(op, "output padding (-Y/-X) only applies to a transposed conv (-m trans)")
-            padded = [x + 2 * p for x, p in zip(self.in_spatial, self.padding)]
-            extent = [d * (f - 1) + 1 for f, d in zip(self.fil_spatial, self.dilation)]
-            if any(e > p for e, p in zip(extent, padded)):
-                what = "dilated filter" if any(d != 1 for d in self.dilation) else "filter"
-                raise fail(op, f"{what} {shape_str(extent)} larger than padded input {shape_str(padded)}")
+        validate(self)
 
     # ---- derived facts --------------------------------------------------------------------------------
     @property

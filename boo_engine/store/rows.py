@@ -191,27 +191,9 @@ def environment_row(env: dict[str, Any]) -> dict[str, Any]:
 
 def job_result_from_row(row: dict[str, Any], samples: list[float], cpu: list[float] | None = None) -> JobResult:
     """Rebuild a JobResult from a joined results/commands/variants/kernels row (see queries.RESULT_SELECT)."""
-    stats = None
-    if row["n"] is not None:
-        stats = Stats(**{f: row[f] for f in STAT_FIELDS})
-    numerics = None
-    if row["numerics"] in tuple(NumericsVerdict):   # (a value outside the vocabulary: no verdict)
-        numerics = NumericsInfo(verdict=NumericsVerdict(row["numerics"]), stats=loads(row["numerics_stats"]) or {})
-    compile_info = None
-    if row["kernel_id"] is not None:
-        compile_info = CompileInfo(
-            seconds=row["compile_seconds"] if row["compile_seconds"] is not None else 0.0,
-            cache_hit=bool(row["cache_hit"]),
-            command=loads(row["compile_command"]) or [],
-            artifact=row["artifact"],
-            key=row["cache_key"],
-            compiler_version=row["compiler_version"],
-            num_dispatches=row["num_dispatches"],
-            error=row["compile_error"],
-            spec_applied=_bool_or_none(row["spec_applied"]),
-            build=row.get("build"),
-            chosen_by=row.get("chosen_by"),
-        )
+    stats = _stats_from_row(row)
+    numerics = _numerics_from_row(row)
+    compile_info = _compile_info_from_row(row)
     return JobResult(
         job_id=row["job_id"],
         command=row["command"],
@@ -251,4 +233,37 @@ def job_result_from_row(row: dict[str, Any], samples: list[float], cpu: list[flo
         device_detail=loads(row["device_detail"]),
         throttled=bool(row["throttled"]),
         breakdown=loads(row.get("breakdown")),
+    )
+
+
+def _stats_from_row(row: dict[str, Any]) -> Stats | None:
+    """The row's latency statistics; None when it has none."""
+    if row["n"] is None:
+        return None
+    return Stats(**{f: row[f] for f in STAT_FIELDS})
+
+
+def _numerics_from_row(row: dict[str, Any]) -> NumericsInfo | None:
+    """The row's numerics check; None without one."""
+    if row["numerics"] not in tuple(NumericsVerdict):   # (a value outside the vocabulary: no verdict)
+        return None
+    return NumericsInfo(verdict=NumericsVerdict(row["numerics"]), stats=loads(row["numerics_stats"]) or {})
+
+
+def _compile_info_from_row(row: dict[str, Any]) -> CompileInfo | None:
+    """How the row's kernel was built; None without a kernel."""
+    if row["kernel_id"] is None:
+        return None
+    return CompileInfo(
+        seconds=row["compile_seconds"] if row["compile_seconds"] is not None else 0.0,
+        cache_hit=bool(row["cache_hit"]),
+        command=loads(row["compile_command"]) or [],
+        artifact=row["artifact"],
+        key=row["cache_key"],
+        compiler_version=row["compiler_version"],
+        num_dispatches=row["num_dispatches"],
+        error=row["compile_error"],
+        spec_applied=_bool_or_none(row["spec_applied"]),
+        build=row.get("build"),
+        chosen_by=row.get("chosen_by"),
     )

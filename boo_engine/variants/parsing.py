@@ -42,71 +42,104 @@ def parse_variant_arg(text: str, *, base_dir: str | os.PathLike[str] | None = No
     Tokens may be mixed (NAME="spec.mlir --flag", NAME="formulation=fwdconv --flag"). Relative paths resolve
     against `base_dir` (default: cwd).
     """
+    name, tokens = _name_and_tokens(text)
+    label = name or text
+    base = Path(base_dir) if base_dir is not None else Path.cwd()
+    parts = _ArgParts()
+    for tok in tokens:
+        parts.add(tok, base, f"variant {label}")
+    if name is None:
+        name = parts.default_name()
+    v = _make(name, parts.specs, parts.flags, parts.subs, None, parts.kernels, where=f"variant {name}",
+              formulation=parts.formulation)
+    return dataclasses.replace(v, cache_mode=parts.cache_mode, base=parts.build)
+
+
+#: the `KEY=VALUE` tokens of a `--variant` value that are settings, not paths (and not a variant's NAME=)
+_SETTING_KEYS = (FORMULATION_KEY, CACHE_KEY, BASE_KEY)
+#: the starts of a token that is shell-split again when it holds a space: flags and settings typed quoted
+_SPLIT_AGAIN = ("-", *(key + "=" for key in _SETTING_KEYS))
+
+
+def _name_and_tokens(text: str) -> tuple[str | None, list[str]]:
+    """A `--variant` value -> (its NAME= or None, its shell-split tokens); VariantError when there are none."""
     raw = (text or "").strip()
     if not raw:
         raise VariantError("--variant: empty value (expected NAME=spec.mlir, NAME='--flag ...' or NAME=DIR/)")
     name: str | None = None
     head, eq, rest = raw.partition("=")
-    if eq and not head.startswith("-") and NAME_RE.match(head.strip()) and head.strip() not in (
-            FORMULATION_KEY, CACHE_KEY, BASE_KEY):
+    if eq and not head.startswith("-") and NAME_RE.match(head.strip()) and head.strip() not in _SETTING_KEYS:
         name, raw = head.strip(), rest.strip()
     try:
         tokens = shlex.split(raw)
     except ValueError as e:
         raise VariantError(f"--variant {text!r}: {e}") from None
     # NAME="'--a --b'" (quotes kept, e.g. typed in the dashboard): the flags arrive as one quoted word
-    tokens = [w for t in tokens
-              for w in (shlex.split(t) if t.startswith(("-", FORMULATION_KEY + "=", CACHE_KEY + "=", BASE_KEY + "="))
-                        and " " in t
-                        else [t])]
+    tokens = [w for t in tokens for w in (shlex.split(t) if t.startswith(_SPLIT_AGAIN) and " " in t else [t])]
     if not tokens:
         raise VariantError(f"--variant {text!r}: nothing after '='")
-    label = name or text
-    base = Path(base_dir) if base_dir is not None else Path.cwd()
-    specs: list[str] = []
-    flags: list[str] = []
-    subs: list[tuple[str, str, str]] = []
-    kernels: list[str] = []
-    dir_names: list[str] = []
+    return name, tokens
+
+
+@dataclasses.dataclass
+class _ArgParts:
+    """What the tokens of one `--variant` value add up to, token by token."""
+
+    specs: list[str] = dataclasses.field(default_factory=list)
+    flags: list[str] = dataclasses.field(default_factory=list)
+    subs: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
+    kernels: list[str] = dataclasses.field(default_factory=list)
+    dir_names: list[str] = dataclasses.field(default_factory=list)
     formulation: str | None = None
     cache_mode: CacheMode | None = None
     build: str | None = None
-    for tok in tokens:
+
+    def add(self, tok: str, base: Path, where: str) -> None:
+        """One token: a compiler flag, a `base=` / `cache=` / `formulation=` setting, or a path."""
         if tok.startswith("-"):
-            flags.append(tok)
-            continue
-        if tok.startswith(BASE_KEY + "="):
-            build = _base(tok.partition("=")[2], f"variant {label}")
-            continue
-        if tok.startswith(CACHE_KEY + "="):
-            cache_mode = _cache_mode(tok.partition("=")[2], f"variant {label}")
-            continue
-        if tok.startswith(FORMULATION_KEY + "="):
-            if formulation is not None:
-                raise VariantError(f"variant {label}: formulation given twice ({formulation}, {tok})")
-            formulation = _formulation(tok.partition("=")[2], f"variant {label}")
-            continue
+            self.flags.append(tok)
+        elif tok.startswith(BASE_KEY + "="):
+            self.build = _base(tok.partition("=")[2], where)
+        elif tok.startswith(CACHE_KEY + "="):
+            self.cache_mode = _cache_mode(tok.partition("=")[2], where)
+        elif tok.startswith(FORMULATION_KEY + "="):
+            if self.formulation is not None:
+                raise VariantError(f"{where}: formulation given twice ({self.formulation}, {tok})")
+            self.formulation = _formulation(tok.partition("=")[2], where)
+        else:
+            self.add_path(tok, base, where)
+
+    def add_path(self, tok: str, base: Path, where: str) -> None:
+        """A path token: a dispatch folder (DIR/ or an existing folder) or a tuning spec; anything else is refused."""
         path = _abs(tok, base)
         if tok.endswith(("/", os.sep)) or path.is_dir():
             if not path.is_dir():
-                raise VariantError(f"variant {label}: dispatch folder {path}: no such directory")
+                raise VariantError(f"{where}: dispatch folder {path}: no such directory")
             found, kernel = substitutions_from_dir(path)
-            subs += found
-            kernels += [kernel] if kernel else []
-            dir_names.append(path.name)
+            self.subs += found
+            self.kernels += [kernel] if kernel else []
+            self.dir_names.append(path.name)
         elif path.suffix.lower() in SPEC_SUFFIXES:
-            specs.append(str(path))
+            self.specs.append(str(path))
         elif path.suffix.lower() == ".toml":
-            raise VariantError(f"variant {label}: {path} is a variants file: pass it with --variants-file")
+            raise VariantError(f"{where}: {path} is a variants file: pass it with --variants-file")
         else:
             raise VariantError(
-                f"variant {label}: {tok!r} is neither a tuning spec (.mlir), a dispatch folder (DIR/), a "
+                f"{where}: {tok!r} is neither a tuning spec (.mlir), a dispatch folder (DIR/), a "
                 "compiler flag (--flag=value) nor formulation=NAME")
-    if name is None:
-        name = _default_name(specs, dir_names, flags, formulation) if (specs or dir_names or flags or formulation) \
-            else safe_name(cache_mode or build or "cache")
-    v = _make(name, specs, flags, subs, None, kernels, where=f"variant {name}", formulation=formulation)
-    return dataclasses.replace(v, cache_mode=cache_mode, base=build)
+
+    def default_name(self) -> str:
+        """The name of a value without NAME=: its first spec's stem, folder, formulation, last flag or setting."""
+        if self.specs:
+            return safe_name(Path(self.specs[0]).stem)
+        if self.dir_names:
+            return safe_name(self.dir_names[0])
+        if self.formulation and not self.flags:
+            return safe_name(self.formulation)
+        if not self.flags:
+            return safe_name(self.cache_mode or self.build or "cache")
+        last = self.flags[-1].lstrip("-").split("=", 1)[0]
+        return safe_name(last.removeprefix("iree-") or "flags")
 
 
 def load_variants_file(path: str | os.PathLike[str]) -> list[Variant]:
@@ -149,6 +182,7 @@ _TABLE_KEYS = ("specs", "flags", "dispatches", "substitute_sources", "substitute
 
 
 def _variant_from_table(name: str, t: dict[str, Any], base: Path, where: str) -> Variant:
+    """One variants-file table -> Variant; VariantError naming the first problem found."""
     unknown = [k for k in t if k not in _TABLE_KEYS]
     if unknown:
         raise VariantError(f"{where}: unknown key {unknown[0]!r} (expected {', '.join(_TABLE_KEYS)})")
@@ -157,55 +191,74 @@ def _variant_from_table(name: str, t: dict[str, Any], base: Path, where: str) ->
     bad = [f for f in flags if not f.startswith("-")]
     if bad:
         raise VariantError(f"{where}: flag {bad[0]!r} does not start with '-' (write --flag=value)")
-    subs: list[tuple[str, str, str]] = []
-    kernels: list[str] = []
-    if "dispatches" in t:
-        d = t["dispatches"]
-        if not isinstance(d, str):
-            raise VariantError(f"{where}: dispatches must be a folder path string")
-        found, kernel = substitutions_from_dir(_abs(d, base))
-        subs += found
-        kernels += [kernel] if kernel else []
-    for key, kind in (("substitute_sources", "source"), ("substitute_configurations", "configuration")):
-        value = t.get(key)
-        if value is None:
-            continue
-        if isinstance(value, str):
-            found, kernel = substitutions_from_dir(_abs(value, base), kinds=(kind,))
-            subs += found
-            kernels += [kernel] if kernel else []
-        elif isinstance(value, dict):
-            for exe, f in value.items():
-                if not isinstance(f, str):
-                    raise VariantError(f"{where}: {key}.{exe} must be a file path string")
-                subs.append((kind, str(exe), str(_abs(f, base))))
-        else:
-            raise VariantError(f"{where}: {key} must be a table {{executable = \"file.mlir\"}} or a folder")
-    pre = t.get("preprocess")
-    if pre is not None and not (isinstance(pre, str) and pre.strip()):
-        raise VariantError(f"{where}: preprocess must be a non-empty string")
-    form = t.get(FORMULATION_KEY)
-    if form is not None and not isinstance(form, str):
-        raise VariantError(f"{where}: formulation must be a string (one of {', '.join(FORMULATIONS)})")
-    v = _make(name, specs, flags, subs, pre.strip() if pre else None, kernels, where=where,
-              formulation=None if form is None else _formulation(form, where))
+    subs, kernels = _table_substitutions(t, base, where)
+    v = _make(name, specs, flags, subs, _table_preprocess(t, where), kernels, where=where,
+              formulation=_table_formulation(t, where))
     per_kernel, forms, ksubs = _kernel_tables(t.get("kernels"), where, base)
     if per_kernel or forms or ksubs:
         v = dataclasses.replace(v, kernel_flags=per_kernel, kernel_formulations=forms, kernel_substitutions=ksubs)
-    if t.get(CACHE_KEY) is not None:
-        mode = t[CACHE_KEY]
-        if not isinstance(mode, str):
-            raise VariantError(f"{where}: cache must be \"warm\" or \"cold\"")
+    mode = _table_str(t, CACHE_KEY, where, "\"warm\" or \"cold\"")
+    if mode is not None:
         v = dataclasses.replace(v, cache_mode=_cache_mode(mode, where))
-    if t.get(BASE_KEY) is not None:
-        build = t[BASE_KEY]
-        if not isinstance(build, str):
-            raise VariantError(f"{where}: base must be \"ours\" or \"boo\"")
+    build = _table_str(t, BASE_KEY, where, "\"ours\" or \"boo\"")
+    if build is not None:
         v = dataclasses.replace(v, base=_base(build, where))
     if v.is_baseline:
         raise VariantError(f"{where}: defines nothing (give specs, flags, dispatches, substitutions, preprocess, "
                            "formulation, cache or base)")
     return v
+
+
+def _table_substitutions(t: dict[str, Any], base: Path, where: str) -> tuple[list[tuple[str, str, str]], list[str]]:
+    """A table's `dispatches`, then `substitute_sources`, then `substitute_configurations` -> (subs, kernels)."""
+    found: list[tuple[list[tuple[str, str, str]], str | None]] = []   # (subs, kernel) of each key, in order
+    if "dispatches" in t:
+        if not isinstance(t["dispatches"], str):
+            raise VariantError(f"{where}: dispatches must be a folder path string")
+        found.append(substitutions_from_dir(_abs(t["dispatches"], base)))
+    for key, kind in (("substitute_sources", "source"), ("substitute_configurations", "configuration")):
+        if t.get(key) is not None:
+            found.append(_table_substitutions_of(key, kind, t[key], base, where))
+    return [sub for subs, _ in found for sub in subs], [kernel for _, kernel in found if kernel]
+
+
+def _table_substitutions_of(key: str, kind: str, value: Any, base: Path, where: str
+                            ) -> tuple[list[tuple[str, str, str]], str | None]:
+    """One `substitute_*` key's value (a folder, or a table {EXE = "file.mlir"}) -> (subs, the folder's kernel)."""
+    if isinstance(value, str):
+        return substitutions_from_dir(_abs(value, base), kinds=(kind,))
+    if not isinstance(value, dict):
+        raise VariantError(f"{where}: {key} must be a table {{executable = \"file.mlir\"}} or a folder")
+    subs: list[tuple[str, str, str]] = []
+    for exe, f in value.items():
+        if not isinstance(f, str):
+            raise VariantError(f"{where}: {key}.{exe} must be a file path string")
+        subs.append((kind, str(exe), str(_abs(f, base))))
+    return subs, None
+
+
+def _table_preprocess(t: dict[str, Any], where: str) -> str | None:
+    """A table's `preprocess` (a non-empty string), stripped; None when not given."""
+    pre = t.get("preprocess")
+    if pre is not None and not (isinstance(pre, str) and pre.strip()):
+        raise VariantError(f"{where}: preprocess must be a non-empty string")
+    return pre.strip() if pre else None
+
+
+def _table_formulation(t: dict[str, Any], where: str) -> str | None:
+    """A table's `formulation` (one some kernel has); None when not given."""
+    form = t.get(FORMULATION_KEY)
+    if form is not None and not isinstance(form, str):
+        raise VariantError(f"{where}: formulation must be a string (one of {', '.join(FORMULATIONS)})")
+    return None if form is None else _formulation(form, where)
+
+
+def _table_str(t: dict[str, Any], key: str, where: str, expected: str) -> str | None:
+    """A table's string setting `key` (`cache`, `base`), not yet checked against `expected`; None when not given."""
+    value = t.get(key)
+    if value is not None and not isinstance(value, str):
+        raise VariantError(f"{where}: {key} must be {expected}")
+    return value
 
 
 KernelTables = tuple[tuple[tuple[str, tuple[str, ...]], ...], tuple[tuple[str, str], ...],
@@ -341,14 +394,3 @@ def _str_list(value: Any, where: str, key: str, *, split: bool) -> list[str]:
 def _abs(path: str | os.PathLike[str], base: Path) -> Path:
     p = Path(os.path.expandvars(str(path))).expanduser()
     return (p if p.is_absolute() else base / p).resolve()
-
-
-def _default_name(specs: list[str], dirs: list[str], flags: list[str], formulation: str | None) -> str:
-    if specs:
-        return safe_name(Path(specs[0]).stem)
-    if dirs:
-        return safe_name(dirs[0])
-    if formulation and not flags:
-        return safe_name(formulation)
-    last = flags[-1].lstrip("-").split("=", 1)[0]
-    return safe_name(last.removeprefix("iree-") or "flags")
