@@ -281,3 +281,12 @@ def test_a_call_resolved_by_rule_is_the_call_torch_makes():
     args = sig.get_sample_args(0)
     out = sig.reference(*args)
     assert tuple(out.shape) == (7, 256) and out.dtype == torch.bfloat16
+
+
+@pytest.mark.parametrize("value", ["{[]: 1}", "[" * 2000 + "]" * 2000, "{1: {2: [{}]}}"])
+def test_a_recorded_value_python_cannot_take_is_a_one_line_error(value):
+    """A trace's concrete value that is not a literal the op can take (an unhashable dict key, a nesting too deep
+    for the parser) is the line's one-line error, never a TypeError or RecursionError out of the parser."""
+    line = f'aten::sum "[[4, 4], []]" "[\'float\', \'ScalarList\']" "[[4, 1], []]" "[\'\', \'{value}\']"'
+    with pytest.raises(CommandError, match="aten::sum"):
+        parse_invocation(line)

@@ -53,12 +53,32 @@ def parse_devices(text: str, kind: str, count: int | Callable[[], int] | None = 
     if not text.strip():
         raise DeviceError(option, "empty device list (give GPU ids such as 0,1 or 0-3, or all)")
     if kind == CPU:
-        if len(items) == 1 and items[0].lower() in (CPU, "all", "0"):
-            return (CPU,)
-        raise DeviceError(where, "the cpu target measures on one device, this host's CPU (give --devices cpu "
-                          "or leave it out; GPU ids need --target hip:ARCH or cuda:ARCH)")
+        return _cpu_devices(items, where)
     if "" in items:
         raise DeviceError(where, "an empty item in the list (ids are separated by single commas)")
+    ids, wants_all = _listed_ids(items, where)
+    n = _count(kind, count)
+    if n == 0:
+        raise DeviceError(where, f"this machine has no {kind} GPU")
+    if wants_all:
+        ids = list(range(n))
+    missing = [i for i in ids if i >= n]
+    if missing:
+        raise DeviceError(where, f"this machine has no {kind} GPU {missing[0]} "
+                          f"({n} {kind} GPU{'s' if n != 1 else ''}, ids 0 to {n - 1})")
+    return tuple(f"{kind}:{i}" for i in ids)
+
+
+def _cpu_devices(items: list[str], where: str) -> tuple[str, ...]:
+    """The cpu target's one device, which "cpu", "all" and "0" name."""
+    if len(items) == 1 and items[0].lower() in (CPU, "all", "0"):
+        return (CPU,)
+    raise DeviceError(where, "the cpu target measures on one device, this host's CPU (give --devices cpu "
+                      "or leave it out; GPU ids need --target hip:ARCH or cuda:ARCH)")
+
+
+def _listed_ids(items: list[str], where: str) -> tuple[list[int], bool]:
+    """The GPU ids the items list, each once, and whether the list is "all" (then no ids)."""
     ids: list[int] = []
     wants_all = False
     for item in items:
@@ -73,16 +93,7 @@ def parse_devices(text: str, kind: str, count: int | Callable[[], int] | None = 
         if i in seen:
             raise DeviceError(where, f"GPU {i} is listed twice")
         seen.add(i)
-    n = _count(kind, count)
-    if n == 0:
-        raise DeviceError(where, f"this machine has no {kind} GPU")
-    if wants_all:
-        ids = list(range(n))
-    missing = [i for i in ids if i >= n]
-    if missing:
-        raise DeviceError(where, f"this machine has no {kind} GPU {missing[0]} "
-                          f"({n} {kind} GPU{'s' if n != 1 else ''}, ids 0 to {n - 1})")
-    return tuple(f"{kind}:{i}" for i in ids)
+    return ids, wants_all
 
 
 def _parse_item(item: str, where: str) -> list[int]:

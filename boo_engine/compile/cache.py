@@ -113,6 +113,14 @@ def entry_problem(d: Path, func_name: str, key: str, meta: object) -> str | None
     """What is wrong with the entry in `d` whose parsed meta.json is `meta`, or None when it is whole."""
     if not isinstance(meta, dict):
         return f"meta.json is a {type(meta).__name__}, not an object"
+    problem = _meta_problem(func_name, key, meta)
+    if problem is not None:
+        return problem
+    return _files_problem(d, meta)
+
+
+def _meta_problem(func_name: str, key: str, meta: dict) -> str | None:
+    """What is wrong with an entry's meta.json object itself (its fields, types and counts), or None."""
     for name, kind in META_TYPES.items():
         value = meta.get(name)
         if not isinstance(value, kind) or isinstance(value, bool):
@@ -123,6 +131,11 @@ def entry_problem(d: Path, func_name: str, key: str, meta: object) -> str | None
         return "meta.json lists a non-string"
     if meta["num_dispatches"] != len(meta["configs"]):
         return "meta.json num_dispatches does not match its configs"
+    return None
+
+
+def _files_problem(d: Path, meta: dict) -> str | None:
+    """What is wrong with the files of the entry in `d` against its checked meta.json, or None."""
     vmfb = d / VMFB
     if not vmfb.is_file() or vmfb.is_symlink():
         return "kernel.vmfb is not a regular file"

@@ -31,6 +31,7 @@ import importlib.metadata
 import importlib.util
 import re
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from .. import locations
@@ -95,32 +96,50 @@ def boo_problem(sig: OpSignature, formulation: str = DEFAULT_FORMULATION) -> str
 
 
 def _unsupported(sig: OpSignature) -> str | None:
-    if sig.op == "conv":
-        if getattr(sig, "transposed", False):
-            return "BOO's conv signature has no transposed convolution"
-        if getattr(sig, "activation", ""):
-            return "BOO's conv signature has no fused activation"
-        return None
-    if sig.op == "gemm":
-        return None
-    if sig.op == "layernorm":
-        if getattr(sig, "input_permutation", None) is not None:
-            return "the layer norm's --input-permutation is not mapped to BOO's signature"
-        return None
-    if sig.op == "aten":
-        name = str(getattr(sig, "name", ""))
-        if name not in BOO_ATEN_OPS:
-            return f"aten::{name} is not an op BOO's registry has ({', '.join(BOO_ATEN_OPS)})"
-        for typ, dims, strides in zip(sig.types, sig.dims, sig.strides):  # type: ignore[attr-defined]
-            if typ in _ELEMENT:
-                if typ not in _ATEN_TYPES:
-                    return f"BOO's aten signature takes no {typ} tensors"
-                if tuple(strides) != _contiguous(tuple(dims)):
-                    return "BOO's aten signature makes strided operands another way than ours"
-            elif typ not in ("Scalar", ""):
-                return f"BOO's aten signature takes no {typ} arguments"
-        return None
-    return f"{sig.op} is not an op BOO has"
+    """Why no BOO signature says `sig` (one line), or None when one does."""
+    check = _PROBLEMS.get(sig.op)
+    if check is None:
+        return f"{sig.op} is not an op BOO has"
+    return check(sig)
+
+
+def _conv_problem(sig: OpSignature) -> str | None:
+    """A conv feature BOO's conv signature cannot say."""
+    if getattr(sig, "transposed", False):
+        return "BOO's conv signature has no transposed convolution"
+    if getattr(sig, "activation", ""):
+        return "BOO's conv signature has no fused activation"
+    return None
+
+
+def _layernorm_problem(sig: OpSignature) -> str | None:
+    """A layer norm feature BOO's signature cannot say."""
+    if getattr(sig, "input_permutation", None) is not None:
+        return "the layer norm's --input-permutation is not mapped to BOO's signature"
+    return None
+
+
+def _aten_problem(sig: OpSignature) -> str | None:
+    """An aten op BOO's registry lacks, or the first argument its aten signature cannot take."""
+    name = str(getattr(sig, "name", ""))
+    if name not in BOO_ATEN_OPS:
+        return f"aten::{name} is not an op BOO's registry has ({', '.join(BOO_ATEN_OPS)})"
+    for typ, dims, strides in zip(sig.types, sig.dims, sig.strides):  # type: ignore[attr-defined]
+        if typ in _ELEMENT:
+            if typ not in _ATEN_TYPES:
+                return f"BOO's aten signature takes no {typ} tensors"
+            if tuple(strides) != _contiguous(tuple(dims)):
+                return "BOO's aten signature makes strided operands another way than ours"
+        elif typ not in ("Scalar", ""):
+            return f"BOO's aten signature takes no {typ} arguments"
+    return None
+
+
+#: the ops BOO has -> what keeps a signature of that op from BOO's
+_PROBLEMS: dict[str, Callable[[OpSignature], str | None]] = {
+    "conv": _conv_problem, "layernorm": _layernorm_problem, "aten": _aten_problem,
+    "gemm": lambda sig: None,   # BOO's gemm signature says every gemm
+}
 
 
 def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:

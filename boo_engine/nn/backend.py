@@ -166,47 +166,17 @@ class BooBackend:
         """Put the kernel call in `m.node`'s place; returns the node now holding a single result's value."""
         anchor = m.node
         with graph.inserting_before(anchor):
-            args: list[fx.Node] = []
-            for i in m.inputs:
-                if isinstance(i, fusion.Ones):
-                    like = _fake(i.like)
-                    ones = graph.call_function(torch.ops.aten.ones.default, (list(i.shape),),
-                                               {"dtype": like.dtype, "device": like.device})
-                    ones.meta["val"] = like.new_ones(i.shape)
-                    args.append(ones)
-                else:
-                    args.append(i)
+            args = _kernel_args(graph, m)
             if as_custom_op:
                 new = graph.call_function(torch.ops.boo.kernel.default, (call.key, args))
             else:
                 new = graph.call_function(call, tuple(args))
-            fakes = [_fake(a) for a in args]
-            if all(isinstance(f, torch.Tensor) for f in fakes):
-                mode = getattr(fakes[0], "fake_mode", None)
-                if mode is not None:
-                    with mode:
-                        new.meta["val"] = [torch.empty(s, dtype=d, device=fakes[0].device)
-                                           for s, d in call.out_specs]
+            _fake_results(new, args, call)
         if m.outputs is None:
-            with graph.inserting_after(new):
-                item = graph.call_function(operator.getitem, (new, 0))
-            if "val" in new.meta:
-                item.meta["val"] = new.meta["val"][0]
-            m.replaced.replace_all_uses_with(item)
+            item: fx.Node | None = _single_result(graph, new, m)
         else:
             item = None
-            for user in list(m.node.users):
-                if user.target is not operator.getitem:
-                    raise BooNNError(f"{m.aten}: a user of its tuple result is not an index ({user.target})")
-                j = m.outputs.get(int(user.args[1]))  # type: ignore[arg-type]
-                if j is None:      # an output the mask did not ask for (None in aten's result)
-                    if user.users:
-                        raise BooNNError(f"{m.aten}: output {user.args[1]} is used but not computed")
-                    graph.erase_node(user)
-                    continue
-                user.args = (new, j)
-                if "val" in new.meta:
-                    user.meta["val"] = new.meta["val"][j]
+            _index_results(graph, new, m, m.outputs)
         if m.fused is not None:
             graph.erase_node(m.fused)
         if not m.node.users:
@@ -241,6 +211,57 @@ class BooBackend:
         ours = {op for m in fusion.FUSED_OPS for op in _overloads(m)}
         decomps = {k: v for k, v in select_decomp_table().items() if k not in ours}
         return compile_fx(gm, example_inputs, inner_compile=inner, decompositions=decomps)
+
+
+def _kernel_args(graph: fx.Graph, m: fusion.Match) -> list[fx.Node]:
+    """The kernel call's arguments: `m.inputs`, each `fusion.Ones` made a node of all ones where the graph is."""
+    args: list[fx.Node] = []
+    for i in m.inputs:
+        if isinstance(i, fusion.Ones):
+            like = _fake(i.like)
+            ones = graph.call_function(torch.ops.aten.ones.default, (list(i.shape),),
+                                       {"dtype": like.dtype, "device": like.device})
+            ones.meta["val"] = like.new_ones(i.shape)
+            args.append(ones)
+        else:
+            args.append(i)
+    return args
+
+
+def _fake_results(new: fx.Node, args: list[fx.Node], call: KernelCall) -> None:
+    """Give the kernel call's node fake results of the kernel's output shapes, where its arguments are fake."""
+    fakes = [_fake(a) for a in args]
+    if all(isinstance(f, torch.Tensor) for f in fakes):
+        mode = getattr(fakes[0], "fake_mode", None)
+        if mode is not None:
+            with mode:
+                new.meta["val"] = [torch.empty(s, dtype=d, device=fakes[0].device) for s, d in call.out_specs]
+
+
+def _single_result(graph: fx.Graph, new: fx.Node, m: fusion.Match) -> fx.Node:
+    """Make the users of `m.replaced` take the kernel's one result; returns the node holding it."""
+    with graph.inserting_after(new):
+        item = graph.call_function(operator.getitem, (new, 0))
+    if "val" in new.meta:
+        item.meta["val"] = new.meta["val"][0]
+    m.replaced.replace_all_uses_with(item)
+    return item
+
+
+def _index_results(graph: fx.Graph, new: fx.Node, m: fusion.Match, outputs: dict[int, int]) -> None:
+    """Make each index into `m.node`'s tuple result index the kernel's results (`outputs`: aten's -> ours)."""
+    for user in list(m.node.users):
+        if user.target is not operator.getitem:
+            raise BooNNError(f"{m.aten}: a user of its tuple result is not an index ({user.target})")
+        j = outputs.get(int(user.args[1]))  # type: ignore[arg-type]
+        if j is None:      # an output the mask did not ask for (None in aten's result)
+            if user.users:
+                raise BooNNError(f"{m.aten}: output {user.args[1]} is used but not computed")
+            graph.erase_node(user)
+            continue
+        user.args = (new, j)
+        if "val" in new.meta:
+            user.meta["val"] = new.meta["val"][j]
 
 
 def _overloads(op: Any) -> list[Any]:

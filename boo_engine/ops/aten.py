@@ -82,22 +82,7 @@ class AtenSignature(OpSignature):
         if not (len(self.dims) == len(self.strides) == len(self.concrete) == n):
             raise _fail(name, f"the four lists differ in length (Input Dims {len(self.dims)}, Input type {n}, "
                               f"Input Strides {len(self.strides)}, Concrete Inputs {len(self.concrete)})")
-        first = None
-        for i, (dims, typ, strides) in enumerate(zip(self.dims, self.types, self.strides)):
-            if typ in DTYPES:
-                _check_shape(name, i, dims, strides)
-                # the call's dtype: its first floating-point tensor's (a where's bool condition is not it)
-                if first is None or (first not in _FLOAT_DTYPES and typ in _FLOAT_DTYPES):
-                    first = typ
-            elif typ == TENSOR_LIST:
-                if len(dims) != len(strides) or not dims:
-                    raise _fail(name, f"argument {i} (TensorList) has {len(dims)} shapes and {len(strides)} strides")
-                for shape, st in zip(dims, strides):
-                    _check_shape(name, i, shape, st)
-            elif typ not in (SCALAR, SCALAR_LIST, NOT_RECORDED):
-                raise _fail(name, f"argument {i} has type {typ!r}, which cannot be built")
-            elif dims:
-                raise _fail(name, f"argument {i} is a {typ or 'non-tensor'} but has dims {list(dims)}")
+        first = self._check_arguments()
         if first is None and TENSOR_LIST not in self.types:
             raise _fail(name, "no tensor argument: nothing for a kernel to compute on")
         if not self.dtype_name:
@@ -105,6 +90,19 @@ class AtenSignature(OpSignature):
             object.__setattr__(self, "dtype_name", first or "float32")
         elif self.dtype_name not in DTYPES:
             raise _fail(name, f"unsupported dtype {self.dtype_name!r}")
+
+    def _check_arguments(self) -> str | None:
+        """Check every argument in order; returns the call's dtype (None when it has no tensor)."""
+        first = None
+        for i, (dims, typ, strides) in enumerate(zip(self.dims, self.types, self.strides)):
+            if typ in DTYPES:
+                _check_shape(self.name, i, dims, strides)
+                # the call's dtype: its first floating-point tensor's (a where's bool condition is not it)
+                if first is None or (first not in _FLOAT_DTYPES and typ in _FLOAT_DTYPES):
+                    first = typ
+            else:
+                _check_non_tensor(self.name, i, dims, typ, strides)
+        return first
 
     # ---- identity -------------------------------------------------------------------------------------
     @property
@@ -278,6 +276,19 @@ class AtenSignature(OpSignature):
         if "float64" in names or (self in _RESOLVED and any(d == "float64" for _, d in _RESOLVED[self].outputs)):
             return ["--iree-input-demote-f64-to-f32=false"]
         return []
+
+
+def _check_non_tensor(name: str, i: int, dims: tuple, typ: str, strides: tuple) -> None:
+    """Check argument `i`, one that is not a tensor: a TensorList's shapes, or a non-tensor with no dims."""
+    if typ == TENSOR_LIST:
+        if len(dims) != len(strides) or not dims:
+            raise _fail(name, f"argument {i} (TensorList) has {len(dims)} shapes and {len(strides)} strides")
+        for shape, st in zip(dims, strides):
+            _check_shape(name, i, shape, st)
+    elif typ not in (SCALAR, SCALAR_LIST, NOT_RECORDED):
+        raise _fail(name, f"argument {i} has type {typ!r}, which cannot be built")
+    elif dims:
+        raise _fail(name, f"argument {i} is a {typ or 'non-tensor'} but has dims {list(dims)}")
 
 
 def _check_shape(name: str, i: int, dims: Any, strides: Any) -> None:

@@ -214,20 +214,11 @@ def _strip_optional(ty: str) -> str:
 
 def _constant(i: int, typ: str, conc: str, arg: Any, ty: str) -> Any:
     """The value of a non-tensor argument for schema type `ty`; _DEFAULT when the trace did not record it."""
-    optional = ty.startswith("Optional[")
-    base = _strip_optional(ty)
     if conc == "":
-        if "Tensor" in base and base != "Tensor" and not optional:
-            raise _NoMatch(f"argument {i} ({arg.name}) is a tensor list that was not recorded")
-        if arg.has_default_value():
-            return _DEFAULT
-        if optional:
-            return None
-        raise _NoMatch(f"argument {i} ({arg.name}: {ty}) has no recorded value and no default")
+        return _unrecorded(i, arg, ty)
     if conc == "None":
-        if optional or arg.has_default_value() and arg.default_value is None:
-            return None
-        raise _NoMatch(f"argument {i} ({arg.name}: {ty}) cannot be None")
+        return _recorded_none(i, arg, ty)
+    base = _strip_optional(ty)
     if base == "Tensor":
         raise _NoMatch(f"argument {i} ({arg.name}) is a tensor but the call recorded {typ or 'no tensor'}")
     try:
@@ -235,34 +226,63 @@ def _constant(i: int, typ: str, conc: str, arg: Any, ty: str) -> Any:
     except ValueError:
         value = conc
     if base.startswith("List["):
-        if not isinstance(value, (list, tuple)):
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                return [value]   # int[2] schema arguments take one int for every dim
-            raise _NoMatch(f"argument {i} ({arg.name}: {ty}) expects a list, got {conc!r}")
-        return list(value)
-    if base in ("int", "SymInt"):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise _NoMatch(f"argument {i} ({arg.name}: int) got {conc!r}")
-        return value
-    if base == "float":
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise _NoMatch(f"argument {i} ({arg.name}: float) got {conc!r}")
-        return float(value)
-    if base == "bool":
-        if isinstance(value, bool):
-            return value
-        if value in (0, 1):
-            return bool(value)
-        raise _NoMatch(f"argument {i} ({arg.name}: bool) got {conc!r}")
-    if base == "number":
-        if not isinstance(value, (int, float)):
-            raise _NoMatch(f"argument {i} ({arg.name}: Scalar) got {conc!r}")
-        return value
+        return _list_constant(i, arg.name, ty, conc, value)
+    if base in _NUMBER_LABELS:
+        return _number(i, arg.name, _NUMBER_LABELS[base], conc, value)
     if base == "str":
         return conc[1:-1] if len(conc) >= 2 and conc[0] == conc[-1] and conc[0] in "'\"" else conc
     if base == "ScalarType" and isinstance(value, int) and value in _SCALAR_TYPE_CODES:
         return DTYPES[_SCALAR_TYPE_CODES[value]]
     raise _NoMatch(f"argument {i} ({arg.name}) has schema type {ty}, which a kernel cannot take as a constant")
+
+
+def _unrecorded(i: int, arg: torch._C.Argument, ty: str) -> object:
+    """An argument the trace did not record: _DEFAULT when it has a default, else None when it is optional."""
+    optional = ty.startswith("Optional[")
+    base = _strip_optional(ty)
+    if "Tensor" in base and base != "Tensor" and not optional:
+        raise _NoMatch(f"argument {i} ({arg.name}) is a tensor list that was not recorded")
+    if arg.has_default_value():
+        return _DEFAULT
+    if optional:
+        return None
+    raise _NoMatch(f"argument {i} ({arg.name}: {ty}) has no recorded value and no default")
+
+
+def _recorded_none(i: int, arg: torch._C.Argument, ty: str) -> None:
+    """A recorded None: taken by an optional argument or one whose default is None."""
+    if ty.startswith("Optional[") or arg.has_default_value() and arg.default_value is None:
+        return None
+    raise _NoMatch(f"argument {i} ({arg.name}: {ty}) cannot be None")
+
+
+def _list_constant(i: int, name: str, ty: str, conc: str, value: object) -> list:
+    """A List[...] argument: the recorded list or tuple, or one number standing for every element."""
+    if not isinstance(value, (list, tuple)):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return [value]   # int[2] schema arguments take one int for every dim
+        raise _NoMatch(f"argument {i} ({name}: {ty}) expects a list, got {conc!r}")
+    return list(value)
+
+
+#: numeric schema types -> the type as the messages name it
+_NUMBER_LABELS = {"int": "int", "SymInt": "int", "float": "float", "bool": "bool", "number": "Scalar"}
+
+
+def _number(i: int, name: str, label: str, conc: str, value: object) -> int | float:
+    """An int, float, bool or Scalar argument (`label`) from its recorded value."""
+    if label == "bool":
+        if value in (0, 1):   # True / False, or 0 / 1
+            return bool(value)
+    elif label == "Scalar":
+        if isinstance(value, (int, float)):
+            return value
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        if label == "float":
+            return float(value)
+        if isinstance(value, int):
+            return value
+    raise _NoMatch(f"argument {i} ({name}: {label}) got {conc!r}")
 
 
 def _literal(text: str) -> Any:
@@ -271,7 +291,7 @@ def _literal(text: str) -> Any:
 
     try:
         return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
+    except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):   # '{[]: 1}': unhashable; deep nests
         try:
             return float(text)
         except ValueError:
