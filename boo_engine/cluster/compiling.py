@@ -21,7 +21,8 @@ from typing import Any
 
 from ..compile.artifact import Artifact, artifact_from_meta
 from ..compile.build import DEFAULT_TIMEOUT_S, kernel_key_material
-from ..compile.cache import COMMAND, KernelCache, adopt
+from ..compile.cache import KernelCache, adopt
+from ..compile.entry import COMMAND
 from ..compile.flags import as_target, key_flags
 from ..compile.messages import Failed
 from ..compile.storage import storing

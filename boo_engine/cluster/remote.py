@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..compile.cache import META
+from ..compile.entry import META
 from . import node_label
 
 #: what one poll waits for new samples before it answers with none

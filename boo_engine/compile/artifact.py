@@ -10,7 +10,8 @@ from ..fsutil import read_regular_text
 from ..results import CompileInfo
 from ..targets import Target
 from ..variants import Variant
-from .cache import CONFIGS, META, VMFB, KernelCache, mlir_file_name
+from .cache import KernelCache, mlir_file_name
+from .entry import CONFIGS, META, VMFB
 
 
 @dataclass

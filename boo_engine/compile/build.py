@@ -28,8 +28,9 @@ from ..targets import BOO_BUILD, OUR_BUILD, Target
 from ..variants import BASELINE, Variant
 from . import cache as cache_mod
 from .artifact import Artifact, artifact_from_meta
-from .cache import COMMAND, CONFIGS, VMFB, KernelCache
+from .cache import KernelCache
 from .compiler_run import run_compiler
+from .entry import COMMAND, CONFIGS, VMFB
 from .flags import as_target, compile_flags, kernel_build, key_flags, run_flags
 from .lowering import decompositions_in
 from .storage import storing
