@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import BooError
@@ -22,7 +23,7 @@ from .bench import (
     measure_interleaved,
 )
 from .breakdown import measure_breakdown
-from .judge import compare_tensors, copy_for_reference, rounding_reference
+from .judge import RoundingReference, compare_tensors, copy_for_reference, rounding_reference
 
 Progress = Callable[[str], None]
 
@@ -59,6 +60,17 @@ def _default_backend(variant: Variant) -> Any:
     return backend(nested_backend="eager", variant=variant)
 
 
+@dataclass(frozen=True)
+class _Loaded:
+    """The user's module and its inputs, with the parameters a pass differentiates."""
+
+    model: Any
+    inputs: list[Any]
+    params: list[Any]                   # the parameters that require grad
+    named: list[tuple[str, Any]]        # the same, with their names
+    backward: bool
+
+
 def bench_model(job: ModelJob, variants: Sequence[Variant], *, iters: int = 50, min_time_s: float | None = 1.0,
                 rounds: int = 5, numerics: bool = True, progress: Progress | None = None,
                 make_backend: Callable[[Variant], Any] = _default_backend) -> list[JobResult]:
@@ -74,67 +86,106 @@ def bench_model(job: ModelJob, variants: Sequence[Variant], *, iters: int = 50, 
         raise ModelBenchError(f"--threads {job.threads}: give at least 1")
     target = Target("cpu", threads=job.threads)
     with _torch_threads(job.threads), use_target(target):
-        model, inputs = load_model(job)
-        params = [p for p in model.parameters() if p.requires_grad]
-        named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-        columns = [Column("eager", None)] + [Column(v.name, v) for v in variants]
-        for col in columns:
-            col.result = make_result(job, col, target.name)
-            col.result.started_at = time.time()
+        m = _load(job)
+        columns = _columns(job, variants, target.name)
         eager = columns[0]
-        eager.run_pass = _one_pass(model, inputs, params, job.backward)
-        say("eager: reference pass")
-        model64 = copy_for_reference(model) if numerics else None    # before any pass changes its buffers
-        rng_state = torch.random.get_rng_state()
-        try:
-            ref = _snapshot(eager.run_pass(), inputs, named, job.backward)
-        except BooError:
-            raise
-        except Exception as e:  # noqa: BLE001 - the user's model: one line
-            raise ModelBenchError(f"{job.model}: eager pass failed: {(str(e).splitlines() or [''])[0]}") from None
-        rounding = None
-        if numerics:
-            say("eager: float64 reference and its rounding noise (numerics floors)")
-            rounding = rounding_reference(model64, inputs, [n for n, _ in named], job.backward, ref, rng_state)
-            del model64
-        backends: dict[str, Any] = {}
-        for col in columns[1:]:
-            r = col.result
-            assert r is not None
-            say(f"iree_boo {col.label}: compiling (torch.compile + our kernels)")
-            try:
-                be, out = compile_column(col, model, inputs, params, job.backward, make_backend)
-            except Exception as e:  # noqa: BLE001 - one column fails, the others go on
-                r.status, r.error = FAILED, f"compile failed: {_root_message(e)}"[:400]
-                say(f"iree_boo {col.label}: {r.error}")
-                continue
-            backends[col.label] = be
-            say(f"iree_boo {col.label}: compiled in {r.compile.seconds:.1f} s"
-                f" ({len(getattr(be, 'kernels', []) or [])} ops ours)" if r.compile else "")
-            if numerics:
-                r.numerics = compare_tensors(ref, _snapshot(out, inputs, named, job.backward), rounding)
-        say(f"measuring {sum(1 for c in columns if c.result and c.result.status != FAILED)} columns in "
-            f"{rounds} interleaved rounds")
-        interrupted = False
-        try:
-            measure_interleaved(columns, iters=iters, min_time_s=min_time_s, rounds=rounds,
-                                on_round=lambda k, n: say(f"round {k}/{n} done"))
-        except KeyboardInterrupt:   # Ctrl-C: the rounds already taken are kept, the columns marked interrupted
-            interrupted = True
-            say("interrupted: keeping the samples of the rounds already taken")
-        for col in columns:
-            r = col.result
-            assert r is not None
-            if interrupted and r.status != FAILED:
-                if col.samples:
-                    finish(col)     # statistics over the rounds taken
-                r.status, r.error = INTERRUPTED, "interrupted (Ctrl-C): samples of the rounds taken before it"
-                continue
-            finish(col)
-            if col.variant is not None and col.label in backends and r.status != FAILED:
-                say(f"iree_boo {col.label}: where the time goes")
-                r.breakdown = measure_breakdown(col.run_pass, backend=backends[col.label])
-                if r.compile is not None:
-                    r.breakdown["compile_s"] = r.compile.seconds
+        eager.run_pass = _one_pass(m.model, m.inputs, m.params, m.backward)
+        ref, rounding = _reference(job, m, eager, numerics, say)
+        backends = _compile_columns(m, columns[1:], make_backend, numerics, ref, rounding, say)
+        interrupted = _measure(columns, iters=iters, min_time_s=min_time_s, rounds=rounds, say=say)
+        _finish_columns(columns, backends, interrupted, say)
         torch._dynamo.reset()   # our compiled graphs hold the model: let it go
     return [c.result for c in columns if c.result is not None]
+
+
+def _load(job: ModelJob) -> _Loaded:
+    """The job's model and inputs, and its parameters that require grad."""
+    model, inputs = load_model(job)
+    params = [p for p in model.parameters() if p.requires_grad]
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    return _Loaded(model, inputs, params, named, job.backward)
+
+
+def _columns(job: ModelJob, variants: Sequence[Variant], target: str) -> list[Column]:
+    """Eager's column then one per variant, each with its result started now."""
+    columns = [Column("eager", None)] + [Column(v.name, v) for v in variants]
+    for col in columns:
+        col.result = make_result(job, col, target)
+        col.result.started_at = time.time()
+    return columns
+
+
+def _reference(job: ModelJob, m: _Loaded, eager: Column, numerics: bool,
+               say: Progress) -> tuple[dict[str, Any], RoundingReference | None]:
+    """Eager's reference pass (its snapshot), and with numerics the float64 reference's rounding noise."""
+    import torch
+
+    say("eager: reference pass")
+    model64 = copy_for_reference(m.model) if numerics else None    # before any pass changes its buffers
+    rng_state = torch.random.get_rng_state()
+    try:
+        ref = _snapshot(eager.run_pass(), m.inputs, m.named, m.backward)
+    except BooError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the user's model: one line
+        raise ModelBenchError(f"{job.model}: eager pass failed: {(str(e).splitlines() or [''])[0]}") from None
+    rounding = None
+    if numerics:
+        say("eager: float64 reference and its rounding noise (numerics floors)")
+        rounding = rounding_reference(model64, m.inputs, [n for n, _ in m.named], m.backward, ref, rng_state)
+        del model64
+    return ref, rounding
+
+
+def _compile_columns(m: _Loaded, columns: Sequence[Column], make_backend: Callable[[Variant], Any], numerics: bool,
+                     ref: dict[str, Any], rounding: RoundingReference | None, say: Progress) -> dict[str, Any]:
+    """Compile each iree_boo column (its first pass), judging its numerics; label -> backend of those compiled."""
+    backends: dict[str, Any] = {}
+    for col in columns:
+        r = col.result
+        assert r is not None
+        say(f"iree_boo {col.label}: compiling (torch.compile + our kernels)")
+        try:
+            be, out = compile_column(col, m.model, m.inputs, m.params, m.backward, make_backend)
+        except Exception as e:  # noqa: BLE001 - one column fails, the others go on
+            r.status, r.error = FAILED, f"compile failed: {_root_message(e)}"[:400]
+            say(f"iree_boo {col.label}: {r.error}")
+            continue
+        backends[col.label] = be
+        say(f"iree_boo {col.label}: compiled in {r.compile.seconds:.1f} s"
+            f" ({len(getattr(be, 'kernels', []) or [])} ops ours)" if r.compile else "")
+        if numerics:
+            r.numerics = compare_tensors(ref, _snapshot(out, m.inputs, m.named, m.backward), rounding)
+    return backends
+
+
+def _measure(columns: Sequence[Column], *, iters: int, min_time_s: float | None, rounds: int,
+             say: Progress) -> bool:
+    """Measure the live columns in interleaved rounds; True when Ctrl-C cut the rounds short."""
+    say(f"measuring {sum(1 for c in columns if c.result and c.result.status != FAILED)} columns in "
+        f"{rounds} interleaved rounds")
+    try:
+        measure_interleaved(columns, iters=iters, min_time_s=min_time_s, rounds=rounds,
+                            on_round=lambda k, n: say(f"round {k}/{n} done"))
+    except KeyboardInterrupt:   # Ctrl-C: the rounds already taken are kept, the columns marked interrupted
+        say("interrupted: keeping the samples of the rounds already taken")
+        return True
+    return False
+
+
+def _finish_columns(columns: Sequence[Column], backends: dict[str, Any], interrupted: bool, say: Progress) -> None:
+    """Each column's statistics (interrupted ones marked so), and where the time goes in each compiled one."""
+    for col in columns:
+        r = col.result
+        assert r is not None
+        if interrupted and r.status != FAILED:
+            if col.samples:
+                finish(col)     # statistics over the rounds taken
+            r.status, r.error = INTERRUPTED, "interrupted (Ctrl-C): samples of the rounds taken before it"
+            continue
+        finish(col)
+        if col.variant is not None and col.label in backends and r.status != FAILED:
+            say(f"iree_boo {col.label}: where the time goes")
+            r.breakdown = measure_breakdown(col.run_pass, backend=backends[col.label])
+            if r.compile is not None:
+                r.breakdown["compile_s"] = r.compile.seconds

@@ -114,17 +114,35 @@ class GpuSpace:
         return Candidate(func_name, choice, self.root, cfg.summary(), self.compilation_info(cfg))
 
     def configuration(self, params: dict[str, Any]) -> GpuChoice | str:
-        v, t = self.view, self.target
+        """The configuration one choice of every parameter sets, or the first constraint it breaks."""
+        v = self.view
         mma = self.intrinsics.get(str(params.get("mma")))
         if mma is None:
-            return f"mma intrinsic {params.get('mma')!r} does not compute {'x'.join(self.root.elem_types)} on {t.arch}"
+            return (f"mma intrinsic {params.get('mma')!r} does not compute {'x'.join(self.root.elem_types)} on "
+                    f"{self.target.arch}")
+        tiles = self._tiles(mma, params)
+        if isinstance(tiles, str):
+            return tiles
+        wg, sg, red, subgroups = tiles
+        why = self._breaks(mma, wg, sg, red, subgroups)
+        if why:
+            return why
+        sg_size = self._subgroup_size()
+        padding = None
+        if self.padded:
+            padding = tuple(red[d] * (mma.k if d == v.k[-1] else 1) if d in v.k else wg[d] for d in range(len(wg)))
+        prefetch = int(params["prefetch"]) if "prefetch" in params else None
+        return GpuChoice(mma, tuple(wg), tuple(sg), tuple(red), padding, subgroups * sg_size, sg_size, prefetch)
+
+    def _tiles(self, mma: Intrinsic, params: dict[str, Any]) -> tuple[list[int], list[int], list[int], int] | str:
+        """The workgroup, subgroup and reduction tiles the parameters give, and the subgroups, or why not."""
+        v = self.view
         rank = len(v.bounds)
         wg, sg, red = [0] * rank, [0] * rank, [0] * rank
         for d in v.batch:
             wg[d] = sg[d] = 1
-        m_in, n_in, k_in = v.m[-1], v.n[-1], v.k[-1]
         subgroups = 1
-        for dim, name, size in ((m_in, "m", mma.m), (n_in, "n", mma.n)):
+        for dim, name, size in ((v.m[-1], "m", mma.m), (v.n[-1], "n", mma.n)):
             count, tiles = _pair(params[name], "x")
             sg[dim], wg[dim] = tiles, count * tiles * size
             subgroups *= count
@@ -134,13 +152,22 @@ class GpuSpace:
                 return f"tile_d{d} {tile} cannot be spread over {split} subgroups"
             wg[d], sg[d] = tile, tile // split
             subgroups *= split
-        red[k_in] = int(params["k_tiles"])
+        red[v.k[-1]] = int(params["k_tiles"])
         for d in v.k[:-1]:
             red[d] = int(params.get(f"k_d{d}", 1))
+        return wg, sg, red, subgroups
+
+    def _subgroup_size(self) -> int:
+        """The subgroup size of every configuration: the baseline's (the intrinsic's), else the arch's smallest."""
+        return self.base.subgroup_size or min(self.target.subgroup_sizes)
+
+    def _breaks(self, mma: Intrinsic, wg: list[int], sg: list[int], red: list[int], subgroups: int) -> str | None:
+        """The first constraint the tiles break (problem, workgroup size, shared memory, subgroup), or None."""
+        t = self.target
         why = self._fits(mma, wg, red)
         if why:
             return why
-        sg_size = self.base.subgroup_size or min(t.subgroup_sizes)
+        sg_size = self._subgroup_size()
         threads = subgroups * sg_size
         limit = min(t.max_threads, t.max_workgroup_sizes[0] if t.max_workgroup_sizes else t.max_threads)
         if threads > limit:
@@ -150,11 +177,16 @@ class GpuSpace:
         if need > t.shared_memory_bytes:
             return (f"shared memory: the staged operand tiles need {need} bytes ({detail}), over the {t.arch} "
                     f"limit of {t.shared_memory_bytes} bytes")
+        return self._subgroup_breaks(mma, sg, red, sg_size)
+
+    def _subgroup_breaks(self, mma: Intrinsic, sg: list[int], red: list[int], sg_size: int) -> str | None:
+        """Why one subgroup's work is too much (tiles, tiles x K per step, accumulator registers), or None."""
+        v, t = self.view, self.target
         per_subgroup = math.prod(sg[d] for d in v.m + v.n)
         if per_subgroup > MAX_SUBGROUP_TILES:
             return (f"subgroup tile: {per_subgroup} intrinsic tiles per subgroup, over {MAX_SUBGROUP_TILES} (the "
                     "most IREE's own heuristic gives)")
-        k_elems = math.prod(red[d] * (mma.k if d == k_in else 1) for d in v.k)
+        k_elems = math.prod(red[d] * (mma.k if d == v.k[-1] else 1) for d in v.k)
         if per_subgroup * k_elems > MAX_STEP_WORK:
             return (f"reduction step: {per_subgroup} intrinsic tiles x {k_elems} K elements per subgroup per step, "
                     f"over {MAX_STEP_WORK}")
@@ -163,11 +195,7 @@ class GpuSpace:
         if regs > reg_limit:
             return (f"registers: a subgroup's accumulators need {regs} registers per thread, over the {reg_limit} "
                     f"of {t.arch}")
-        padding = None
-        if self.padded:
-            padding = tuple(red[d] * (mma.k if d == k_in else 1) if d in v.k else wg[d] for d in range(rank))
-        prefetch = int(params["prefetch"]) if "prefetch" in params else None
-        return GpuChoice(mma, tuple(wg), tuple(sg), tuple(red), padding, threads, sg_size, prefetch)
+        return None
 
     def _fits(self, mma: Intrinsic, wg: list[int], red: list[int]) -> str | None:
         """Why the tiles do not fit the problem (divide it, or when padded, not exceed it), or None."""
@@ -241,28 +269,40 @@ class GpuSpace:
         if mma is None or not wg or not sg or not red or not len(wg) == len(sg) == len(red) == rank:
             return None
         p: dict[str, Any] = {"mma": mma.name}
-        for dim, name, size in ((v.m[-1], "m", mma.m), (v.n[-1], "n", mma.n)):
-            if not sg[dim] or wg[dim] % (sg[dim] * size):
-                return None
-            p[name] = f"{wg[dim] // (sg[dim] * size)}x{sg[dim]}"
-        for d in v.m[:-1] + v.n[:-1]:
-            if not sg[d] or wg[d] % sg[d]:
-                return None
-            if f"tile_d{d}" in self.choices:
-                p[f"tile_d{d}"] = f"{wg[d]}/{wg[d] // sg[d]}"
-            elif wg[d] != 1:
-                return None
-        p["k_tiles"] = red[v.k[-1]]
-        for d in v.k[:-1]:
-            if f"k_d{d}" in self.choices:
-                p[f"k_d{d}"] = red[d]
-            elif red[d] != 1:
-                return None
+        if not (self._baseline_tiles(p, mma, wg, sg) and self._baseline_steps(p, red)):
+            return None
         if "prefetch" in self.choices:
             p["prefetch"] = int(b.options.get("prefetch_num_stages", "0") or 0)
         if any(self.choices.get(k) is None or val not in self.choices[k] for k, val in p.items()):
             return None
         return p if set(p) == set(self.choices) else None
+
+    def _baseline_tiles(self, p: dict[str, Any], mma: Intrinsic, wg: tuple[int, ...], sg: tuple[int, ...]) -> bool:
+        """Add the M / N tile parameters of the compiler's tiles to `p`; False when they are not expressible."""
+        v = self.view
+        for dim, name, size in ((v.m[-1], "m", mma.m), (v.n[-1], "n", mma.n)):
+            if not sg[dim] or wg[dim] % (sg[dim] * size):
+                return False
+            p[name] = f"{wg[dim] // (sg[dim] * size)}x{sg[dim]}"
+        for d in v.m[:-1] + v.n[:-1]:
+            if not sg[d] or wg[d] % sg[d]:
+                return False
+            if f"tile_d{d}" in self.choices:
+                p[f"tile_d{d}"] = f"{wg[d]}/{wg[d] // sg[d]}"
+            elif wg[d] != 1:
+                return False
+        return True
+
+    def _baseline_steps(self, p: dict[str, Any], red: tuple[int, ...]) -> bool:
+        """Add the reduction step parameters of the compiler's tiles to `p`; False when they are not expressible."""
+        v = self.view
+        p["k_tiles"] = red[v.k[-1]]
+        for d in v.k[:-1]:
+            if f"k_d{d}" in self.choices:
+                p[f"k_d{d}"] = red[d]
+            elif red[d] != 1:
+                return False
+        return True
 
 
 def gpu_space(root: RootOp) -> GpuSpace | None:

@@ -32,7 +32,7 @@ from typing import Any
 from ..config import SessionConfig
 from ..errors import BooError
 from ..fsutil import atomic_write
-from ..results import DONE, FAILED, IREE
+from ..results import DONE, FAILED, IREE, JobResult
 from ..session import Session
 from ..variants import BASELINE, Variant
 from .context import TuneContext, TuneSettings
@@ -108,72 +108,102 @@ class Tuner:
         with Session(config, listener=self._forward) as session:
             self.session = session
             records = self.records = TuneRecords(session.store)
-            previous: dict[str, TunedKernel] = {}
-            if s.resume is not None:
-                info = find_tune(session.store, s.resume)
-                previous = load_kernels(session.store, int(info["id"]))
-                inputs = list(inputs) or list(info["settings"].get("inputs") or [])
-                records.reopen(int(info["id"]))
-            jobs = session.add_inputs(inputs)
-            unique: dict[str, str] = {}
-            for j in jobs:
-                if j.status != FAILED or j.func_name:
-                    unique.setdefault(j.func_name, j.job_id)
-            for j in jobs:
-                if j.func_name == "" and j.error:
-                    self.emit(TuneLog(level="warning", message=f"{j.source or j.command}: {j.error}"))
-            if not unique:
-                raise BooError("nothing to tune: no valid command in the inputs")
+            previous, inputs = self._resume(session, records, inputs)
+            unique = self._unique_kernels(session.add_inputs(inputs))
             self.environment = session.environment()
             if records.tune_id is None:
                 records.start(command_line=s.command_line, target=session.target.name, out_dir=s.out_dir,
                               settings={**s.to_dict(), "inputs": list(inputs)}, environment=self.environment)
             self.tune_id = records.tune_id
             if not session.target.can_run():   # e.g. hip:gfx942 here: generate and compile, measure elsewhere
-                from .offline import compile_only
-
-                commands = [(f, session.jobs[j].command, c) for f, j in unique.items()
-                            if (c := session.command_of(j)) is not None]
-                done_kernels = compile_only(self.context(), commands)
-                for i, k in enumerate(done_kernels.values(), 1):
-                    self.kernels[k.func_name] = k
-                    self.emit(KernelTuned(kernel=k, index=i, total=len(unique)))
+                self._compile_only(session, unique)
                 records.finish("interrupted" if self.stopped else "done")
                 return self.kernels
-            todo = [jid for f, jid in unique.items() if f not in previous
-                    or previous[f].status not in (IMPROVED, NO_BETTER, KERNEL_FAILED)]
-            total = len(unique)
-            for i, (func, jid) in enumerate(unique.items(), 1):
-                self.emit(TuneUpdate(func_name=func, command=session.jobs[jid].command, index=i, total=total,
-                                      stage="baseline", baseline_job=jid))
-            try:
-                session.start(todo, iters=STAGE_ITERS, min_time_s=s.screen_s)
-            except BooError:
-                if not self.stopped:   # stopped at this very moment: nothing to measure, the tune stays resumable
-                    raise
-            session.wait()
-            if session.run_id is not None:
-                records.link_run(session.run_id)
-            for i, (func, jid) in enumerate(unique.items(), 1):
-                prev = previous.get(func)
-                if prev is not None and prev.status in (IMPROVED, NO_BETTER, KERNEL_FAILED):
-                    self.kernels[func] = prev
-                    self.emit(KernelTuned(kernel=prev, index=i, total=total))
-                    continue
-                if self.out_of_time():
-                    break
-                k = self._tune_kernel(i, total, func, jid, prev)
-                self.kernels[func] = k
-                self.emit(KernelTuned(kernel=k, index=i, total=total))
-            for func, jid in unique.items():
-                if func not in self.kernels:   # not reached: stopped, or the time budget was spent
-                    self.kernels[func] = TunedKernel(
-                        func_name=func, command=session.jobs[jid].command, baseline_us=session.jobs[jid].median_us,
-                        message="not tuned: " + ("stopped (--resume continues)" if self.stopped
-                                                 else "the time budget was spent"))
+            self._baselines(session, records, unique, previous)
+            self._tune_kernels(unique, previous)
+            self._not_reached(session, unique)
             done = all(self.kernels[f].status != RUNNING for f in unique)
             records.finish("done" if done else "interrupted")
         return self.kernels
+
+    def _resume(self, session: Session, records: TuneRecords,
+                inputs: Sequence[str]) -> tuple[dict[str, TunedKernel], Sequence[str]]:
+        """With --resume, the resumed tune's kernels and inputs (its records reopened); else none and `inputs`."""
+        s = self.settings
+        previous: dict[str, TunedKernel] = {}
+        if s.resume is not None:
+            info = find_tune(session.store, s.resume)
+            previous = load_kernels(session.store, int(info["id"]))
+            inputs = list(inputs) or list(info["settings"].get("inputs") or [])
+            records.reopen(int(info["id"]))
+        return previous, inputs
+
+    def _unique_kernels(self, jobs: Sequence[JobResult]) -> dict[str, str]:
+        """Kernel -> the job of its first command, warning of each bad input line; raises when there is none."""
+        unique: dict[str, str] = {}
+        for j in jobs:
+            if j.status != FAILED or j.func_name:
+                unique.setdefault(j.func_name, j.job_id)
+        for j in jobs:
+            if j.func_name == "" and j.error:
+                self.emit(TuneLog(level="warning", message=f"{j.source or j.command}: {j.error}"))
+        if not unique:
+            raise BooError("nothing to tune: no valid command in the inputs")
+        return unique
+
+    def _compile_only(self, session: Session, unique: dict[str, str]) -> None:
+        """Generate and compile every kernel's candidates without measuring them (a target this host cannot run)."""
+        from .offline import compile_only
+
+        commands = [(f, session.jobs[j].command, c) for f, j in unique.items()
+                    if (c := session.command_of(j)) is not None]
+        done_kernels = compile_only(self.context(), commands)
+        for i, k in enumerate(done_kernels.values(), 1):
+            self.kernels[k.func_name] = k
+            self.emit(KernelTuned(kernel=k, index=i, total=len(unique)))
+
+    def _baselines(self, session: Session, records: TuneRecords, unique: dict[str, str],
+                   previous: dict[str, TunedKernel]) -> None:
+        """Measure the baseline of every kernel not already decided, and link the session's run to the tune."""
+        s = self.settings
+        todo = [jid for f, jid in unique.items() if f not in previous
+                or previous[f].status not in (IMPROVED, NO_BETTER, KERNEL_FAILED)]
+        total = len(unique)
+        for i, (func, jid) in enumerate(unique.items(), 1):
+            self.emit(TuneUpdate(func_name=func, command=session.jobs[jid].command, index=i, total=total,
+                                  stage="baseline", baseline_job=jid))
+        try:
+            session.start(todo, iters=STAGE_ITERS, min_time_s=s.screen_s)
+        except BooError:
+            if not self.stopped:   # stopped at this very moment: nothing to measure, the tune stays resumable
+                raise
+        session.wait()
+        if session.run_id is not None:
+            records.link_run(session.run_id)
+
+    def _tune_kernels(self, unique: dict[str, str], previous: dict[str, TunedKernel]) -> None:
+        """Search each kernel in turn (those a resumed tune decided are taken as they were), until out of time."""
+        total = len(unique)
+        for i, (func, jid) in enumerate(unique.items(), 1):
+            prev = previous.get(func)
+            if prev is not None and prev.status in (IMPROVED, NO_BETTER, KERNEL_FAILED):
+                self.kernels[func] = prev
+                self.emit(KernelTuned(kernel=prev, index=i, total=total))
+                continue
+            if self.out_of_time():
+                break
+            k = self._tune_kernel(i, total, func, jid, prev)
+            self.kernels[func] = k
+            self.emit(KernelTuned(kernel=k, index=i, total=total))
+
+    def _not_reached(self, session: Session, unique: dict[str, str]) -> None:
+        """An untuned outcome for each kernel the search did not reach."""
+        for func, jid in unique.items():
+            if func not in self.kernels:   # not reached: stopped, or the time budget was spent
+                self.kernels[func] = TunedKernel(
+                    func_name=func, command=session.jobs[jid].command, baseline_us=session.jobs[jid].median_us,
+                    message="not tuned: " + ("stopped (--resume continues)" if self.stopped
+                                             else "the time budget was spent"))
 
     def _forward(self, event: Any) -> None:
         if self._session_listener is not None:
