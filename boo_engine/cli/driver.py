@@ -14,9 +14,10 @@ import dataclasses
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ..errors import BooError
-from ..results import DONE, FINAL_STATUSES, IREE, TORCH, CacheMode, JobResult
+from ..results import IREE, CacheMode, JobResult
 from .common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -25,23 +26,18 @@ from .common import (
     fail,
     gpu_id_devices,
     internal_error,
-    job_succeeded,
     parse_run_flags,
     ray_address_arg,
 )
+from .driver_output import BACKENDS, BEST_BACKEND, PROG, measure_and_print
 from .output import OutputError, checked_stdout
 
-PROG = "boo-driver"
+if TYPE_CHECKING:  # pragma: no cover
+    from ..config import SessionConfig
+    from ..results import NumericsCriteria
+    from ..targets import Target
+    from ..variants import Variant
 
-# iree-boo-driver's backend names, mapped to what each means here.
-BACKENDS = {
-    "iree": IREE, "iree_boo": IREE, "iree_boo_experimental": IREE, "iree_boo_legacy": IREE,
-    "torch": TORCH, "pytorch": TORCH,
-    # ours: each kernel in the best known configuration for this machine, beside BOO's (the `best` column)
-    "best": IREE,
-}
-#: the backend name of the best column
-BEST_BACKEND = "best"
 # flag -> number of values (0: a switch)
 FLAGS = {
     "--commands-file": 1, "--csv": 1, "--backend": 1, "--verify-numerics": 0, "--cache-dir": 1,
@@ -220,39 +216,14 @@ def _devices(opts: dict[str, list[str]], target) -> tuple[str, ...]:
 
 
 def _run(opts: dict[str, list[str]], command: list[str]) -> int:
-    from ..variants import Variant, parse_variant_arg, preflight_target, preflight_variant, variant_from_env
-
-    names = opts.get("--backend") or ["iree_boo"]
-    for name in names:
-        if name not in BACKENDS:
-            raise BooError(f"--backend {name!r} is not supported here (use iree, iree_boo, best or torch)")
-    backends = tuple(dict.fromkeys(BACKENDS[n] for n in names))
+    """The options checked in their order, then --preload or the measured run: the exit code."""
+    names = _backend_names(opts)
     criteria = numerics_criteria(opts)
     if "--cache-dir" in opts:
         os.environ["BOO_CACHE_DIR"] = os.path.abspath(_last(opts, "--cache-dir"))
     files = opts.get("--commands-file", [])
-    if not files and not command:
-        raise BooError("no command: give an MIOpenDriver command or --commands-file FILE")
-    if files and command and not command[0].startswith("-"):
-        raise BooError("give either a command or --commands-file, not both")
-
-    # The tuning spec replaces the baseline, as in iree-boo-driver (BOO_TUNING_SPEC_PATH is honoured too).
-    from ..targets import BOO_BUILD, default_target, parse_target
-
-    target_text = _last(opts, "--target")
-    # iree_boo is BOO's own build (iree-turbine's export, BOO's flags), as iree-boo-driver runs it: measured and
-    # preloaded alike
-    target = dataclasses.replace(parse_target(target_text) if target_text else default_target(), build=BOO_BUILD)
-    if target.notice:
-        print(f"{PROG}: note: {target.notice}", file=sys.stderr)
-    variant = Variant()
-    spec = _last(opts, "--tuning-spec")
-    if spec is not None:
-        variant = parse_variant_arg(f"{os.path.splitext(os.path.basename(spec))[0]}={spec}")
-    else:
-        variant = variant_from_env() or variant
-    preflight_target(target)
-    preflight_variant(variant, target)
+    _check_sources(files, command)
+    target, variant = _target_and_variant(opts)
     devices = _devices(opts, target)
     ray = ray_address_arg(_last(opts, "--ray"), devices) if "--preload" not in opts else None
     run_flags = parse_run_flags(opts.get("--flags", []), target)
@@ -261,17 +232,65 @@ def _run(opts: dict[str, list[str]], command: list[str]) -> int:
         return _preload(opts, files, command, variant, target, run_flags)
     if ray is None:
         check_measurable(target, "--preload")
+    config = _session_config(opts, names, criteria, target, variant, devices, ray, run_flags)
+    csv_path = _csv_path(opts)
+    return _run_session(opts, config, files, command, names, csv_path)
 
+
+def _backend_names(opts: dict[str, list[str]]) -> list[str]:
+    """The --backend names given (iree_boo when none), each one this driver knows."""
+    names = opts.get("--backend") or ["iree_boo"]
+    for name in names:
+        if name not in BACKENDS:
+            raise BooError(f"--backend {name!r} is not supported here (use iree, iree_boo, best or torch)")
+    return names
+
+
+def _check_sources(files: list[str], command: list[str]) -> None:
+    """A command or --commands-file, not both (flags after --commands-file are added to each of its lines)."""
+    if not files and not command:
+        raise BooError("no command: give an MIOpenDriver command or --commands-file FILE")
+    if files and command and not command[0].startswith("-"):
+        raise BooError("give either a command or --commands-file, not both")
+
+
+def _target_and_variant(opts: dict[str, list[str]]) -> tuple[Target, Variant]:
+    """--target as BOO builds for it (its notice said) and the baseline variant, both preflighted."""
+    from ..targets import BOO_BUILD, default_target, parse_target
+    from ..variants import Variant, parse_variant_arg, preflight_target, preflight_variant, variant_from_env
+
+    target_text = _last(opts, "--target")
+    # iree_boo is BOO's own build (iree-turbine's export, BOO's flags), as iree-boo-driver runs it: measured and
+    # preloaded alike
+    target = dataclasses.replace(parse_target(target_text) if target_text else default_target(), build=BOO_BUILD)
+    if target.notice:
+        print(f"{PROG}: note: {target.notice}", file=sys.stderr)
+    # The tuning spec replaces the baseline, as in iree-boo-driver (BOO_TUNING_SPEC_PATH is honoured too).
+    variant = Variant()
+    spec = _last(opts, "--tuning-spec")
+    if spec is not None:
+        variant = parse_variant_arg(f"{os.path.splitext(os.path.basename(spec))[0]}={spec}")
+    else:
+        variant = variant_from_env() or variant
+    preflight_target(target)
+    preflight_variant(variant, target)
+    return target, variant
+
+
+def _session_config(opts: dict[str, list[str]], names: list[str], criteria: NumericsCriteria, target: Target,
+                    variant: Variant, devices: tuple[str, ...], ray: str | None,
+                    run_flags: tuple[str, ...]) -> SessionConfig:
+    """The session's settings: the backends and variants the --backend names ask for, the driver's flags."""
     from ..config import SessionConfig
-    from ..session import Session
+    from ..targets import BOO_BUILD
     from ..variants import BEST
 
-    config = SessionConfig(
+    return SessionConfig(
         target=target.name,
         build=BOO_BUILD,
         variants=[variant] * any(BACKENDS[n] == IREE and n != BEST_BACKEND for n in names)
         + [BEST] * (BEST_BACKEND in names),
-        backends=backends,
+        backends=tuple(dict.fromkeys(BACKENDS[n] for n in names)),
         threads=_number(opts, "--threads", int, 1),
         seed=_number(opts, "--seed", int, 0),
         min_time_s=_number(opts, "--min-time", float),
@@ -288,6 +307,10 @@ def _run(opts: dict[str, list[str]], command: list[str]) -> int:
         ray_address=ray,
         compile_flags=run_flags,
     )
+
+
+def _csv_path(opts: dict[str, list[str]]) -> str | None:
+    """--csv's path (None without it), checked before anything is measured: no results database, no input."""
     csv_path = _last(opts, "--csv")
     if csv_path is not None:
         from .. import locations
@@ -295,18 +318,24 @@ def _run(opts: dict[str, list[str]], command: list[str]) -> int:
 
         check_export_path(csv_path, formats=(".csv",), databases=[locations.db_path(_last(opts, "--db"))],
                           inputs=[f for f in (_last(opts, "--tuning-spec"),) if f and os.path.isfile(f)])
-    verbose = "--verbose" in opts and "--no-verbose" not in opts
+    return csv_path
 
-    rows: list[tuple[str, dict[str, JobResult]]] = []
+
+def _run_session(opts: dict[str, list[str]], config: SessionConfig, files: list[str], command: list[str],
+                 names: list[str], csv_path: str | None) -> int:
+    """Measure and print every command under the stop signals, then write --csv: the exit code."""
+    from ..session import Session
     from .signals import StopSignals
 
+    verbose = "--verbose" in opts and "--no-verbose" not in opts
+    rows: list[tuple[str, dict[str, JobResult]]] = []
     stops = StopSignals(PROG).install()   # a signal: the run ends interrupted (signals.py), no --csv written
     try:
         with Session(config) as session:
             stops.hard_exit = session.kill_children
             if session.cache_notice:
                 print(f"{PROG}: {session.cache_notice}", file=sys.stderr)
-            failed = _measure_and_print(session, files, command, names, verbose, rows, stops,
+            failed = measure_and_print(session, files, command, names, verbose, rows, stops,
                                         numerics_verbose="--numerics-verbose" in opts)
     except KeyboardInterrupt:   # before the run started
         return stops.exit_code
@@ -323,140 +352,6 @@ def _run(opts: dict[str, list[str]], command: list[str]) -> int:
     if session.failure is not None:  # the results database cannot be written: the run stopped; one line
         print(f"{PROG}: error: {session.failure}", file=sys.stderr)
     return EXIT_FAILED if failed else EXIT_OK
-
-
-def _measure_and_print(session, files, command, names, verbose, rows, stops, *, numerics_verbose=False) -> bool:
-    """Measure, then print every command's lines; True when some job failed."""
-    entries: list[tuple[str, list[JobResult]]] = []
-    extra = command if files else []
-    if files:
-        for f in files:
-            entries += session.add_file(f, extra)
-    else:
-        entries.append((" ".join(command), session.add_command(command)))
-    if session.driver_flags_note:   # once per run, however many lines carry such flags
-        print(f"{PROG}: note: {session.driver_flags_note}", file=sys.stderr)
-    stops.raising = False
-    try:
-        session.start()
-    except BooError:
-        if session.failure is None:   # (a store that takes no writes is reported once, after the CSV)
-            raise
-    printed = 0   # each command's lines as soon as its jobs are final, in the commands' order (iree-boo-driver's)
-    failed = False
-    while True:
-        idle = session.wait(timeout=0.2)
-        stopping = stops.event.is_set()
-        if stopping:
-            session.interrupt()
-        while printed < len(entries) and (idle or stopping or all(j.status in FINAL_STATUSES
-                                                                  for j in entries[printed][1])):
-            if printed == 0 and session.compile_stage.untrusted_note:   # once per run
-                print(f"{PROG}: warning: {session.compile_stage.untrusted_note}", file=sys.stderr)
-            failed = _print_entry(*entries[printed], names, verbose, rows, numerics_verbose) or failed
-            printed += 1
-        if idle or stopping:
-            break
-    return failed or session.failure is not None
-
-
-def _print_entry(text: str, jobs: list[JobResult], names, verbose, rows, numerics_verbose) -> bool:
-    """One command's lines (flushed: a redirected run shows its progress); True when a job of it failed."""
-    by_backend: dict[str, JobResult] = {}
-    failed = False
-    print(text)
-    for job in jobs:
-        if job.backend not in BACKENDS.values():  # a line that did not parse: it fails on every backend
-            by_backend = {n: job for n in names}
-            print(f">>> FAILED: {job.error}")
-            failed = True
-            continue
-        name = _backend_name(names, job)
-        by_backend[name] = job
-        print(_line(name, job, len(names) > 1 or verbose))
-        if (short := _short_of_iter(job, text)) is not None:
-            print(f"{PROG}: note: {job.func_name} [{name}]: {short}", file=sys.stderr)
-        failed = failed or not job_succeeded(job)
-        if job.numerics is not None:   # as BOO prints its verdict per command
-            print(_numerics_line(job.numerics))
-            if numerics_verbose:
-                print("\n".join(_numerics_details(job.numerics)))
-    rows.append((text, by_backend))
-    sys.stdout.flush()
-    return failed
-
-
-def _short_of_iter(job: JobResult, text: str) -> str | None:
-    """Why a done job has fewer samples than its command line `text`'s --iter asked, or None: the time limit came
-    first (a 7 s bf16 mm has 8 samples in 60 s), or samples that lost their core to another process were left out
-    of the statistics."""
-    if job.status != DONE or job.stats is None:
-        return None
-    try:
-        from ..commands import parse_invocation
-
-        asked = parse_invocation(text).iters
-    except (BooError, ValueError):
-        return None
-    taken = len(job.samples_us)
-    if taken < asked:
-        return (f"{taken} of the {asked} samples --iter asked: the job's time limit (--max-time, default 60 s) "
-                f"came first")
-    if job.stats.n < asked:
-        return (f"{job.stats.n} of its {taken} samples are in the statistics: the others lost their core to "
-                f"another process")
-    return None
-
-
-def _backend_name(names: Sequence[str], job: JobResult) -> str:
-    """The --backend name a job answers: `best` for the best column, else the name of its backend."""
-    if job.variant == BEST_BACKEND:
-        return BEST_BACKEND
-    return next(n for n in names if BACKENDS[n] == job.backend and n != BEST_BACKEND)
-
-
-def _line(name: str, job: JobResult, show_backend: bool) -> str:
-    who = f"{name}: " if show_backend else ""
-    if job.status == DONE and job.stats is not None:
-        s = job.stats
-        text = (f">>> {who}min={s.min_us:.2f}us max={s.max_us:.2f}us mean={s.mean_us:.2f}us "
-                f"stddev={s.stddev_us:.2f}us median={s.median_us:.2f}us n={s.n}")
-        if job.device_us is not None:   # GPU: the dispatches' own device time, as iree-boo-driver reports it
-            text += f" dispatch={job.device_us:.2f}us"
-        if job.compile is not None and job.compile.num_dispatches is not None:
-            text += f" num_dispatches={job.compile.num_dispatches}"
-        if job.numerics is not None:
-            text += f" numerics={job.numerics.verdict}"
-        if job.error:
-            text += f" ({job.error})"
-        return text
-    if job.status in ("interrupted", "cancelled"):
-        return f">>> {who}{job.status.upper()}"
-    return f">>> {who}FAILED: {job.error or job.status}"
-
-
-def _numerics_line(info) -> str:
-    if info.verdict == "pass":
-        return "Numerics: PASS"
-    return f"Numerics: FAIL ({info.stats.get('reason') or 'unknown'})"
-
-
-def _numerics_details(info) -> list[str]:
-    """--numerics-verbose: every output's error statistics, the structured test and the criteria."""
-    lines = []
-    for o in info.stats.get("outputs", []):
-        if "n" not in o:
-            lines.append(f"  output {o.get('index')}: shape mismatch")
-            continue
-        lines.append(f"  output {o['index']} {o['shape']} {o['dtype']} n={o['n']}: vs reference mean "
-                     f"{o['mean_err']:.6e} stddev {o['std_err']:.6e} max {o['max_abs_err']:.6e}; "
-                     f"torch vs reference stddev {o['torch_std_err']:.6e}; vs torch max {o['vs_torch_max_abs']:.6e}")
-    structured = info.stats.get("structured")
-    if isinstance(structured, dict):
-        lines.append(f"  structured test: {'PASS' if structured.get('pass') else 'FAIL'}")
-    lines.append(f"  criteria: {info.stats.get('criteria')} ({info.stats.get('seeds', 1)} seed(s), reference "
-                 f"{info.stats.get('reference')})")
-    return lines
 
 
 def _preload(opts, files, command, variant, target, run_flags=()) -> int:

@@ -150,14 +150,18 @@ def _run_stoppable(args: argparse.Namespace, config, worker, stops, session_clas
             sys.stdout.write(render_markdown(results, environment=session.environment(), run=run,
                                              comparisons=comparisons, min_effect=session.config.min_effect,
                                              model=model))
-        regressions = _regressions(comparisons, args.fail_on_regression)
-        run_id = session.run_id
+        regressions, run_id = _regressions(comparisons, args.fail_on_regression), session.run_id
     finally:
         progress.stop()
         if stops.received:
             session.interrupt()   # (a signal before the run started: a resumed run is still interrupted)
         session.close()
         progress.say_interrupted()
+    return _exit_code(session, stops, results, regressions, run_id)
+
+
+def _exit_code(session, stops, results: list[JobResult], regressions: list[str], run_id: int | None) -> int:
+    """The closed run's exit code, after a line saying where it is stored (and one per regression)."""
     if session.failure is not None:  # already said, in one line, when it happened
         return EXIT_FAILED
     print(f"{PROG}: run {run_id} stored in {session.store.path}", file=sys.stderr)
@@ -165,9 +169,7 @@ def _run_stoppable(args: argparse.Namespace, config, worker, stops, session_clas
         return stops.exit_code
     for line in regressions:
         print(f"{PROG}: regression: {line}", file=sys.stderr)
-    if regressions:
-        return EXIT_REGRESSION
-    return EXIT_FAILED if any(not job_succeeded(r) for r in results) else EXIT_OK
+    return EXIT_REGRESSION if regressions else (EXIT_FAILED if any(not job_succeeded(r) for r in results) else EXIT_OK)
 
 
 def _start(session, stop: threading.Event) -> None:
@@ -383,13 +385,11 @@ def _result_line(r: JobResult) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Headless only (used by tests and scripts); `boo-tui` itself is boo_tui.cli.main."""
-    from .common import add_session_args
+    from .common import add_session_args, glue_flag_values
 
     p = argparse.ArgumentParser(prog=PROG)
     add_session_args(p)
     add_headless_args(p)
-    from .common import glue_flag_values
-
     args = p.parse_args(glue_flag_values(list(sys.argv[1:] if argv is None else argv)))
     args.headless = True
     return run_headless(args)

@@ -18,10 +18,16 @@ import os
 import shlex
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import locations
 from .common import EXIT_FAILED, EXIT_OK, EXIT_REGRESSION, RaisingParser, UsageError, run_subcommand
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..markdown import Comparisons
+    from ..modelbench import ModelJob
+    from ..results import JobResult
+    from ..variants import Variant
 
 PROG = "boo-tui model"
 #: what the iree_boo column ran, per --kernels
@@ -70,15 +76,42 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(args: argparse.Namespace) -> int:
+    """Measure the model's columns, store the run, then export and print it: the exit code."""
     from ..capture import parse_input
-    from ..compare import DEFAULT_MIN_EFFECT, compare_results, regressions
+    from ..compare import DEFAULT_MIN_EFFECT, compare_results
     from ..environment import collect_environment
-    from ..exporters import check_export_path, export_results
+    from ..exporters import export_results
     from ..markdown import render_markdown
-    from ..modelbench import ModelJob, bench_model, breakdown_lines
-    from ..results import DONE, FAILED, INTERRUPTED
-    from ..store import Store, default_db_path
-    from ..variants import build_variants
+    from ..modelbench import ModelJob, bench_model
+    from ..results import INTERRUPTED
+
+    _check_args(args)
+    min_effect = DEFAULT_MIN_EFFECT if args.min_effect is None else args.min_effect / 100.0
+    inputs = tuple(parse_input(s) for s in args.input)
+    variants, kernels = _variants(args)
+    job = ModelJob(args.model, inputs, backward=args.backward, eval_mode=args.eval, threads=args.threads,
+                   seed=args.seed)
+    results = bench_model(job, variants, iters=args.iter, min_time_s=args.min_time or None, rounds=args.rounds,
+                          numerics=not args.no_numerics, progress=_say)
+    comparisons = compare_results(results, min_effect=min_effect)
+    env = collect_environment("cpu")
+    line = (" ".join([PROG, *map(shlex.quote, sys.argv[2:])]) if sys.argv[1:2] == ["model"]
+            else f"{PROG} {job.command}")
+    run_info: dict[str, Any] = {"command_line": line, "target": "cpu"}
+    interrupted = any(r.status == INTERRUPTED for r in results)
+    run_info["id"] = _store_run(args, job, variants, results, env, line, interrupted)
+    for path in args.export:
+        export_results(path, results, environment=env, run=run_info, comparisons=comparisons, min_effect=min_effect)
+    text = render_markdown(results, environment=env, run=run_info, comparisons=comparisons, min_effect=min_effect)
+    sys.stdout.write(text)
+    _print_kernels(results, kernels)
+    return _exit_code(args, results, comparisons, interrupted, run_info.get("id"))
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    """The usage checks, before anything is measured: MODEL's form, the counts and times, the export paths."""
+    from ..exporters import check_export_path
+    from ..store import default_db_path
 
     if ":" not in args.model:
         raise UsageError(f"MODEL {args.model[:120]!r}: expected path/to/file.py:factory or package.module:factory")
@@ -87,36 +120,40 @@ def _main(args: argparse.Namespace) -> int:
             raise UsageError(f"--{name} {getattr(args, name)}: give at least 1")
     if args.min_time < 0:
         raise UsageError(f"--min-time {args.min_time}: give a number >= 0")
-    min_effect = DEFAULT_MIN_EFFECT if args.min_effect is None else args.min_effect / 100.0
     model_file = args.model.rsplit(":", 1)[0]
     read = [f for f in [model_file, *args.variants_file] if os.path.isfile(f)]
     for i, path in enumerate(args.export):
         check_export_path(path, databases=[args.db or default_db_path()], inputs=read, others=args.export[:i])
-    inputs = tuple(parse_input(s) for s in args.input)
+
+
+def _variants(args: argparse.Namespace) -> tuple[list[Variant], str]:
+    """The iree_boo columns (the baseline first, in the kernels --kernels asks for) and those kernels' name."""
+    from ..variants import build_variants
+
     variants = build_variants(args.variant, args.variants_file)
     from ..nn.kernels import kernels_variant
 
     # the iree_boo column (the baseline the variants are compared with): the kernels asked for, best by default
     kernels = kernels_variant(args.kernels)
     variants[0] = dataclasses.replace(kernels, name=variants[0].name)
-    job = ModelJob(args.model, inputs, backward=args.backward, eval_mode=args.eval, threads=args.threads,
-                   seed=args.seed)
+    return variants, kernels.name
 
-    def say(msg: str) -> None:
-        if msg:
-            print(f"{PROG}: {msg}", file=sys.stderr, flush=True)
 
-    results = bench_model(job, variants, iters=args.iter, min_time_s=args.min_time or None, rounds=args.rounds,
-                          numerics=not args.no_numerics, progress=say)
-    comparisons = compare_results(results, min_effect=min_effect)
-    env = collect_environment("cpu")
-    line = (" ".join([PROG, *map(shlex.quote, sys.argv[2:])]) if sys.argv[1:2] == ["model"]
-            else f"{PROG} {job.command}")
-    run_info: dict[str, Any] = {"command_line": line, "target": "cpu"}
+def _say(msg: str) -> None:
+    """A progress line on stderr (none for an empty message)."""
+    if msg:
+        print(f"{PROG}: {msg}", file=sys.stderr, flush=True)
+
+
+def _store_run(args: argparse.Namespace, job: ModelJob, variants: list[Variant], results: list[JobResult],
+               env: dict[str, object], command_line: str, interrupted: bool) -> int:
+    """Store the run in the results DB (the model, its variants, every column's result): its id."""
+    from ..results import DONE, FAILED
+    from ..store import Store, default_db_path
+
     store = Store(args.db or default_db_path())
-    interrupted = any(r.status == INTERRUPTED for r in results)
     try:
-        run_id = store.start_run(command_line=run_info["command_line"], target="cpu",
+        run_id = store.start_run(command_line=command_line, target="cpu",
                                  config={"model": job.command, "iter": args.iter, "rounds": args.rounds,
                                          "threads": args.threads, "variants": [v.name for v in variants]},
                                  environment=env)
@@ -127,20 +164,30 @@ def _main(args: argparse.Namespace) -> int:
             store.record_result(run_id, r)
         failed = any(r.status == FAILED for r in results)
         store.finish_run(run_id, "interrupted" if interrupted else "failed" if failed else DONE)
-        run_info["id"] = run_id
     finally:
         store.close()
-    for path in args.export:
-        export_results(path, results, environment=env, run=run_info, comparisons=comparisons, min_effect=min_effect)
-    text = render_markdown(results, environment=env, run=run_info, comparisons=comparisons, min_effect=min_effect)
-    sys.stdout.write(text)
-    sys.stdout.write(f"\niree_boo's kernels: {KERNEL_NOTES[kernels.name]}\n")
+    return run_id
+
+
+def _print_kernels(results: list[JobResult], kernels: str) -> None:
+    """After the table: what iree_boo's kernels were, then where each compiled column's time goes."""
+    from ..modelbench import breakdown_lines
+
+    sys.stdout.write(f"\niree_boo's kernels: {KERNEL_NOTES[kernels]}\n")
     for r in results:
         if r.breakdown:
             sys.stdout.write(f"\n### where the time goes: iree_boo {r.variant}\n\n```\n"
                              + "\n".join(breakdown_lines(r.breakdown)) + "\n```\n")
+
+
+def _exit_code(args: argparse.Namespace, results: list[JobResult], comparisons: Comparisons, interrupted: bool,
+               run_id: int | None) -> int:
+    """130 when interrupted (said on stderr), 3 on a regression past --fail-on-regression, 1 when a column failed."""
+    from ..compare import regressions
+    from ..results import FAILED
+
     if interrupted:
-        print(f"{PROG}: interrupted: the rounds taken were stored (run {run_info.get('id')})", file=sys.stderr)
+        print(f"{PROG}: interrupted: the rounds taken were stored (run {run_id})", file=sys.stderr)
         return 130
     variant_cmps = {k: c for k, c in comparisons.items() if k[2] != "torch"}   # eager is not a variant
     if args.fail_on_regression is not None and regressions(variant_cmps, args.fail_on_regression):
