@@ -16,6 +16,7 @@ from typing import Any
 from textual.message import Message
 
 from boo_engine.api import BooError, JobResult, Session, SessionConfig, check_named_kernels, one_line
+from boo_engine.api import events as ev
 
 from .messages import EngineFailed, SessionFailed, SessionOpened
 
@@ -30,7 +31,7 @@ class EngineClient:
     `post` hands a message to the UI thread (the app's `post_message`: safe from any thread), `notify` shows a
     toast (UI thread only)."""
 
-    def __init__(self, config: SessionConfig, post: Callable[[Message], Any], notify: Callable[..., Any]) -> None:
+    def __init__(self, config: SessionConfig, post: Callable[[Message], object], notify: Callable[..., object]) -> None:
         self._config = config
         self._post = post
         self._notify = notify
@@ -51,7 +52,7 @@ class EngineClient:
         return self.session or self._created
 
     # ---- opening ------------------------------------------------------------------------------------------
-    def open(self, inputs: list[str], listener: Callable[[Any], None]) -> None:
+    def open(self, inputs: list[str], listener: Callable[[ev.Event], None]) -> None:
         """Thread worker: create the session and add the inputs (opening the DB, reading files). Posts
         `SessionOpened` (with the inputs it refused, one line each) or `SessionFailed`."""
         try:

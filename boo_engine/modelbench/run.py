@@ -5,7 +5,7 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import BooError
 from ..results import FAILED, INTERRUPTED, JobResult
@@ -24,6 +24,9 @@ from .bench import (
 )
 from .breakdown import measure_breakdown
 from .judge import RoundingReference, compare_tensors, copy_for_reference, rounding_reference
+
+if TYPE_CHECKING:
+    import torch
 
 Progress = Callable[[str], None]
 
@@ -64,10 +67,10 @@ def _default_backend(variant: Variant) -> Any:
 class _Loaded:
     """The user's module and its inputs, with the parameters a pass differentiates."""
 
-    model: Any
-    inputs: list[Any]
-    params: list[Any]                   # the parameters that require grad
-    named: list[tuple[str, Any]]        # the same, with their names
+    model: torch.nn.Module
+    inputs: list[torch.Tensor]
+    params: list[torch.nn.Parameter]    # the parameters that require grad
+    named: list[tuple[str, torch.nn.Parameter]]   # the same, with their names
     backward: bool
 
 
