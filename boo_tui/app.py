@@ -139,8 +139,7 @@ class BooApp(App[int]):
         self.engine.opened(session)
         self.results.add_results(message.added)
         for msg in message.errors:
-            self.log_line("error", msg)
-            self.notify(msg, severity="error", timeout=10)
+            self.run_log.error(msg)
         self.title = f"boo-tui  {session.target.name}"
         legend = columns_legend(self.config)
         if legend:

@@ -69,9 +69,13 @@ class _Loaded:
 
     model: torch.nn.Module
     inputs: list[torch.Tensor]
-    params: list[torch.nn.Parameter]    # the parameters that require grad
-    named: list[tuple[str, torch.nn.Parameter]]   # the same, with their names
+    named: list[tuple[str, torch.nn.Parameter]]   # the parameters that require grad, with their names
     backward: bool
+
+    @property
+    def params(self) -> list[torch.nn.Parameter]:
+        """The parameters that require grad, in the model's order."""
+        return [p for _, p in self.named]
 
 
 def bench_model(job: ModelJob, variants: Sequence[Variant], *, iters: int = 50, min_time_s: float | None = 1.0,
@@ -104,9 +108,8 @@ def bench_model(job: ModelJob, variants: Sequence[Variant], *, iters: int = 50, 
 def _load(job: ModelJob) -> _Loaded:
     """The job's model and inputs, and its parameters that require grad."""
     model, inputs = load_model(job)
-    params = [p for p in model.parameters() if p.requires_grad]
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-    return _Loaded(model, inputs, params, named, job.backward)
+    return _Loaded(model, inputs, named, job.backward)
 
 
 def _columns(job: ModelJob, variants: Sequence[Variant], target: str) -> list[Column]:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from boo_engine.errors import CommandError
 from boo_engine.ops._common import numel
 from boo_engine.ops._lazy import torch
-from boo_engine.ops.aten_shapes import known_outputs
+from boo_engine.ops.aten_shapes import RULED, known_outputs
 from boo_engine.ops.base import DTYPES
 from boo_engine.ops.strided import ViewPlan, apply_view
 
@@ -303,6 +303,9 @@ def _known_outputs(sig: AtenSignature, overload: Any, positional: tuple,
     """`aten_shapes.known_outputs` for this binding: its tensors' (shape, dtype) in argument order and its
     constants by name; None for a binding it does not cover (a tensor list, a tensor given by keyword)."""
     schema = overload._schema
+    name = f"{schema.name.partition('::')[2]}.{schema.overload_name or 'default'}"
+    if name not in RULED:     # most overloads: nothing to gather
+        return None
     tensors = [(tuple(shape), dtype) for _, shape, _, dtype in sig._tensor_args()]
     given: list[int] = []
     constants: dict[str, Any] = {}
@@ -313,11 +316,10 @@ def _known_outputs(sig: AtenSignature, overload: Any, positional: tuple,
             constants[arg.name] = value
         else:
             return None
-    for name, (kind, value) in keywords:
+    for key, (kind, value) in keywords:
         if kind != "c":
             return None
-        constants[name] = value
-    name = f"{schema.name.partition('::')[2]}.{schema.overload_name or 'default'}"
+        constants[key] = value
     return known_outputs(name, [tensors[k] for k in given], constants)
 
 

@@ -73,6 +73,8 @@ _RULES: dict[str, Callable[[list[Spec]], Spec | None]] = {
     "addmm.default": _addmm, "linear.default": _linear, **dict.fromkeys(UNARY, _unary),
     **dict.fromkeys(BINARY, _binary),
 }
+#: the overloads a rule here covers
+RULED = frozenset(_RULES)
 #: the constant arguments each rule knows to leave the result alone (their values checked in `_constants_ok`)
 _CONSTANTS: dict[str, tuple[str, ...]] = {"addmm.default": ("beta", "alpha"), "gelu.default": ("approximate",),
                                            "add.Tensor": ("alpha",), "sub.Tensor": ("alpha",),
@@ -110,4 +112,4 @@ def known_outputs(name: str, tensors: Sequence[Spec], constants: dict[str, Any])
     return None if out is None else (out,)
 
 
-__all__ = ["BINARY", "FLOATS", "UNARY", "broadcast", "known_outputs"]
+__all__ = ["BINARY", "FLOATS", "RULED", "UNARY", "broadcast", "known_outputs"]
