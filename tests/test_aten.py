@@ -224,6 +224,12 @@ def _random_case(rng, name: str):
         tensors = [(bias, dtype), ((m, k), dtype), ((k if rng.random() < 0.9 else dim(), n), other)]
         if rng.random() < 0.5:
             constants = {"beta": rng.choice([1, 0.5, 2]), "alpha": rng.choice([1, 0.25, True])}
+    elif name in ("mm.default", "bmm.default"):
+        batch = (dim(),) if name == "bmm.default" else ()
+        m, k, n = dim(), dim(), dim()
+        a = batch + (m, k) if rng.random() < 0.9 else tuple(dim() for _ in range(rng.choice([1, 2, 3])))
+        b = (batch if rng.random() < 0.9 else (dim(),) * len(batch)) + (k if rng.random() < 0.9 else dim(), n)
+        tensors = [(a, dtype), (b, other)]
     elif name == "linear.default":
         x = tuple(dim() for _ in range(rng.choice([1, 2, 3])))
         out = dim()
@@ -245,7 +251,7 @@ def _random_case(rng, name: str):
     return tensors, constants
 
 
-@pytest.mark.parametrize("name", ["addmm.default", "linear.default", "add.Tensor", "sub.Tensor", "mul.Tensor",
+@pytest.mark.parametrize("name", ["addmm.default", "mm.default", "bmm.default", "linear.default", "add.Tensor", "sub.Tensor", "mul.Tensor",
                                   "div.Tensor", "relu.default", "gelu.default", "silu.default", "sigmoid.default",
                                   "tanh.default"])
 def test_outputs_by_rule_are_what_torch_says(name):

@@ -3,7 +3,7 @@
 `aten_call.resolve` learns what a call returns by running it on meta tensors. For most ops that is the C++ meta
 kernel (~15-40 us), but for some it is torch's Python reference with its type-promotion wrappers: aten::addmm
 ~0.35 ms, aten::linear ~0.33 ms, aten::gelu ~0.4 ms, aten::relu ~0.27 ms, aten::add/mul ~0.1 ms a call (torch
-2.13 on a Zen 4 core). A profiler trace of a transformer is mostly these, and a file of 40,000 distinct addmm
+2.13 on a Zen 4 core); and even aten::mm/bmm took ~0.09 ms a line with the meta tensors made for it. A profiler trace of a transformer is mostly these, and a file of 40,000 distinct addmm
 lines spent 11 s here (benchmarks/bench_many_lines.py, mixed). For those ops this module gives the same
 shapes and dtype by rule, but only when every precondition torch would check holds (2-D matrices whose inner
 sizes agree, shapes that broadcast, one floating dtype for every tensor, arguments it knows); anything else
@@ -48,6 +48,26 @@ def _addmm(t: list[Spec]) -> Spec | None:
     return (out, t[0][1]) if broadcast(bias, out) == out else None
 
 
+def _mm(t: list[Spec]) -> Spec | None:
+    """mm(self, mat2): [n, m] @ [m, p] -> [n, p]."""
+    if len(t) != 2:
+        return None
+    (a, _), (b, _) = t
+    if len(a) != 2 or len(b) != 2 or a[1] != b[0]:
+        return None
+    return (a[0], b[1]), t[0][1]
+
+
+def _bmm(t: list[Spec]) -> Spec | None:
+    """bmm(self, mat2): [b, n, m] @ [b, m, p] -> [b, n, p] (no broadcast of the batch)."""
+    if len(t) != 2:
+        return None
+    (a, _), (b, _) = t
+    if len(a) != 3 or len(b) != 3 or a[0] != b[0] or a[2] != b[1]:
+        return None
+    return (a[0], a[1], b[2]), t[0][1]
+
+
 def _linear(t: list[Spec]) -> Spec | None:
     """linear(input, weight, bias=None): input[:-1] + [out_features]; a bias of out_features."""
     if len(t) not in (2, 3):
@@ -70,7 +90,7 @@ def _binary(t: list[Spec]) -> Spec | None:
 
 
 _RULES: dict[str, Callable[[list[Spec]], Spec | None]] = {
-    "addmm.default": _addmm, "linear.default": _linear, **dict.fromkeys(UNARY, _unary),
+    "addmm.default": _addmm, "mm.default": _mm, "bmm.default": _bmm, "linear.default": _linear, **dict.fromkeys(UNARY, _unary),
     **dict.fromkeys(BINARY, _binary),
 }
 #: the overloads a rule here covers
