@@ -37,7 +37,7 @@ from .finalize import Finalizer, compare_columns, model_lines_of
 from .plan import InputEntry, Plan
 from .recording import RunRecorder, store_halt_reason
 from .runner import Runner
-from .state import Listener, SessionState, collector_paused
+from .state import Listener, SessionState, collector_paused, release_frozen
 
 if TYPE_CHECKING:
     from ..bench.worker import BenchWorker
@@ -280,6 +280,7 @@ class Session:
         self.compile_stage.shutdown()
         self.store.close()
         self._tmp.cleanup()
+        release_frozen()
 
     def _stop(self) -> None:
         """Stop the runner, the measurement and the compiles in flight; mark what did not finish INTERRUPTED and
