@@ -1,14 +1,15 @@
 """The outputs of a few common aten calls by rule, where torch's own meta kernel is slow Python.
 
 `aten_call.resolve` learns what a call returns by running it on meta tensors. For most ops that is the C++ meta
-kernel (~15-40 us), but for some it is torch's Python reference with its type-promotion wrappers: aten::addmm
-~0.35 ms, aten::linear ~0.33 ms, aten::gelu ~0.4 ms, aten::relu ~0.27 ms, aten::add/mul ~0.1 ms a call (torch
-2.13 on a Zen 4 core); and even aten::mm/bmm took ~0.09 ms a line with the meta tensors made for it. A profiler trace of a transformer is mostly these, and a file of 40,000 distinct addmm
-lines spent 11 s here (benchmarks/bench_many_lines.py, mixed). For those ops this module gives the same
-shapes and dtype by rule, but only when every precondition torch would check holds (2-D matrices whose inner
-sizes agree, shapes that broadcast, one floating dtype for every tensor, arguments it knows); anything else
-returns None and the call goes to the meta kernel, which gives torch's own answer or error. A test compares the
-rules with the meta kernel over random shapes, dtypes and arguments (tests/test_aten.py).
+kernel (~15-40 us), but for some it is torch's Python reference with its type-promotion wrappers: aten::addmm ~0.35
+ms, aten::linear ~0.33 ms, aten::gelu ~0.4 ms, aten::relu ~0.27 ms, aten::add/mul ~0.1 ms a call (torch 2.13 on a
+Zen 4 core); and even aten::mm/bmm took ~0.09 ms a line with the meta tensors made for it. A profiler trace of a
+transformer is mostly these, and a file of 40,000 distinct addmm lines spent 11 s here
+(benchmarks/bench_many_lines.py, mixed). For those ops this module gives the same shapes and dtype by rule, but only
+when every precondition torch would check holds (2-D matrices whose inner sizes agree, shapes that broadcast, one
+floating dtype for every tensor, arguments it knows); anything else returns None and the call goes to the meta
+kernel, which gives torch's own answer or error. A test compares the rules with the meta kernel over random shapes,
+dtypes and arguments (tests/test_aten.py).
 
 No torch here: the rules read shapes and dtype names.
 """
@@ -90,8 +91,8 @@ def _binary(t: list[Spec]) -> Spec | None:
 
 
 _RULES: dict[str, Callable[[list[Spec]], Spec | None]] = {
-    "addmm.default": _addmm, "mm.default": _mm, "bmm.default": _bmm, "linear.default": _linear, **dict.fromkeys(UNARY, _unary),
-    **dict.fromkeys(BINARY, _binary),
+    "addmm.default": _addmm, "mm.default": _mm, "bmm.default": _bmm, "linear.default": _linear,
+    **dict.fromkeys(UNARY, _unary), **dict.fromkeys(BINARY, _binary),
 }
 #: the overloads a rule here covers
 RULED = frozenset(_RULES)
