@@ -10,6 +10,7 @@ It also owns the way out to the front ends: `emit` (the listener) and `set_statu
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import gc
 import sys
@@ -26,6 +27,7 @@ Listener = Callable[[ev.Event], None]
 _gc_lock = threading.Lock()
 _gc_paused = 0                 # threads inside collector_paused()
 _gc_was_enabled = False
+_gc_exit_registered = False
 
 
 @contextlib.contextmanager
@@ -36,9 +38,13 @@ def collector_paused() -> Iterator[None]:
     Nests, and across threads: the collector is on again once the last one leaves, if it was on before, with
     what is alive then frozen (`gc.freeze`): the first collection after the pause walked every object made in it
     (1.4 s after 200,000 lines), and each full one after that again. `release_frozen` (a session closing) hands
-    them back to the collector."""
-    global _gc_paused, _gc_was_enabled
+    them back to the collector. The process leaves with everything frozen (atexit): the interpreter's last
+    collections walked every object alive (4.5 s after a 200,000-line file), and an exit frees no cycle anyway."""
+    global _gc_paused, _gc_was_enabled, _gc_exit_registered
     with _gc_lock:
+        if not _gc_exit_registered:
+            atexit.register(gc.freeze)
+            _gc_exit_registered = True
         if _gc_paused == 0:
             _gc_was_enabled = gc.isenabled()
             gc.disable()
