@@ -6,6 +6,7 @@ Plain dataclasses, JSON-able through `to_dict()`, picklable across processes. On
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -168,7 +169,9 @@ class JobResult:
     share: float | None = None      # times the model called it, its share of the capture's compute total in %,
     captured_us: float | None = None  # and those calls' time in the capture (us; None when the line gives none)
     stats: Stats | None = None
-    samples_us: list[float] = field(default_factory=list)
+    #: samples_us, cpu_us and rounds are the shared empty tuple while empty (three empty lists were 168 of a queued
+    #: job's ~1,300 bytes); `sample_lists` gives them as lists of the result's own to add to
+    samples_us: Sequence[float] = ()
     block_k: int | None = None      # calls per sample (samples are per-call means of a block of k calls)
     warmup_calls: int | None = None
     noisy: bool = False
@@ -176,10 +179,10 @@ class JobResult:
     host_load: float | None = None  # CPU time other processes took during the measurement, as a fraction of one core
     #: per sample (parallel to samples_us), the measuring thread's CPU time per call where the kernel runs on that
     #: thread alone (CPU, one thread); empty otherwise. The headline uses it: boo_engine/disturbance.py
-    cpu_us: list[float] = field(default_factory=list)
+    cpu_us: Sequence[float] = ()
     #: samples per measuring round, in order (each round a fresh placement of the inputs on the CPU); the
     #: comparisons take their confidence from the rounds (compare.py)
-    rounds: list[int] = field(default_factory=list)
+    rounds: Sequence[int] = ()
     disturbed: int | None = None    # samples during which the thread lost its core (None: no thread clock)
     steal: float | None = None      # CPU-s per wall second the hypervisor took from the VM while this was measured
     numerics: NumericsInfo | None = None
@@ -210,14 +213,31 @@ class JobResult:
     #: nested backend and the time torch.compile took (see modelbench/breakdown.py)
     breakdown: dict[str, Any] | None = None
 
+    def __post_init__(self) -> None:
+        # one form for "none yet" (a result read back equals the one stored): the shared empty tuple
+        if not self.samples_us:
+            self.samples_us = ()
+        if not self.cpu_us:
+            self.cpu_us = ()
+        if not self.rounds:
+            self.rounds = ()
+
     def clear_measurement(self) -> None:
         """Forget what measuring this job set (samples, stats, numerics, where and how it ran), keeping what it is
         and how it was built: a rerun, or a group moved to another device, measures it anew."""
         self.error = self.stats = self.block_k = self.warmup_calls = self.noise_reason = self.host_load = None
         self.numerics = self.reproducer = self.started_at = self.finished_at = self.device = self.node = None
         self.disturbed = self.steal = self.device_us = self.device_detail = None
-        self.samples_us, self.cpu_us, self.rounds = [], [], []
+        self.samples_us, self.cpu_us, self.rounds = (), (), ()
         self.noisy = self.throttled = False
+
+    def sample_lists(self) -> tuple[list[float], list[float], list[int]]:
+        """samples_us, cpu_us and rounds as lists of this result's own (made so on first use), to add to."""
+        samples = self.samples_us if isinstance(self.samples_us, list) else list(self.samples_us)
+        cpu = self.cpu_us if isinstance(self.cpu_us, list) else list(self.cpu_us)
+        rounds = self.rounds if isinstance(self.rounds, list) else list(self.rounds)
+        self.samples_us, self.cpu_us, self.rounds = samples, cpu, rounds
+        return samples, cpu, rounds
 
     @property
     def median_us(self) -> float | None:
@@ -233,7 +253,7 @@ class JobResult:
         return f"{self.device}@{self.node}" if self.node else self.device
 
     @property
-    def timed_us(self) -> list[float]:
+    def timed_us(self) -> Sequence[float]:
         """The samples the headline, the intervals and the verdicts are taken over: per sample the time the kernel
         ran (wall time, or thread CPU time where the thread lost its core: boo_engine/disturbance.py)."""
         from .disturbance import effective_samples

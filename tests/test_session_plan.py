@@ -99,4 +99,4 @@ def test_resumed_results_are_reused_and_requeue_resets():
     assert result is done
     plan.planned[result.job_id].cancelled = True
     plan.requeue(result.job_id)
-    assert result.status == QUEUED and result.samples_us == [] and not plan.planned[result.job_id].cancelled
+    assert result.status == QUEUED and not result.samples_us and not plan.planned[result.job_id].cancelled

@@ -480,7 +480,7 @@ def test_sigkill_mid_stream_leaves_a_consistent_db(tmp_path, delay):
         if r.status == DONE:
             assert r.stats.n == len(r.samples_us)
         else:
-            assert r.status == INTERRUPTED and r.samples_us == []
+            assert r.status == INTERRUPTED and not r.samples_us
 
 
 # --- property: any JobResult survives the round trip ---------------------------------------------------------

@@ -267,7 +267,7 @@ class MeasureStage:
         emit = self._state.emit
 
         def sink(samples: list[float]) -> None:
-            result.samples_us.extend(samples)
+            result.sample_lists()[0].extend(samples)
             emit(ev.SamplesAdded(job_id=job_id, samples_us=list(samples), total=len(result.samples_us),
                                  target_count=goal))
 
@@ -276,15 +276,16 @@ class MeasureStage:
     def _absorb(self, result: JobResult, outcome: BenchOutcome, last: bool, chunk_start: int) -> None:
         job = self._state.job(result.job_id)
         # Samples streamed through the sink as they came; the harness' own list is authoritative for the chunk.
-        streamed = len(result.samples_us) - chunk_start
-        result.samples_us[chunk_start:] = list(outcome.samples_us)
+        samples, cpu, rounds = result.sample_lists()
+        streamed = len(samples) - chunk_start
+        samples[chunk_start:] = list(outcome.samples_us)
         if outcome.samples_us:
-            result.rounds.append(len(outcome.samples_us))
+            rounds.append(len(outcome.samples_us))
         # the thread's CPU time per sample, only while every round so far had it (parallel to samples_us)
-        if outcome.cpu_us is not None and len(result.cpu_us) == chunk_start:
-            result.cpu_us.extend(outcome.cpu_us)
+        if outcome.cpu_us is not None and len(cpu) == chunk_start:
+            cpu.extend(outcome.cpu_us)
         else:
-            result.cpu_us.clear()
+            cpu.clear()
         if len(outcome.samples_us) > streamed:
             self._state.emit(ev.SamplesAdded(job_id=result.job_id, samples_us=list(outcome.samples_us[streamed:]),
                                              total=len(result.samples_us), target_count=job.iters))

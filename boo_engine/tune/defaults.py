@@ -126,7 +126,7 @@ class Outcome:
     geomean_us: float | None = None
     error: str | None = None        # compile failure (the compiler's first error line), numerics, ...
     note: str | None = None         # measured but never chosen (why)
-    samples: dict[str, list[float]] = field(default_factory=dict, repr=False)   # per kernel, for choose()
+    samples: dict[str, Sequence[float]] = field(default_factory=dict, repr=False)   # per kernel, for choose()
 
     def describe(self) -> dict[str, Any]:
         d: dict[str, Any] = {"flags": list(self.flags)}
