@@ -172,7 +172,7 @@ def measure_interleaved(columns: Sequence[Column], *, iters: int, min_time_s: fl
             r = col.result
             assert r is not None
             r.block_k = m.block_k
-            r.sample_lists()[2].append(len(m.samples_us))   # the verdicts take their confidence from the rounds (compare.py)
+            r.sample_lists()[2].append(len(m.samples_us))   # the verdicts take their confidence from the rounds
             r.warmup_calls = (r.warmup_calls or 0) + m.warmup_calls
             if m.host_load is not None:
                 r.host_load = max(r.host_load or 0.0, m.host_load)
