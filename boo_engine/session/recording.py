@@ -20,6 +20,7 @@ from ..config import SessionConfig
 from ..environment import machine_label
 from ..errors import BooError
 from ..results import FAILED, FINAL_STATUSES, INTERRUPTED, QUEUED, JobResult, RunStatus, Status, is_bad_input
+from ..store.rows import dumps
 from ..targets import OUR_BUILD
 from ..variants import BASELINE, Variant
 from .plan import InputEntry
@@ -187,7 +188,7 @@ class RunRecorder:
             return
         planned = self._state.plan.planned
         fresh: list[JobResult] = []
-        commands: list[tuple[str, str | None, str | None, dict[str, Any] | None]] = []
+        commands: list[tuple[str, str | None, str | None, str | None]] = []
         for result in results:
             job = planned.get(result.job_id)
             if self._resumed or job is None or job.stored is not None:   # it may have a row: written as ever
@@ -200,7 +201,7 @@ class RunRecorder:
             if job.command is not None and result.command not in self._registered_commands:
                 self._registered_commands.add(result.command)
                 sig = job.command.signature
-                commands.append((result.command, sig.op, result.func_name, sig.describe()))
+                commands.append((result.command, sig.op, result.func_name, dumps(sig.describe())))
             fresh.append(result)
         if fresh:
             self.store.record_new(self.run_id, fresh, commands)

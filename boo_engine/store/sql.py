@@ -158,10 +158,10 @@ class WriteConnection:
 
     def command(self, text: str, op: str | None, func_name: str | None, signature: dict[str, Any] | None) -> None:
         with self.transaction() as c:
-            self.command_in(c, text, op, func_name, signature)
+            self.command_in(c, text, op, func_name, dumps(signature))
 
     def command_in(self, c: sqlite3.Connection, text: str, op: str | None, func_name: str | None,
-                   signature: dict[str, Any] | None) -> None:
+                   signature: str | None) -> None:
         """Register a command (its signature, when known: it replaces the one stored) in the transaction `c` is
         in; op and func_name stay those of its first sight."""
         if signature is None:
@@ -169,7 +169,7 @@ class WriteConnection:
             return
         found = int(c.execute("INSERT INTO commands (text, op, func_name, signature) VALUES (?, ?, ?, ?)"
                               " ON CONFLICT (text) DO UPDATE SET signature = excluded.signature RETURNING id",
-                              (text, op, func_name, dumps(signature))).fetchone()[0])
+                              (text, op, func_name, signature)).fetchone()[0])
         self._remember_command(text, found)
 
     # results
@@ -216,14 +216,14 @@ class WriteConnection:
         return -1 if was_final and (old["finished_at"] or 0.0) >= self.opened_at else 0
 
     def insert_new(self, c: sqlite3.Connection, run_id: int,
-                   commands: Sequence[tuple[str, str | None, str | None, dict[str, Any] | None]],
+                   commands: Sequence[tuple[str, str | None, str | None, str | None]],
                    rows: Sequence[tuple[Any, ...]]) -> int:
-        """Register `commands` (text, op, func_name, signature) and insert `rows` (`rows.bare_row`: results of jobs
+        """Register `commands` (text, op, func_name, signature JSON) and insert `rows` (`rows.bare_row`: results of jobs
         the run has no row for yet, each only saying what its job is) in the transaction `c` is in: a few
         statements for them all, where `result_in` takes 3-4 a row. A row the run has already fails the whole
         insert (sqlite3.IntegrityError: the caller writes them one by one instead). Returns how many are final."""
         # every command before its first row, in the order the rows first name them (as one at a time would)
-        given = {t: (t, op, f, None if sig is None else dumps(sig)) for t, op, f, sig in commands}
+        given = {t: (t, op, f, sig) for t, op, f, sig in commands}
         first = {r[0]: r for r in rows}   # (a dict keeps the first row's place: the order they are first named)
         ordered = [given.pop(t) if t in given else (t, r[1], r[BARE_FUNC_NAME], None) for t, r in first.items()]
         ordered[:0] = given.values()   # (commands of no row here: first)

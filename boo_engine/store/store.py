@@ -36,7 +36,7 @@ from ..results import JobResult, RunStatus
 from . import queries, schema
 from .connection import BUSY_TIMEOUT_S, StoreError, StoreWriteError, connect
 from .readonly import SchemaError, writable_schema
-from .rows import bare_row, variant_row
+from .rows import bare_row, dumps, variant_row
 from .writer import (
     Call,
     Execute,
@@ -123,9 +123,10 @@ class Store:
         self._put(WriteResult(run_id, _snapshot(result)))
 
     def record_new(self, run_id: int, results: Sequence[JobResult],
-                   commands: Sequence[tuple[str, str | None, str | None, dict[str, Any] | None]] = ()) -> None:
+                   commands: Sequence[tuple[str, str | None, str | None, str | None]] = ()) -> None:
         """Queue the first rows of jobs the run has none of yet (a start() storing the jobs of a big commands
-        file), in order, after the commands they measure (text, op, func_name, signature). The results that only
+        file), in order, after the commands they measure (text, op, func_name, signature as `rows.dumps` writes
+        it: JSON text, which a queue of them holds in a third of the memory of the dict). The results that only
         say what their job is (queued, or failed before it ran: `rows.bare_row`, a tuple of immutable values,
         which is their snapshot) go in bulk: a few statements for all of them, where `record_result` takes 3-4 a
         row and a snapshot. Any other result is queued as record_result queues it. A row the run has after all
@@ -159,7 +160,7 @@ class Store:
     def register_command(self, text: str, *, op: str | None = None, func_name: str | None = None,
                          signature: dict[str, Any] | None = None) -> None:
         """Attach a command's parsed signature (OpSignature.describe()) to its row (optional)."""
-        self._put(RegisterCommand(text, op, func_name, signature))
+        self._put(RegisterCommand(text, op, func_name, dumps(signature)))
 
     def finish_run(self, run_id: int, status: str) -> None:
         """Mark the run finished with `status` (done, failed, interrupted or cancelled), after every result

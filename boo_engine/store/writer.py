@@ -66,7 +66,7 @@ class WriteNew:
     of them. A row the run has already turns them into what a RegisterCommand and a WriteResult each would write."""
 
     run_id: int
-    commands: tuple[tuple[str, str | None, str | None, dict[str, Any] | None], ...]
+    commands: tuple[tuple[str, str | None, str | None, str | None], ...]   # the signature as its JSON text
     rows: tuple[tuple[Any, ...], ...]
 
     @property
@@ -88,7 +88,7 @@ class RegisterCommand:
     text: str
     op: str | None
     func_name: str | None
-    signature: dict[str, Any] | None
+    signature: str | None   # its JSON text (made by the caller's thread: a dict held in the queue took 3x more)
 
 
 @dataclass(frozen=True)
