@@ -26,6 +26,7 @@ from boo_engine.variants.best import best_variant
 CPU = Target("cpu")
 BWD_DATA = "conv -n 2 -c 8 -H 10 -W 10 -k 8 -y 3 -x 3 -p 1 -q 1 -F 2"
 GEMM = "gemm -k 32 -m 32 -n 32"
+REASSOCIATE_FLAG = "--iree-llvmcpu-reassociate-fp-reductions=true"
 
 
 def formulation(variant) -> str | None:
@@ -58,6 +59,43 @@ def test_a_layer_norm_forward_is_boos_own_by_rule_its_backward_ours():
     fwd = best_variant(parse_command("layernorm --input 4x8x32 --normalized_dim 2 --mode 1"), CPU)
     assert (fwd.name, fwd.base, fwd.best, fwd.kernel_formulations) == ("best", "boo", "rules", ())
     assert best_variant(parse_command("layernorm --input 4x8x32 --normalized_dim 2 -F 2"), CPU).base == "ours"
+
+
+def test_reductions_get_reassociated_sums_in_either_build_convs_and_gemms_do_not():
+    """Without --iree-llvmcpu-reassociate-fp-reductions a row's sum is one chain of dependent adds: the layer norm
+    forward (BOO's build in the best column) takes the flag as a variant flag, a backward layer norm and a batch
+    norm (ours) as their per-op defaults; a conv and a gemm get none."""
+    from boo_engine.cpu_defaults.machine import per_op_default_flags
+    from boo_engine.cpu_defaults.rules import REASSOCIATE
+
+    fwd = best_variant(parse_command("layernorm --input 4x8x32 --normalized_dim 2 --mode 1"), CPU)
+    assert fwd.base == "boo" and fwd.flags == (REASSOCIATE,)
+    for command in ("layernorm --input 4x8x32 --normalized_dim 2 -F 2", "bnorm -n 2 -c 8 -H 6 -W 6 -m 1 -F 1",
+                    "bnormbfp16 -n 2 -c 8 -H 6 -W 6 -m 1 -F 2"):
+        sig = parse_command(command)
+        assert best_variant(sig, CPU).base == "ours" and REASSOCIATE in per_op_default_flags(sig, CPU), command
+    for command in (GEMM, BWD_DATA, "conv -n 2 -c 8 -H 10 -W 10 -k 8 -y 3 -x 3 -p 1 -q 1"):
+        sig = parse_command(command)
+        assert REASSOCIATE not in per_op_default_flags(sig, CPU) + list(best_variant(sig, CPU).flags), command
+    assert best_variant(parse_command("layernorm --input 4x8x32 --normalized_dim 2 --mode 1"),
+                        Target("cuda", "sm_80")).flags == ()   # (a CPU rule)
+
+
+def test_reassociated_reductions_pass_numerics_in_16_bits(tmp_path):
+    """Reordered sums change the rounding: a bf16 layer norm and a bf16 batch norm, BOO's build and the best
+    column side by side, both pass the numerics check against torch."""
+    cfg = SessionConfig(target="cpu", build="boo", variants=[BASELINE, BEST], backends=(IREE,), iters=5,
+                        rounds=1, db_path=str(tmp_path / "r.db"), cache_dir=str(tmp_path / "cache"))
+    with Session(cfg) as s:
+        s.add_command("layernormbfp16 --input 8x16x384 --eps 1e-5 --mode 0 --normalized_dim 2 -F 1")
+        s.add_command("bnormbfp16 -n 4 -c 16 -H 14 -W 14 -m 1 -F 1")
+        s.start()
+        s.wait()
+        jobs = list(s.jobs.values())
+    assert len(jobs) == 4
+    for r in jobs:
+        assert r.status == DONE and r.numerics is not None and r.numerics.verdict == "pass", (r.variant, r.error)
+    assert all(REASSOCIATE_FLAG in r.compile.command for r in jobs if r.variant == "best")
 
 
 def test_a_kernel_without_the_rules_formulation_keeps_its_own():

@@ -11,6 +11,9 @@ the kernel wins; nothing measured on another CPU is used):
 3. the built-in rules, keyed on the op class (cpu_defaults/rules.py: rule_build, BOO's own build where it is known
    to beat ours; rule_formulation; rule_flags through the per-op defaults) -> "rules".
 
+BOO's build in the best column (a table's choice or a rule's) takes the flags a rule gives a class in any build
+(`rule_reduction_flags`: reassociated sums for layer and batch norms).
+
 The result is a Variant named `best` (so job ids stay what they are) that says in `best` what chose it, and
 builds the kernel our way (`base="ours"`) with that kernel's formulation and flags, or BOO's way where that is
 the best known (`base="boo"`).
@@ -21,7 +24,7 @@ import dataclasses
 from collections.abc import Callable
 
 from ..cpu_defaults.machine import defaults_state
-from ..cpu_defaults.rules import op_class, rule_build, rule_formulation
+from ..cpu_defaults.rules import op_class, rule_build, rule_formulation, rule_reduction_flags
 from ..ops.base import DEFAULT_FORMULATION, OpSignature
 from ..targets import BOO_BUILD, OUR_BUILD, Target
 from .common import BEST_NAME
@@ -44,8 +47,9 @@ def best_variant(sig: OpSignature, target: Target, tuned: TunedLookup | None = N
     if winner is not None:
         return dataclasses.replace(winner, name=BEST_NAME, base=OUR_BUILD)
     form, chosen_by = best_formulation(sig, target)
-    if form == BOO_BUILD:   # BOO's own build is the best known here
-        return Variant(name=BEST_NAME, base=BOO_BUILD, best=chosen_by)
+    if form == BOO_BUILD:   # BOO's own build is the best known here, with the flags a rule gives every build
+        extra = tuple(rule_reduction_flags(op_class(sig))) if target.kind == "cpu" else ()
+        return Variant(name=BEST_NAME, base=BOO_BUILD, best=chosen_by, flags=extra)
     func = sig.func_name
     return Variant(name=BEST_NAME, base=OUR_BUILD, best=chosen_by,
                    kernel_formulations=((func, form),) if form != DEFAULT_FORMULATION else ())
