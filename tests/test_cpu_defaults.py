@@ -104,6 +104,10 @@ def test_other_rules():
     assert rule_flags(fp16, ZEN3) == [] and rule_flags(fp16, ZEN5) == [DATA_TILING]
     assert rule_flags(op_class(parse_command(SMALL)), ZEN3) == [IM2COL]
     assert rule_flags(op_class(parse_command(OTHER)), ZEN5) == [IM2COL]
+    nchw_3x3 = op_class(parse_command("conv -n 1 -c 8 -H 8 -W 8 -k 8 -y 3 -x 3 -p 1 -q 1 -F 1"))
+    assert rule_flags(nchw_3x3, ZEN3) == [IM2COL] and rule_flags(nchw_3x3, ZEN5) == []   # AVX-512: IREE's conv
+    strided = op_class(parse_command("conv -n 1 -c 8 -H 8 -W 8 -k 8 -y 3 -x 3 -p 1 -q 1 -u 2 -v 2 -F 1"))
+    assert rule_flags(strided, ZEN5) == [IM2COL]
     assert rule_flags(op_class(parse_command(f"{SMALL} {NHWC}")), ZEN5) == []
     assert rule_flags(op_class(parse_command("conv -n 1 -c 8 -H 8 -W 8 -k 8 -y 3 -x 3 -F 2")), ZEN5) == []
     assert str(op_class(parse_command("gemm --a_w 8 --a_h 8 --b_w 8"))) == "gemm:float32:-:-:forward"

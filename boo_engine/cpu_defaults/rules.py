@@ -85,7 +85,11 @@ def rule_flags(cls: OpClass, features: Collection[str]) -> list[str]:
 
     - f32 forward convs (not transposed): im2col, except channels-last 1x1 (already a matmul; im2col slows it
       2-4x). It turns a convolution into one matmul that IREE tiles well: 1.1-8x on a Zen 5 and 2-5x on a
-      Zen 3 (docs/performance.md).
+      Zen 3 (docs/performance.md). Except too a stride-1 channels-first kxk conv on a CPU with AVX-512 (16
+      floats a register): there IREE's own conv was as fast or faster. On a 2-core Zen 4 (one thread, us per
+      call; IREE's conv, im2col, BOO's build): n2 c64 28x28 3x3 1,558 / 1,833 / 1,559, n1 c128 14x14 753 / 885 /
+      755, n8 c8 16x16 55 / 93 / 55, n8 c3 32x32 (a small CNN's first conv) 46 / 172 / 46; on a Zen 5 im2col
+      won only 1.17x on the first (1,287 -> 1,102), where the AVX2-only Zen 3 took it 2.5x faster.
     - bf16 channels-last 1x1 forward convs: data-tiling only with native bf16 dot products (avx512bf16 or
       amx-bf16): IREE's x86 data tiles for bf16 are sized for VDPBF16PS. Without them bf16 tiles fall back to
       unpacking every element: 4.3x faster on a Zen 5 (avx512bf16), 28x SLOWER on a Zen 3 (19.4 vs 0.69 ms).
@@ -102,7 +106,11 @@ def rule_flags(cls: OpClass, features: Collection[str]) -> list[str]:
     if not cls.is_conv or cls.op != "conv" or cls.mode != "forward":
         return []
     if cls.dtype == "float32":
-        return [] if cls.channels_last and cls.pointwise else [IM2COL]
+        if cls.channels_last and cls.pointwise:
+            return []
+        if not cls.channels_last and not cls.pointwise and not cls.detail and "avx512f" in features:
+            return []   # a stride-1 NCHW kxk conv with AVX-512: IREE's own conv (see above)
+        return [IM2COL]
     if cls.channels_last and cls.pointwise:
         if cls.dtype == "bfloat16" and ("avx512bf16" in features or "amx-bf16" in features):
             return [DATA_TILING]
