@@ -4,6 +4,7 @@ several specs in one variant work, a spec the compiler rejects fails with one cl
 example cross-compiles for hip:gfx942 and applies."""
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from boo_engine.commands import parse_command
 from boo_engine.compile.cache import KernelCache
 from boo_engine.compile.pool import compile_signature
+from boo_engine.cpu_defaults.rules import IM2COL
 from boo_engine.errors import CompileError
 from boo_engine.variants import BASELINE, SPEC_MARKER, Variant, preflight_variant, spec_applied
 
@@ -110,10 +112,11 @@ def test_two_specs_in_one_variant(cache, gemm_base):
 
 
 def test_conv_spec_applies_to_the_nchw_conv_as_compiled(cache):
-    """The conv spec targets the contraction the im2col default flag produces (cpu_defaults.machine.per_op_default_flags)."""
+    """The conv spec targets the contraction im2col makes of the conv (the per-op default on a CPU without
+    AVX-512, cpu_defaults.rules.rule_flags; asked for here, so on any CPU)."""
     sig = parse_command(CONV_NCHW)
-    base = compile_signature(sig, "cpu", BASELINE, cache=cache)
-    art = compile_signature(sig, "cpu", _spec(CONV), cache=cache)
+    base = compile_signature(sig, "cpu", Variant(name="im2col", flags=(IM2COL,)), cache=cache)
+    art = compile_signature(sig, "cpu", dataclasses.replace(_spec(CONV), flags=(IM2COL,)), cache=cache)
     check = spec_applied(art.configs_dir, base.configs_dir, art.variant.tuning_specs)
     assert check.applied, (check.detail, base.flags)
 

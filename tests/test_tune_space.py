@@ -11,6 +11,7 @@ import pytest
 
 from boo_engine.commands import parse_command
 from boo_engine.compile.pool import CompilePool
+from boo_engine.cpu_defaults.machine import host_cpu
 from boo_engine.errors import BooError
 from boo_engine.targets import parse_target
 from boo_engine.tune.dispatch import parse_dispatch, read_root
@@ -100,7 +101,8 @@ def test_every_candidate_compiles_and_applies_or_is_pruned_with_the_compilers_re
 def test_root_ops_of_the_classes(compiled_space):
     kinds = {name: (root.kind if root else None) for name, (_, root, _) in compiled_space.items()}
     assert kinds["gemm"] == "contraction" and kinds["gemm_transB"] == "contraction"
-    assert kinds["conv_nchw_3x3"] == "contraction"          # im2col (our default for f32 NCHW) -> a matmul
+    # im2col (our default for an f32 NCHW 3x3 conv without AVX-512) makes it a matmul; with AVX-512, IREE's conv
+    assert kinds["conv_nchw_3x3"] == ("convolution" if host_cpu().has("avx512f") else "contraction")
     assert kinds["conv_bwd_data"] == "convolution"
     assert kinds["conv_bwd_weight"] == "convolution"
     assert kinds["layernorm"] is None                       # nothing for a spec: flags only
@@ -110,9 +112,10 @@ def test_root_ops_of_the_classes(compiled_space):
 
 def test_global_choices_are_explicit_and_skip_the_baseline():
     target = parse_target("cpu")
-    sig = parse_command(CLASSES["conv_nchw_3x3"])   # the baseline has im2col (per-op default), no data-tiling
+    sig = parse_command(CLASSES["conv_nchw_3x3"])   # the baseline: im2col or not (per-op default), no data-tiling
     names = [c.name for c in global_choices(sig, target)]
-    assert "im2col" not in names and "direct" in names and "im2col+dt" in names
+    baseline = "direct" if host_cpu().has("avx512f") else "im2col"
+    assert baseline not in names and {"direct", "im2col"} - {baseline} <= set(names) and "im2col+dt" in names
     for c in global_choices(sig, target):
         assert all("=" in f for f in c.flags), c   # on/off written out: independent of the defaults
     assert [c.name for c in global_choices(parse_command(CLASSES["gemm"]), target)] == ["dt", "dt+uk"]
