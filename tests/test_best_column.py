@@ -98,6 +98,34 @@ def test_reassociated_reductions_pass_numerics_in_16_bits(tmp_path):
     assert all(REASSOCIATE_FLAG in r.compile.command for r in jobs if r.variant == "best")
 
 
+@pytest.mark.parametrize("command, expected", [
+    ("conv -n 2 -c 64 -H 28 -W 28 -k 64 -y 3 -x 3 -p 1 -q 1", True),            # 576-long dot products
+    ("conv -n 2 -c 32 -H 28 -W 28 -k 32 -y 3 -x 3 -p 1 -q 1 --in_layout NHWC --out_layout NHWC --fil_layout NHWC",
+     True),
+    ("conv -n 2 -c 16 -H 56 -W 56 -k 32 -y 3 -x 3 -p 1 -q 1", False),           # 144: packing does not pay
+    ("conv -n 8 -c 3 -H 32 -W 32 -k 8 -y 3 -x 3 -p 1 -q 1", False),
+    ("conv -n 2 -c 64 -H 28 -W 28 -k 64 -y 3 -x 3 -p 1 -q 1 -u 2 -v 2", False),  # strided: im2col
+    ("conv -n 2 -c 64 -H 14 -W 14 -k 64 -y 3 -x 3 -p 1 -q 1 -g 4", False),       # grouped: the plain matmul
+    ("conv -n 2 -c 64 -H 28 -W 28 -k 64 -y 1 -x 1", False),                      # 1x1
+    ("conv -n 2 -c 64 -H 28 -W 28 -k 64 -y 3 -x 3 -p 1 -q 1 -F 2", False),       # a gradient
+    ("convbfp16 -n 2 -c 64 -H 28 -W 28 -k 64 -y 3 -x 3 -p 1 -q 1", False),
+])
+def test_long_dot_products_with_avx512_take_a_data_tiled_matmul(command, expected):
+    """A plain kxk f32 forward conv whose dot products are long (C x taps >= 256) on an AVX-512 CPU: the matmul
+    formulation with data-tiling; never without AVX-512; on this machine the best column says so exactly then."""
+    from boo_engine.cpu_defaults.rules import DATA_TILING, rule_data_tiled_matmul
+
+    sig = parse_command(command)
+    zen5 = {"avx", "avx2", "fma", "f16c", "avx512f", "avx512bw"}
+    assert rule_data_tiled_matmul(op_class(sig), sig, zen5) is expected
+    assert not rule_data_tiled_matmul(op_class(sig), sig, {"avx", "avx2", "fma", "f16c"})
+    v = best_variant(sig, CPU)
+    here = expected and host_cpu().has("avx512f")
+    assert (DATA_TILING in v.flags) is here
+    if here:
+        assert formulation(v) == "matmul" and v.base == "ours"
+
+
 def test_a_kernel_without_the_rules_formulation_keeps_its_own():
     """A bias gradient alone has no conv to rewrite: the rule's matmul does not exist for it."""
     sig = parse_command("conv -n 2 -c 8 -H 10 -W 10 -k 8 -y 3 -x 3 -p 1 -q 1 -F 7")

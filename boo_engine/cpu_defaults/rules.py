@@ -147,6 +147,30 @@ def rule_formulation(cls: OpClass) -> str | None:
     return None
 
 
+#: the shortest dot product (input channels x filter taps) for which a data-tiled matmul beat the other
+#: formulations of a stride-1 kxk f32 conv with AVX-512 (`rule_data_tiled_matmul`)
+DEEP_REDUCTION = 256
+
+
+def rule_data_tiled_matmul(cls: OpClass, sig: OpSignature, features: Collection[str]) -> bool:
+    """Whether the best column takes a plain (stride-1, ungrouped) kxk f32 forward conv as the matmul formulation
+    with data-tiling, by rule: with AVX-512 and dot products of at least DEEP_REDUCTION elements. Data-tiling packs
+    the im2col matrix and the filter into 16-float tiles that the matmul then reads in order; the packing is paid
+    once per element, so it pays when each element is used in a long dot product, and not in a short one. On a
+    2-core Zen 4, one thread, against the rules before (IREE's conv NCHW, the matmul formulation NHWC; 5 rounds
+    interleaved, us per call): NCHW n2 c64 28x28 3x3 1,553 -> 1,307, n1 c128 14x14 750 -> 609, n2 c32 28x28
+    423 -> 371; NHWC 1,589 -> 1,241, 871 -> 621, 428 -> 357; but c16 (144 long) 631 -> 723 and 643 -> 726
+    slower, and c8 / c3 (72, 27) slower still. Not measured on an AVX2 CPU: none there."""
+    if not (cls.op == "conv" and cls.dtype == "float32" and cls.mode == "forward" and cls.filter == "kxk"
+            and not cls.detail and "avx512f" in features):
+        return False
+    d = sig.describe()
+    taps = 1
+    for k in d.get("filter_spatial") or ():
+        taps *= int(k)
+    return int(d.get("in_channels") or 0) * taps >= DEEP_REDUCTION
+
+
 def rule_build(cls: OpClass) -> str | None:
     """The build the `best` column takes for a class by rule, where BOO's own beats ours for a known cause (None:
     ours). A layer norm forward: BOO exports it with `force_single_dispatch`, ONE dispatch, where our export is four

@@ -12,7 +12,8 @@ the kernel wins; nothing measured on another CPU is used):
    to beat ours; rule_formulation; rule_flags through the per-op defaults) -> "rules".
 
 BOO's build in the best column (a table's choice or a rule's) takes the flags a rule gives a class in any build
-(`rule_reduction_flags`: reassociated sums for layer and batch norms).
+(`rule_reduction_flags`: reassociated sums for layer and batch norms). By rule, a plain kxk f32 forward conv with
+long dot products on an AVX-512 CPU is the matmul formulation with data-tiling (`rule_data_tiled_matmul`).
 
 The result is a Variant named `best` (so job ids stay what they are) that says in `best` what chose it, and
 builds the kernel our way (`base="ours"`) with that kernel's formulation and flags, or BOO's way where that is
@@ -23,8 +24,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from ..cpu_defaults.machine import defaults_state
-from ..cpu_defaults.rules import op_class, rule_build, rule_formulation, rule_reduction_flags
+from ..cpu_defaults.machine import defaults_state, host_cpu
+from ..cpu_defaults.rules import (
+    DATA_TILING,
+    MATMUL,
+    op_class,
+    rule_build,
+    rule_data_tiled_matmul,
+    rule_formulation,
+    rule_reduction_flags,
+)
 from ..ops.base import DEFAULT_FORMULATION, OpSignature
 from ..targets import BOO_BUILD, OUR_BUILD, Target
 from .common import BEST_NAME
@@ -50,8 +59,13 @@ def best_variant(sig: OpSignature, target: Target, tuned: TunedLookup | None = N
     if form == BOO_BUILD:   # BOO's own build is the best known here, with the flags a rule gives every build
         extra = tuple(rule_reduction_flags(op_class(sig))) if target.kind == "cpu" else ()
         return Variant(name=BEST_NAME, base=BOO_BUILD, best=chosen_by, flags=extra)
+    flags: tuple[str, ...] = ()
+    if (chosen_by == "rules" and target.kind == "cpu" and target.per_op_defaults
+            and rule_data_tiled_matmul(op_class(sig), sig, host_cpu().features)
+            and sig.formulation_problem(MATMUL) is None):
+        form, flags = MATMUL, (DATA_TILING,)
     func = sig.func_name
-    return Variant(name=BEST_NAME, base=OUR_BUILD, best=chosen_by,
+    return Variant(name=BEST_NAME, base=OUR_BUILD, best=chosen_by, flags=flags,
                    kernel_formulations=((func, form),) if form != DEFAULT_FORMULATION else ())
 
 
