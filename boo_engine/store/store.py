@@ -125,12 +125,11 @@ class Store:
     def record_new(self, run_id: int, results: Sequence[JobResult],
                    commands: Sequence[tuple[str, str | None, str | None, str | None]] = ()) -> None:
         """Queue the first rows of jobs the run has none of yet (a start() storing the jobs of a big commands
-        file), in order, after the commands they measure (text, op, func_name, signature as `rows.dumps` writes
-        it: JSON text, which a queue of them holds in a third of the memory of the dict). The results that only
-        say what their job is (queued, or failed before it ran: `rows.bare_row`, a tuple of immutable values,
-        which is their snapshot) go in bulk: a few statements for all of them, where `record_result` takes 3-4 a
-        row and a snapshot. Any other result is queued as record_result queues it. A row the run has after all
-        is written as record_result would write it (slower, not wrong)."""
+        file), in order, after the commands they measure (text, op, func_name, signature JSON: `rows.dumps`). The
+        results that only say what their job is (queued, or failed before it ran: `rows.bare_row`, a tuple of
+        immutable values, which is their snapshot) go in bulk: a few statements for all of them, where
+        `record_result` takes 3-4 a row and a snapshot. Any other result is queued as record_result queues it. A
+        row the run has after all is written as record_result would write it (slower, not wrong)."""
         pending: list[tuple[Any, ...]] = []
         described = tuple(commands)
         for result in results:
