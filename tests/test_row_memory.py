@@ -112,6 +112,11 @@ def test_what_a_file_made_is_frozen_until_its_session_closes(tmp_path):
                               command_line="t"))
     try:
         gc.unfreeze()
+        few = tmp_path / "few.txt"
+        few.write_text("\n".join(distinct_convs(5)) + "\n")
+        gc.collect()
+        s.add_inputs([str(few)])   # a pause that made little: nothing frozen
+        assert gc.get_freeze_count() == 0
         s.add_inputs([str(path)])
         assert gc.get_freeze_count() > 6000, gc.get_freeze_count()   # (another thread's objects may be young)
     finally:

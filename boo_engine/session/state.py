@@ -28,6 +28,8 @@ _gc_lock = threading.Lock()
 _gc_paused = 0                 # threads inside collector_paused()
 _gc_was_enabled = False
 _gc_exit_registered = False
+#: objects made (net) in a pause from which what is alive at its end is frozen: ~700 lines of a commands file
+FREEZE_AFTER = 20_000
 
 
 @contextlib.contextmanager
@@ -36,9 +38,10 @@ def collector_paused() -> Iterator[None]:
     big commands file, their rows): every collection walks every object alive, so 200,000 lines spent 20-25% of
     their time in collections that found nothing (what is made there has no cycles; refcounting frees the rest).
     Nests, and across threads: the collector is on again once the last one leaves, if it was on before, with
-    what is alive then frozen (`gc.freeze`): the first collection after the pause walked every object made in it
-    (1.4 s after 200,000 lines), and each full one after that again. `release_frozen` (a session closing) hands
-    them back to the collector. The process leaves with everything frozen (atexit): the interpreter's last
+    what is alive then frozen (`gc.freeze`) when the pause made FREEZE_AFTER objects or more: the first collection
+    after the pause walked every object made in it (1.4 s after 200,000 lines), and each full one after that
+    again; a frozen object is still freed by refcounting, only a cycle among them waits. `release_frozen` (a
+    session closing) hands them back to the collector. The process leaves with everything frozen (atexit): the interpreter's last
     collections walked every object alive (4.5 s after a 200,000-line file), and an exit frees no cycle anyway."""
     global _gc_paused, _gc_was_enabled, _gc_exit_registered
     with _gc_lock:
@@ -55,7 +58,8 @@ def collector_paused() -> Iterator[None]:
         with _gc_lock:
             _gc_paused -= 1
             if _gc_paused == 0 and _gc_was_enabled:
-                gc.freeze()
+                if gc.get_count()[0] >= FREEZE_AFTER:   # (a pause that made little, a rerun, freezes nothing)
+                    gc.freeze()
                 gc.enable()
 
 
