@@ -34,15 +34,16 @@ FREEZE_AFTER = 20_000
 
 @contextlib.contextmanager
 def collector_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector while many long-lived objects are made at once (the jobs of a
-    big commands file, their rows): every collection walks every object alive, so 200,000 lines spent 20-25% of
-    their time in collections that found nothing (what is made there has no cycles; refcounting frees the rest).
-    Nests, and across threads: the collector is on again once the last one leaves, if it was on before, with
-    what is alive then frozen (`gc.freeze`) when the pause made FREEZE_AFTER objects or more: the first collection
-    after the pause walked every object made in it (1.4 s after 200,000 lines), and each full one after that
-    again; a frozen object is still freed by refcounting, only a cycle among them waits. `release_frozen` (a
-    session closing) hands them back to the collector. The process leaves with everything frozen (atexit): the interpreter's last
-    collections walked every object alive (4.5 s after a 200,000-line file), and an exit frees no cycle anyway."""
+    """Pause Python's cyclic garbage collector while many long-lived objects are made at once (the jobs of a big
+    commands file, their rows): every collection walks every object alive, so 200,000 lines spent 20-25% of their
+    time in collections that found nothing (what is made there has no cycles; refcounting frees the rest). Nests,
+    and across threads: the collector is on again once the last one leaves, if it was on before, with what is
+    alive then frozen (`gc.freeze`) when the pause made FREEZE_AFTER objects or more: the first collection after
+    the pause walked every object made in it (1.4 s after 200,000 lines), and each full one after that again; a
+    frozen object is still freed by refcounting, only a cycle among them waits. `release_frozen` (a session
+    closing) hands them back to the collector. The process leaves with everything frozen (atexit): the
+    interpreter's last collections walked every object alive (4.5 s after a 200,000-line file), and an exit frees
+    no cycle anyway."""
     global _gc_paused, _gc_was_enabled, _gc_exit_registered
     with _gc_lock:
         if not _gc_exit_registered:
