@@ -109,6 +109,7 @@ def test_reassociated_reductions_pass_numerics_in_16_bits(tmp_path):
     ("conv -n 2 -c 64 -H 28 -W 28 -k 64 -y 1 -x 1", False),                      # 1x1
     ("conv -n 2 -c 64 -H 28 -W 28 -k 64 -y 3 -x 3 -p 1 -q 1 -F 2", False),       # a gradient
     ("convbfp16 -n 2 -c 64 -H 28 -W 28 -k 64 -y 3 -x 3 -p 1 -q 1", False),
+    ("conv -n 1 -c 32 --in_d 8 -H 8 -W 8 -k 32 --fil_d 3 -y 3 -x 3 -p 1 -q 1 --pad_d 1 --spatial_dim 3", False),  # 3-D
 ])
 def test_long_dot_products_with_avx512_take_a_data_tiled_matmul(command, expected):
     """A plain kxk f32 forward conv whose dot products are long (C x taps >= 256) on an AVX-512 CPU: the matmul

@@ -165,10 +165,10 @@ def rule_data_tiled_matmul(cls: OpClass, sig: OpSignature, features: Collection[
             and not cls.detail and "avx512f" in features):
         return False
     d = sig.describe()
-    taps = 1
-    for k in d.get("filter_spatial") or ():
-        taps *= int(k)
-    return int(d.get("in_channels") or 0) * taps >= DEEP_REDUCTION
+    taps = [int(k) for k in d.get("filter_spatial") or ()]
+    if len(taps) != 2:   # measured on 2-D convs only
+        return False
+    return int(d.get("in_channels") or 0) * taps[0] * taps[1] >= DEEP_REDUCTION
 
 
 def rule_build(cls: OpClass) -> str | None:
