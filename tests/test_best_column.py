@@ -148,6 +148,18 @@ def test_this_machines_table_beats_the_rules(tmp_path, monkeypatch):
     store_machine(machine_key(cpu.machine_key, cpu.compiler_version),
                   {"classes": {str(op_class(sig)): {"flags": [], "formulation": "fwdconv", "build": "boo"}}}, table)
     assert (best_variant(sig, CPU).base, best_variant(sig, CPU).best) == ("boo", "table")
+    # a reduction's class in the table keeps the reduction rule's flag unless the table names it itself
+    from boo_engine.cpu_defaults.machine import per_op_default_flags
+    from boo_engine.cpu_defaults.rules import REASSOCIATE
+
+    norm = parse_command("layernorm --input 4x8x32 --normalized_dim 2 -F 2")
+    store_machine(machine_key(cpu.machine_key, cpu.compiler_version),
+                  {"classes": {str(op_class(norm)): {"flags": ["--iree-opt-level=O2"]}}}, table)
+    assert per_op_default_flags(norm, CPU) == ["--iree-opt-level=O2", REASSOCIATE]
+    off = "--iree-llvmcpu-reassociate-fp-reductions=false"
+    store_machine(machine_key(cpu.machine_key, cpu.compiler_version),
+                  {"classes": {str(op_class(norm)): {"flags": [off]}}}, table)
+    assert per_op_default_flags(norm, CPU) == [off]
     # another machine's entry (a Zen 5 measured it) is not used here
     other = tmp_path / "other.json"
     store_machine(machine_key("znver5+0123456789ab", cpu.compiler_version),
