@@ -336,7 +336,7 @@ def _run_session(opts: dict[str, list[str]], config: SessionConfig, files: list[
             if session.cache_notice:
                 print(f"{PROG}: {session.cache_notice}", file=sys.stderr)
             failed = measure_and_print(session, files, command, names, verbose, rows, stops,
-                                        numerics_verbose="--numerics-verbose" in opts)
+                                       numerics_verbose="--numerics-verbose" in opts)
     except KeyboardInterrupt:   # before the run started
         return stops.exit_code
     finally:

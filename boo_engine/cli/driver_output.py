@@ -20,6 +20,8 @@ BACKENDS = {
 }
 #: the backend name of the best column
 BEST_BACKEND = "best"
+
+
 def measure_and_print(session, files, command, names, verbose, rows, stops, *, numerics_verbose=False) -> bool:
     """Measure, then print every command's lines; True when some job failed."""
     entries: list[tuple[str, list[JobResult]]] = []

@@ -47,8 +47,8 @@ def per_op_default_flags(sig: OpSignature, target: Target) -> list[str]:
     """Extra iree-compile flags for this class of kernel on this machine.
 
     Per machine: first the table `tune --defaults` measured on THIS machine (resolved CPU + compiler version,
-    table.py), with the reduction rule's flag where the table says nothing of it (`rule_reduction_flags`), else the
-    feature-keyed `rule_flags`. Only the cpu target gets any, and none when the
+    table.py), else the feature-keyed `rule_flags`; either way with the reduction rule's flag where they say nothing
+    of it (`rule_reduction_flags`). Only the cpu target gets any, and none when the
     target says `per_op_defaults=False` (IREE's plain defaults: what tune --defaults measures against). A
     variant's own flags come later on the command line and win (e.g. `--iree-opt-data-tiling=false`).
 
@@ -77,11 +77,11 @@ def per_op_default_flags(sig: OpSignature, target: Target) -> list[str]:
     if target.kind != "cpu" or not target.per_op_defaults:
         return []
     cls = op_class(sig)
-    flags = defaults_state().classes.get(str(cls))
-    if flags is None:
-        return rule_flags(cls, host_cpu().features)
-    # a table measured before the reduction rule (or without it) keeps it: its cause is the compiler's, not the CPU's
-    given = {f.split("=", 1)[0] for f in flags}
-    return list(flags) + [f for f in rule_reduction_flags(cls) if f.split("=", 1)[0] not in given]
+    table = defaults_state().classes.get(str(cls))
+    flags = list(table) if table is not None else rule_flags(cls, host_cpu().features)
+    # the reduction rule's cause is the compiler's, not the CPU's: a table (measured before it, or without it) keeps
+    # it unless the table names the flag itself
+    named = {f.split("=", 1)[0] for f in flags}
+    return flags + [f for f in rule_reduction_flags(cls) if f.split("=", 1)[0] not in named]
 
 

@@ -96,13 +96,11 @@ def rule_flags(cls: OpClass, features: Collection[str]) -> list[str]:
     - fp16 channels-last 1x1 forward convs: data-tiling only with avx512f: f16 takes the f32 tile sizes, 16x16
       zmm tiles with AVX-512 (2x faster on a Zen 5) but 8x8 ymm tiles on AVX2, where it was shape-dependent on
       a Zen 3 (1.25x slower on n4 c35 48x32, 1.16x faster on n8 c128->384 24x48): no rule without a cause.
-    - layer norms and batch norms (every dtype and mode): `rule_reduction_flags`.
+    - layer norms and batch norms: `rule_reduction_flags`, which per_op_default_flags adds to any class's flags.
     - nothing else: im2col does not compile for fp16/bf16 in IREE 3.13 ("'arith.addf' op requires the same
       type"), backward and grouped convs had no consistent winner, and data-tiling breaks tuning specs on
       matmuls (the tune --defaults table may still choose it per machine for convs).
     """
-    if cls.op in REDUCING:
-        return rule_reduction_flags(cls)
     if not cls.is_conv or cls.op != "conv" or cls.mode != "forward":
         return []
     if cls.dtype == "float32":

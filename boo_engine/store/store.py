@@ -326,9 +326,9 @@ def _snapshot(r: JobResult) -> JobResult:
     1000 samples (floats and strings are immutable, so a shallow list copy suffices)."""
     return dataclasses.replace(
         r,
-        samples_us=list(r.samples_us) if r.samples_us else (),   # (a list copied; the empty tuple shared)
-        cpu_us=list(r.cpu_us) if r.cpu_us else (),
-        rounds=list(r.rounds) if r.rounds else (),
+        samples_us=list(r.samples_us),
+        cpu_us=list(r.cpu_us),
+        rounds=list(r.rounds),
         stats=copy.copy(r.stats),
         compile=copy.deepcopy(r.compile),
         numerics=copy.deepcopy(r.numerics),

@@ -56,12 +56,13 @@ def best_variant(sig: OpSignature, target: Target, tuned: TunedLookup | None = N
     if winner is not None:
         return dataclasses.replace(winner, name=BEST_NAME, base=OUR_BUILD)
     form, chosen_by = best_formulation(sig, target)
+    cls = op_class(sig)
     if form == BOO_BUILD:   # BOO's own build is the best known here, with the flags a rule gives every build
-        extra = tuple(rule_reduction_flags(op_class(sig))) if target.kind == "cpu" else ()
+        extra = tuple(rule_reduction_flags(cls)) if target.kind == "cpu" else ()
         return Variant(name=BEST_NAME, base=BOO_BUILD, best=chosen_by, flags=extra)
     flags: tuple[str, ...] = ()
     if (chosen_by == "rules" and target.kind == "cpu" and target.per_op_defaults
-            and rule_data_tiled_matmul(op_class(sig), sig, host_cpu().features)
+            and rule_data_tiled_matmul(cls, sig, host_cpu().features)
             and sig.formulation_problem(MATMUL) is None):
         form, flags = MATMUL, (DATA_TILING,)
     func = sig.func_name
