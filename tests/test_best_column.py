@@ -127,6 +127,75 @@ def test_long_dot_products_with_avx512_take_a_data_tiled_matmul(command, expecte
         assert formulation(v) == "matmul" and v.base == "ours"
 
 
+LINEAR_STRIDES = "\"[[1], [64, 1], [1, 64], [], []]\""
+
+
+@pytest.mark.parametrize("command, expected", [
+    ("gemm --a_w 256 --a_h 512 --b_w 512 --transB 1", True),            # B read across its rows
+    ("gemm --a_w 256 --a_h 512 --b_w 512 --transA 1 --transB 1", True),
+    ("gemmfp16 --a_w 256 --a_h 512 --b_w 512 --transB 1", True),
+    ("gemm --a_w 256 --a_h 512 --b_w 512", False),                      # in order already: packing costs 1-3%
+    ("gemm --a_w 256 --a_h 512 --b_w 512 --transA 1", False),
+    ("gemmfp16 --a_w 128 --a_h 256 --b_w 256", False),
+    ("gemmbfp16 --a_w 256 --a_h 512 --b_w 512", "bf16"),                # native bf16 dot products' tiles
+    ("gemmbfp16 --a_w 256 --a_h 512 --b_w 512 --transA 1", "bf16"),
+    # a linear layer: addmm(bias, x, weight.t()), linear(x, weight, bias)
+    ('aten::addmm "[[192], [256, 64], [64, 192], [], []]" "[\'float\', \'float\', \'float\', \'Scalar\', '
+     '\'Scalar\']" ' + LINEAR_STRIDES + ' "[\'\', \'\', \'\', \'1\', \'1\']"', True),
+    ('aten::addmm "[[192], [256, 64], [64, 192], [], []]" "[\'float\', \'float\', \'float\', \'Scalar\', '
+     '\'Scalar\']" "[[1], [64, 1], [192, 1], [], []]" "[\'\', \'\', \'\', \'1\', \'1\']"', False),
+    ('aten::linear "[[256, 64], [192, 64], [192]]" "[\'float\', \'float\', \'float\']" '
+     '"[[64, 1], [64, 1], [1]]" "[\'\', \'\', \'\']"', True),
+    ('aten::mm "[[256, 192], [192, 64]]" "[\'float\', \'float\']" "[[192, 1], [64, 1]]" "[\'\', \'\']"', False),
+    ('aten::mm "[[256, 192], [192, 64]]" "[\'float\', \'float\']" "[[192, 1], [1, 192]]" "[\'\', \'\']"', True),
+    # a batched matmul (attention's q @ k^T) lost 12%: none
+    ('aten::bmm "[[16, 64, 16], [16, 16, 64]]" "[\'float\', \'float\']" "[[1024, 16, 1], [1024, 1, 16]]" '
+     '"[\'\', \'\']"', False),
+    ("conv -n 2 -c 8 -H 10 -W 10 -k 8 -y 1 -x 1", False),
+])
+def test_a_transposed_or_bf16_matmul_is_data_tiled_by_rule(command, expected):
+    """A 2-D matmul whose right-hand operand is read transposed (f32, f16) on an AVX-512 CPU, or any bf16 one on a
+    CPU with native bf16 dot products, is data-tiled in the best column; the per-op flags (what a tuning spec is
+    compiled with) never are; on this machine the best column says so exactly then."""
+    from boo_engine.cpu_defaults.machine import per_op_default_flags
+    from boo_engine.cpu_defaults.rules import DATA_TILING, rule_data_tiled_gemm
+
+    sig = parse_command(command)
+    zen4 = {"avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512bf16"}
+    avx512_only = zen4 - {"avx512bf16"}
+    assert rule_data_tiled_gemm(sig, zen4) is bool(expected)
+    assert rule_data_tiled_gemm(sig, avx512_only) is (expected is True)
+    assert not rule_data_tiled_gemm(sig, {"avx", "avx2", "fma", "f16c"})
+    here = rule_data_tiled_gemm(sig, host_cpu().features)
+    v = best_variant(sig, CPU)
+    assert (DATA_TILING in v.flags) is here and v.kernel_formulations == ()
+    assert DATA_TILING not in per_op_default_flags(sig, CPU)
+    assert DATA_TILING not in best_variant(sig, Target("cuda", "sm_80")).flags
+
+
+def test_a_data_tiled_gemm_runs_and_passes_numerics(tmp_path):
+    """The rule's kernels are real: a transposed f32 gemm and a bf16 one, BOO's build and the best column side by
+    side, compile, run and pass the numerics check against torch (data-tiling on this machine where it has the
+    CPU features for it)."""
+    from boo_engine.cpu_defaults.rules import DATA_TILING, rule_data_tiled_gemm
+
+    cfg = SessionConfig(target="cpu", build="boo", variants=[BASELINE, BEST], backends=(IREE,), iters=5,
+                        rounds=1, db_path=str(tmp_path / "r.db"), cache_dir=str(tmp_path / "cache"))
+    commands = ("gemm --a_w 96 --a_h 64 --b_w 80 --transB 1", "gemmbfp16 --a_w 96 --a_h 64 --b_w 80")
+    with Session(cfg) as s:
+        for c in commands:
+            s.add_command(c)
+        s.start()
+        s.wait()
+        jobs = list(s.jobs.values())
+    assert len(jobs) == 4
+    for r in jobs:
+        assert r.status == DONE and r.numerics is not None and r.numerics.verdict == "pass", (r.variant, r.error)
+        if r.variant == "best":
+            tiled = rule_data_tiled_gemm(parse_command(r.command), host_cpu().features)
+            assert (DATA_TILING in r.compile.command) is tiled, r.command
+
+
 def test_a_kernel_without_the_rules_formulation_keeps_its_own():
     """A bias gradient alone has no conv to rewrite: the rule's matmul does not exist for it."""
     sig = parse_command("conv -n 2 -c 8 -H 10 -W 10 -k 8 -y 3 -x 3 -p 1 -q 1 -F 7")

@@ -121,6 +121,23 @@ def test_a_tuned_file_changes_the_kernels_it_names_and_leaves_the_others_at_the_
     assert kernel_variant(other, everywhere).best == ""
 
 
+def test_a_spec_carried_to_a_kernel_the_tuned_file_does_not_name_drops_the_best_columns_data_tiling(tmp_path):
+    """The best column data-tiles a transposed gemm on an AVX-512 CPU; a tuned file's spec carried over to it was
+    tuned without data-tiling (which would leave it nothing to match): the kernel gets the spec and no
+    data-tiling."""
+    from boo_engine.cpu_defaults.machine import host_cpu
+    from boo_engine.cpu_defaults.rules import DATA_TILING, rule_data_tiled_gemm
+
+    gemm_t = GemmSignature("float32", 64, 96, 80, trans_b=True)
+    if not rule_data_tiled_gemm(gemm_t, host_cpu().features):
+        pytest.skip("this CPU has no AVX-512: the rule does not data-tile here")
+    assert DATA_TILING in kernel_variant(gemm_t, BEST).flags
+    spec = str(tmp_path / "tuned.mlir")
+    tuned = Variant(name="tuned", tuning_specs=(spec,), kernel_flags=((GEMM.func_name, ("--iree-opt-level=O3",)),))
+    got = kernel_variant(gemm_t, tuned)
+    assert got.best == "rules" and got.tuning_specs == (spec,) and DATA_TILING not in got.flags, got
+
+
 def test_tuned_flags_of_a_plain_conv_apply_to_it_with_a_fused_activation():
     conv = ConvSignature("float32", 1, 4, 4, (8, 8), (3, 3), (1, 1), (1, 1), (1, 1), bias=True)
     fused = dataclasses.replace(conv, activation="relu")

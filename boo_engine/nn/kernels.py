@@ -31,6 +31,7 @@ from typing import Any
 import torch
 
 from .. import locations
+from ..cpu_defaults.rules import DATA_TILING
 from ..errors import BooError
 from ..locations import KERNELS_ENV, TUNING_SPEC_ENV
 from ..ops.base import DEFAULT_FORMULATION, OpSignature
@@ -173,7 +174,9 @@ def kernel_variant(sig: OpSignature, variant: Variant, target: Target | None = N
         # (it got the plain build, with nothing of the variant for it: a ResNet's stem-conv gradient 1.36 -> 3.5 ms)
         best = kernel_variant(sig, BEST, target)
         if variant.tuning_specs and best.base != BOO_BUILD:   # a winner that is a spec alone matches by content
-            best = dataclasses.replace(best, tuning_specs=variant.tuning_specs)
+            # (tuned without data-tiling: a data-tiled matmul leaves the spec nothing to match)
+            best = dataclasses.replace(best, tuning_specs=variant.tuning_specs,
+                                       flags=tuple(f for f in best.flags if f != DATA_TILING))
         return best
     form = variant.formulation_for(name)
     if form not in (None, DEFAULT_FORMULATION) and form not in sig.formulations():

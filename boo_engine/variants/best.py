@@ -13,7 +13,10 @@ the kernel wins; nothing measured on another CPU is used):
 
 BOO's build in the best column (a table's choice or a rule's) takes the flags a rule gives a class in any build
 (`rule_reduction_flags`: reassociated sums for layer and batch norms). By rule, a plain kxk f32 forward conv with
-long dot products on an AVX-512 CPU is the matmul formulation with data-tiling (`rule_data_tiled_matmul`).
+long dot products on an AVX-512 CPU is the matmul formulation with data-tiling (`rule_data_tiled_matmul`), and a
+2-D matmul is data-tiled where its right-hand operand is read transposed or it is bf16 (`rule_data_tiled_gemm`).
+Neither goes into the per-op flags that tuning specs are compiled with: data-tiling leaves a matmul's spec nothing
+to match.
 
 The result is a Variant named `best` (so job ids stay what they are) that says in `best` what chose it, and
 builds the kernel our way (`base="ours"`) with that kernel's formulation and flags, or BOO's way where that is
@@ -30,6 +33,7 @@ from ..cpu_defaults.rules import (
     MATMUL,
     op_class,
     rule_build,
+    rule_data_tiled_gemm,
     rule_data_tiled_matmul,
     rule_formulation,
     rule_reduction_flags,
@@ -61,10 +65,12 @@ def best_variant(sig: OpSignature, target: Target, tuned: TunedLookup | None = N
         extra = tuple(rule_reduction_flags(cls)) if target.kind == "cpu" else ()
         return Variant(name=BEST_NAME, base=BOO_BUILD, best=chosen_by, flags=extra)
     flags: tuple[str, ...] = ()
-    if (chosen_by == "rules" and target.kind == "cpu" and target.per_op_defaults
-            and rule_data_tiled_matmul(cls, sig, host_cpu().features)
-            and sig.formulation_problem(MATMUL) is None):
-        form, flags = MATMUL, (DATA_TILING,)
+    if chosen_by == "rules" and target.kind == "cpu" and target.per_op_defaults:
+        features = host_cpu().features
+        if rule_data_tiled_matmul(cls, sig, features) and sig.formulation_problem(MATMUL) is None:
+            form, flags = MATMUL, (DATA_TILING,)
+        elif rule_data_tiled_gemm(sig, features):
+            flags = (DATA_TILING,)
     func = sig.func_name
     return Variant(name=BEST_NAME, base=OUR_BUILD, best=chosen_by, flags=flags,
                    kernel_formulations=((func, form),) if form != DEFAULT_FORMULATION else ())
