@@ -32,6 +32,7 @@ NHWC = "--in_layout NHWC --out_layout NHWC --fil_layout NHWC"
 SMALL = "conv -n 1 -c 8 -H 8 -W 8 -k 8 -y 1 -x 1 -F 1"            # class conv:float32:nchw:1x1:forward
 OTHER = f"conv -n 1 -c 8 -H 8 -W 8 -k 8 -y 3 -x 3 -p 1 -q 1 -F 1 {NHWC}"   # conv:float32:nhwc:kxk:forward
 LAYERNORM = "layernorm --input 4x16 -F 1"                        # data-tiling leaves it as it is
+GEMM_T = "gemm --a_w 64 --a_h 32 --b_w 48 --transB 1"                # data-tiling: the best column's only
 BF16_1X1 = f"convbfp16 -n 1 -c 8 -H 8 -W 8 -k 8 -y 1 -x 1 -F 1 {NHWC}"
 
 
@@ -119,7 +120,7 @@ def test_run_defaults_writes_a_table_that_per_op_defaults_then_uses(tmp_path, mo
     table = tmp_path / "cpu-defaults.json"
     monkeypatch.setenv(DEFAULTS_TABLE_ENV, str(table))
     commands = tmp_path / "cmds.txt"
-    commands.write_text(f"# two op classes\n{SMALL}\n{LAYERNORM}\n")
+    commands.write_text(f"# three op classes\n{SMALL}\n{LAYERNORM}\n{GEMM_T}\n")
     cfg = SessionConfig(db_path=str(tmp_path / "r.db"), cache_dir=str(tmp_path / "cache"), iters=15, rounds=2)
     assert run_defaults([str(commands)], cfg) == 0
     printed = capsys.readouterr().err
@@ -131,11 +132,19 @@ def test_run_defaults_writes_a_table_that_per_op_defaults_then_uses(tmp_path, mo
     assert key.startswith(f"{cpu.name}+{cpu.digest}|") and cpu.compiler_version in key
     entry = machine["classes"]["conv:float32:nchw:1x1:forward"]
     assert set(entry["candidates"]) == {"IREE default", "im2col", "data-tiling", "im2col+data-tiling", "matmul",
-                                        "fwdconv", "boo"}
+                                        "fwdconv", "matmul+data-tiling", "boo"}   # (mixed: gradients only)
     assert entry.get("build") in (None, "boo") and "verdict" in entry["candidates"]["boo"]   # BOO's own, measured
     assert entry["commands"] == [SMALL]
     # a conv class gets the best column's formulation too (a forward conv has no fwdconv form: it fails to build)
     assert entry["formulation"] in ("default", "matmul") and "error" in entry["candidates"]["fwdconv"]
+    # the matmul formulation with data-tiling: its flags are the best column's, never the class's per-op flags
+    assert entry.get("best_flags") in (None, [DATA_TILING])
+    assert (entry.get("best_flags") is not None) is ("best: matmul+data-tiling" in printed)
+    # a gemm's data-tiling is measured, may be the best column's (best_flags), never its per-op flags
+    gemm = machine["classes"]["gemm:float32:-:-:forward"]
+    assert gemm["candidates"]["data-tiling"]["best_only"] == "breaks tuning specs on matmuls"
+    assert DATA_TILING not in gemm["flags"] and gemm.get("best_flags") in (None, [DATA_TILING])
+    assert "gemm:float32:-:-:forward data-tiling: the best column's only: breaks tuning specs" in printed
     # a set that compiles to the plain kernel is not measured (noise must not win): it is reported as the same
     norm = machine["classes"]["layernorm:float32:-:-:forward"]
     assert norm["flags"] == norm["candidates"][norm["winner"]]["flags"] and "formulation" not in norm
@@ -230,7 +239,8 @@ def test_detail_pane_shows_the_flags_beyond_the_target(tmp_path):
 
 def test_a_flag_earns_its_place_only_by_a_measured_gain():
     from boo_engine.compare import compare_samples
-    from boo_engine.tune.defaults import Outcome, choose
+    from boo_engine.tune.defaults import choose
+    from boo_engine.tune.defaults_report import Outcome
 
     rng = np.random.default_rng(0)
     base = list(rng.normal(100, 2, 60))
@@ -247,3 +257,72 @@ def test_a_flag_earns_its_place_only_by_a_measured_gain():
     assert choose([plain, im2col, both], 0.03) is both                                          # a real gain
     assert choose([plain, outcome("dt", (DATA_TILING,), 1.0)], 0.03) is plain                    # not faster
     assert choose([plain, outcome("dt", (DATA_TILING,), 0.5, note="breaks specs")], 0.03) is plain  # not eligible
+
+
+def test_a_best_only_set_or_a_formulations_flags_go_to_the_best_column_never_the_per_op_flags():
+    """A gemm's data-tiling (which tuning specs cannot take) that wins is the class's best_flags, its per-op flags
+    stay the plain default; a formulation that wins with flags (the matmul with data-tiling) gives the class its
+    formulation and those flags for the best column; a flag set that wins is the per-op flags and no best_flags."""
+    from boo_engine.compare import compare_samples
+    from boo_engine.tune.defaults import settle
+    from boo_engine.tune.defaults_report import ClassResult, Outcome
+
+    rng = np.random.default_rng(1)
+    base = list(rng.normal(100, 1, 60))
+
+    def outcome(name, flags, scale, **kw):
+        samples = list(rng.normal(100 * scale, scale, 60))
+        return Outcome(name, flags, compare_samples(base, samples), samples={"k": samples}, **kw)
+
+    gemm = ClassResult(OpClass("gemm", "float32"), ["gemm"], [Outcome("IREE default", ()),
+                       outcome("data-tiling", (DATA_TILING,), 0.8, best_only="breaks tuning specs on matmuls")])
+    settle(gemm, 0.03)
+    assert gemm.winner.name == "IREE default" and gemm.best_choice == "data-tiling"
+    assert gemm.entry()["flags"] == [] and gemm.entry()["best_flags"] == [DATA_TILING]
+    assert "formulation" not in gemm.entry()
+
+    conv = ClassResult(OpClass("conv", "float32", "nchw", "kxk"), ["conv"], [
+        Outcome("IREE default", ()), outcome("im2col", (IM2COL,), 0.9), outcome("matmul", (), 0.8, formulation="matmul"),
+        outcome("matmul+data-tiling", (DATA_TILING,), 0.6, formulation="matmul")])
+    settle(conv, 0.03)
+    e = conv.entry()
+    assert e["flags"] == [IM2COL] and e["formulation"] == "matmul" and e["best_flags"] == [DATA_TILING]
+
+    flags_win = ClassResult(OpClass("conv", "float32", "nchw", "kxk"), ["conv"], [
+        Outcome("IREE default", ()), outcome("im2col", (IM2COL,), 0.5), outcome("matmul", (), 0.8, formulation="matmul")])
+    settle(flags_win, 0.03)
+    e = flags_win.entry()
+    assert e["flags"] == [IM2COL] and e["formulation"] == "default" and "best_flags" not in e
+
+
+def test_the_best_column_takes_the_tables_best_flags_with_its_formulation(tmp_path, monkeypatch):
+    """What the table stores for the best column is what it builds: a gemm's best-only data-tiling, a conv's
+    matmul formulation with data-tiling; a kernel without the table's formulation gets neither; a table whose
+    best_flags are not flags is ignored with one warning."""
+    from boo_engine.cpu_defaults.machine import defaults_state
+    from boo_engine.cpu_defaults.table import machine_key, store_machine
+    from boo_engine.variants.best import best_variant
+
+    table = tmp_path / "defaults.json"
+    monkeypatch.setenv(DEFAULTS_TABLE_ENV, str(table))
+    cpu = host_cpu()
+    key = machine_key(cpu.machine_key, cpu.compiler_version)
+    store_machine(key, {"classes": {
+        "gemm:float32:-:-:forward": {"flags": [], "best_flags": [DATA_TILING]},
+        "conv:float32:nchw:kxk:backward:bias": {"flags": [], "formulation": "matmul", "best_flags": [DATA_TILING]},
+        "conv:float32:nchw:kxk:forward": {"flags": [], "formulation": "matmul", "best_flags": [DATA_TILING]}}}, table)
+    cpu_target = Target("cpu")
+    g = parse_command("gemm --a_w 64 --a_h 32 --b_w 48")
+    v = best_variant(g, cpu_target)
+    assert v.best == "table" and v.flags == (DATA_TILING,) and DATA_TILING not in per_op_default_flags(g, cpu_target)
+    c = parse_command("conv -n 1 -c 8 -H 8 -W 8 -k 8 -y 3 -x 3 -p 1 -q 1")
+    v = best_variant(c, cpu_target)
+    assert v.flags == (DATA_TILING,) and dict(v.kernel_formulations) == {c.func_name: "matmul"}
+    bias_only = parse_command("conv -n 1 -c 8 -H 8 -W 8 -k 8 -y 3 -x 3 -p 1 -q 1 -F 7")   # has no matmul form
+    v = best_variant(bias_only, cpu_target)
+    assert v.best == "table" and v.flags == () and v.kernel_formulations == ()
+    doc = json.loads(table.read_text())
+    doc["machines"][key]["classes"]["gemm:float32:-:-:forward"]["best_flags"] = ["not-a-flag"]
+    table.write_text(json.dumps(doc))
+    state = defaults_state()
+    assert not state.in_use and "best_flags are not a list of flags" in (state.warning or "")

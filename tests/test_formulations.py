@@ -67,6 +67,9 @@ def test_formulations_start_with_default_and_are_known():
     assert parse_command(BWD_DATA).formulations() == ("default", "fwdconv", "matmul")
     assert parse_command(BWD_DATA.replace("-F 2", "-F 7")).formulations() == ("default",)   # bias grad only
     assert parse_command(BWD_DATA.replace("-F 2", "-F 1 -g 2")).formulations() == ("default", "matmul")
+    # a data with a weight gradient: the data gradient as fwdconv, the weight gradient as matmul
+    assert parse_command(BWD_DATA.replace("-F 2", "-F 10")).formulations() == ("default", "fwdconv", "matmul", "mixed")
+    assert "mixed" not in parse_command(BWD_DATA.replace("-F 2", "-F 10 -m trans")).formulations()
 
 
 def test_unknown_formulation_is_refused_in_one_line():

@@ -57,6 +57,8 @@ class TableState:
     formulations: dict[str, str] = field(default_factory=dict)
     #: op class -> "boo" where BOO's own build measured fastest here (the `best` column then takes it)
     builds: dict[str, str] = field(default_factory=dict)
+    #: op class -> flags the `best` column adds (with its formulation, or flags that tuning specs cannot take)
+    best_flags: dict[str, tuple[str, ...]] = field(default_factory=dict)
     digest: str | None = None           # of `classes` (sha256 of their canonical JSON, 12 hex): None when empty
     warning: str | None = None          # one line when the file exists but is ignored
 
@@ -121,9 +123,11 @@ def _parse(path: Path, key: str) -> TableState:
     classes = {name: tuple(c["flags"]) for name, c in entry["classes"].items()}
     forms = {name: c["formulation"] for name, c in entry["classes"].items() if isinstance(c.get("formulation"), str)}
     builds = {name: c["build"] for name, c in entry["classes"].items() if c.get("build") == "boo"}
-    keyed: dict[str, tuple[str, ...]] = {**classes, **{f"{k}#formulation": (v,) for k, v in forms.items()}}
+    best = {name: tuple(c["best_flags"]) for name, c in entry["classes"].items() if c.get("best_flags")}
+    keyed: dict[str, tuple[str, ...]] = {**classes, **{f"{k}#formulation": (v,) for k, v in forms.items()},
+                                         **{f"{k}#best": v for k, v in best.items()}}
     digest = classes_digest(keyed) if classes else None
-    return TableState(path=path, classes=classes, formulations=forms, builds=builds, digest=digest)
+    return TableState(path=path, classes=classes, formulations=forms, builds=builds, best_flags=best, digest=digest)
 
 
 def _warn(path: Path, problem: str) -> str:
@@ -145,11 +149,17 @@ def check_document(doc: Any) -> str | None:
             return f"has a machine without classes ({str(mkey)[:40]})"
         for cname, c in classes.items():
             flags = c.get("flags") if isinstance(c, dict) else None
-            if not isinstance(flags, list) or not all(isinstance(f, str) and f.startswith("-") for f in flags):
+            if not _flag_list(flags):
                 return f"has a class without a list of flags ({str(cname)[:60]})"
+            if c.get("best_flags") is not None and not _flag_list(c.get("best_flags")):
+                return f"has a class whose best_flags are not a list of flags ({str(cname)[:60]})"
             if c.get("formulation") is not None and not isinstance(c.get("formulation"), str):
                 return f"has a class whose formulation is not a name ({str(cname)[:60]})"
     return None
+
+
+def _flag_list(flags: object) -> bool:
+    return isinstance(flags, list) and all(isinstance(f, str) and f.startswith("-") for f in flags)
 
 
 def store_machine(key: str, entry: dict[str, Any], path: Path | None = None) -> tuple[Path, str | None]:

@@ -34,7 +34,7 @@ from boo_engine.ops.conv_checks import CONV_FORW_VALUES as CONV_FORW_VALUES
 from boo_engine.ops.conv_checks import DEFAULT_LAYOUTS as DEFAULT_LAYOUTS
 from boo_engine.ops.conv_checks import SPATIAL_LETTERS as SPATIAL_LETTERS
 from boo_engine.ops.conv_checks import validate
-from boo_engine.ops.conv_forms import FWDCONV, MATMUL
+from boo_engine.ops.conv_forms import FWDCONV, MATMUL, MIXED
 
 
 def _activate(y: torch.Tensor, activation: str) -> torch.Tensor:
@@ -225,15 +225,16 @@ class ConvSignature(OpSignature):
 
     # ---- formulations ---------------------------------------------------------------------------------
     def formulations(self) -> tuple[str, ...]:
-        """"default" (the reference: aten.convolution, aten.convolution_backward), then, where the kernel
-        convolves at all (not a bias gradient alone): "fwdconv" for gradients and transposed convs, each
-        convolution written as a forward one (which IREE's im2col applies to), and "matmul", each convolution
-        written as an explicit im2col + matmul. See ops/conv_forms.py."""
+        """"default" (aten.convolution / convolution_backward), then, where the kernel convolves at all:
+        "fwdconv" (gradients and transposed convs as forward convs), "matmul" (explicit im2col + matmul), and
+        "mixed" for a data with a weight gradient (the first as fwdconv, the second as matmul): ops/conv_forms.py"""
         dx, dw, _ = self.grad_mask
         if not (self.is_forward or dx or dw):
             return (DEFAULT_FORMULATION,)
         if self.is_forward and not self.transposed:
             return (DEFAULT_FORMULATION, MATMUL)
+        if dx and dw and not self.is_forward and not self.transposed:
+            return (DEFAULT_FORMULATION, FWDCONV, MATMUL, MIXED)
         return (DEFAULT_FORMULATION, FWDCONV, MATMUL)
 
     def formulated(self, formulation: str, *args: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:

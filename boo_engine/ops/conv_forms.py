@@ -12,6 +12,10 @@
   im2col handles badly: a weight gradient (IREE's im2col of its forward-conv form makes a batch of skinny
   (k*k) x N*O matmuls), grouped convs (which IREE lowers to grouped linalg convs, not im2col'd) and 16-bit
   convs (IREE 3.13's im2col does not compile them).
+* "mixed" (gradients only): the data gradient as "fwdconv" writes it (one forward conv, which IREE lowers as its
+  own conv), the weight gradient as "matmul" writes it. With AVX-512 IREE's own conv computed small and strided
+  data gradients faster than the explicit im2col (which multiplies the zeros a stride inserts), where the weight
+  gradient as a conv (N as the reduction) is slow in every build.
 
 Every tensor here is in torch's N C <spatial> order; `stride`, `padding`, `dilation` are those of the ORIGINAL
 forward convolution y = conv(x, w) with x (N, C, X...), w (K, C/g, k...), y (N, K, O...).
@@ -42,6 +46,8 @@ if TYPE_CHECKING:
 FWDCONV = "fwdconv"
 #: the formulation writing every convolution of a kernel as an explicit im2col + matmul
 MATMUL = "matmul"
+#: the formulation writing a data gradient as FWDCONV does and a weight gradient as MATMUL does
+MIXED = "mixed"
 
 
 def dilate(t: torch.Tensor, stride: Sequence[int]) -> torch.Tensor:
@@ -163,6 +169,7 @@ def mm_weight_grad(dy: torch.Tensor, x: torch.Tensor, fil_spatial: Sequence[int]
 PRIMITIVES = {
     FWDCONV: (conv, data_grad, weight_grad),
     MATMUL: (mm_conv, mm_data_grad, mm_weight_grad),
+    MIXED: (mm_conv, data_grad, mm_weight_grad),
 }
 
 

@@ -9,7 +9,8 @@ avx512bf16 and 28x slower on a Zen 3 without), so they are measured here rather 
    with `per_op_defaults=False`: no table or rule of ours on the line, so a set's flags measure against plain
    IREE) and with each candidate: the flag sets im2col, data-tiling, im2col + data-tiling (im2col only for
    convs), aggressive fusion, split reduction and both (reductions: layer norms, batch norms, aten ops), and for
-   convs the formulations matmul and fwdconv (the kernel written another way, for the `best` column). A
+   convs the formulations matmul, fwdconv, matmul with data-tiling and (a data with a weight gradient) mixed:
+   the kernel written another way, for the `best` column. A
    set that fails to compile for a command of the class is dropped for the class, with the compiler's first error
    line. A set that compiles to the same kernel as the plain one (the same dumped executables and
    configurations: im2col leaves backward and grouped convs alone, data-tiling leaves layer norms alone) is not
@@ -24,14 +25,14 @@ avx512bf16 and 28x slower on a Zen 3 without), so they are measured here rather 
    flags is not significantly slower than it (compared directly, by the same rule). Otherwise the class keeps
    IREE's plain default (stored as no flags).
 5. A class's flags are the flag sets' winner. The `best` column's choice (variants/best.py) is the fastest of
-   every candidate: a formulation (measured with IREE's plain flags) is the class's `formulation`, a flag set
-   or the plain kernel leave it "default" (which then beats the built-in rule on this machine), BOO's own build
-   makes the class's `build` "boo".
+   every candidate: a formulation is the class's `formulation` (its flags, e.g. data-tiling, the class's
+   `best_flags`), a flag set or the plain kernel leave it "default" (which then beats the built-in rule on this
+   machine), BOO's own build makes the class's `build` "boo", a best-only set gives the class's `best_flags`.
 6. The winners are stored in the per-machine table (cpu_defaults/table.py) under this machine's resolved CPU and
    compiler version, merged with the classes measured before; `per_op_default_flags` applies them from then on.
 
-Data-tiling is measured for gemm classes but never chosen there: with it IREE 3.13 cannot apply a tuning spec to
-a matmul ("failed to build pass pipeline"), and tuning specs must keep working on the baseline.
+Data-tiling is never a gemm class's per-op flags, only its `best_flags` (best-only): with it IREE 3.13 cannot
+apply a tuning spec to a matmul ("failed to build pass pipeline"), and tuning specs must keep working.
 """
 from __future__ import annotations
 
@@ -41,9 +42,9 @@ import hashlib
 import math
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from .. import events as ev
 from ..commands import Command, looks_like_commands_file, parse_invocation, read_commands_file, split_words
@@ -57,13 +58,14 @@ from ..hostcpu import HostCpu
 from ..iree_tools import compiler_version, first_error
 from ..locations import defaults_table
 from ..markdown import format_us
+from ..ops import FWDCONV, MATMUL, MIXED
 from ..results import DONE, FAILED, IREE, JobResult
 from ..targets import Target, parse_target
 from ..variants import BASELINE, Variant
+from .defaults_report import PLAIN, SAME_KERNEL, ClassResult, Outcome, print_table
 from .space import AGGRESSIVE_FUSION, SPLIT_REDUCTION
 
 PROG = "boo-tui tune --defaults"
-PLAIN = "IREE default"
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
@@ -80,14 +82,17 @@ class ClassChoice:
     def applies_to(self, cls: OpClass) -> bool:
         if self.base is not None:
             return True
+        if self.formulation == MIXED:   # a data gradient with a weight gradient
+            return cls.is_conv and cls.mode == "backward" and cls.detail.split("-")[0] == "all"
         if self.formulation is not None:
             return cls.is_conv
         if AGGRESSIVE_FUSION in self.flags or SPLIT_REDUCTION in self.flags:
             return not cls.is_conv and cls.op != "gemm"   # reductions and elementwise kernels
         return IM2COL not in self.flags or cls.is_conv
 
-    def ineligible(self, cls: OpClass) -> str | None:
-        """Why this set is measured but never chosen for `cls`, or None."""
+    def best_only(self, cls: OpClass) -> str | None:
+        """Why this set may be the `best` column's choice for `cls` but never its per-op flags (which tuning specs
+        are compiled with), or None."""
         if DATA_TILING in self.flags and cls.op == "gemm":
             return "breaks tuning specs on matmuls"
         return None
@@ -99,7 +104,8 @@ CANDIDATES = (ClassChoice("im2col", (IM2COL,)), ClassChoice("data-tiling", (DATA
               ClassChoice("fusion", (AGGRESSIVE_FUSION,)), ClassChoice("split-reduction", (SPLIT_REDUCTION,)),
               ClassChoice("fusion+split", (AGGRESSIVE_FUSION, SPLIT_REDUCTION)),
               # the formulations, for the `best` column (the class's flags stay the flag sets' winner)
-              ClassChoice("matmul", (), "matmul"), ClassChoice("fwdconv", (), "fwdconv"),
+              ClassChoice("matmul", (), MATMUL), ClassChoice("fwdconv", (), FWDCONV),
+              ClassChoice("matmul+data-tiling", (DATA_TILING,), MATMUL), ClassChoice("mixed", (), MIXED),
               # BOO's own build: where it is the fastest of all, the `best` column takes it for the class
               ClassChoice("boo", (), base="boo"))
 
@@ -112,63 +118,6 @@ class Built:
     error: str | None = None
 
 
-SAME_KERNEL = "compiles to the same kernel as IREE's default"
-
-
-@dataclass
-class Outcome:
-    """One flag set on one class: its comparison with IREE's plain default, or why it has none."""
-
-    name: str
-    flags: tuple[str, ...]
-    comparison: Comparison | None = None
-    formulation: str | None = None
-    geomean_us: float | None = None
-    error: str | None = None        # compile failure (the compiler's first error line), numerics, ...
-    note: str | None = None         # measured but never chosen (why)
-    samples: dict[str, Sequence[float]] = field(default_factory=dict, repr=False)   # per kernel, for choose()
-
-    def describe(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"flags": list(self.flags)}
-        if self.geomean_us is not None:
-            d["geomean_us"] = round(self.geomean_us, 3)
-        c = self.comparison
-        if c is not None:
-            d.update(ratio=round(c.ratio, 4), ci=[_round(c.ci_low), _round(c.ci_high)], verdict=str(c.verdict))
-        if self.error:
-            d["error"] = self.error
-        if self.note:
-            d["note"] = self.note
-        return d
-
-
-@dataclass
-class ClassResult:
-    cls: OpClass
-    commands: list[str]
-    outcomes: list[Outcome] = field(default_factory=list)   # IREE's plain default first
-    winner: Outcome | None = None                           # None: not decided (the plain default failed)
-    skipped: list[str] = field(default_factory=list)        # commands left out: their plain kernel failed
-    #: the formulation sets' winner (the plain default when none was faster), None where none applies
-    form_winner: Outcome | None = None
-    #: BOO's own build won over every other candidate: the best column takes it for the class
-    boo_wins: bool = False
-    #: the name of the candidate the best column takes (the fastest of all)
-    best_choice: str | None = None
-
-    def entry(self) -> dict[str, Any]:
-        assert self.winner is not None
-        d = {"flags": list(self.winner.flags), "winner": self.winner.name, "commands": self.commands,
-             "candidates": {o.name: o.describe() for o in self.outcomes}}
-        if self.form_winner is not None:
-            d["formulation"] = self.form_winner.formulation or "default"
-        if self.boo_wins:
-            d["build"] = "boo"
-        return d
-
-
-def _round(x: float) -> float | None:
-    return round(x, 4) if math.isfinite(x) else None
 
 
 def run_defaults(inputs: list[str], config: SessionConfig, *, out: TextIO | None = None) -> int:
@@ -204,7 +153,7 @@ def run_defaults(inputs: list[str], config: SessionConfig, *, out: TextIO | None
         print(f"{PROG}: error: {e}", file=out)
         return EXIT_FAILED
     decided = [_decide(cls, cmds, built, results, cfg.min_effect, seed=cfg.seed) for cls, cmds in classes.items()]
-    print_table(decided, out)
+    print_table(decided, [c.name for c in CANDIDATES], out)
     return _store(decided, cpu, cfg, out)
 
 
@@ -339,7 +288,7 @@ def _decide(cls: OpClass, cmds: list[Command], built: dict[tuple[str, str], Buil
     for cand in CANDIDATES:
         if not cand.applies_to(cls):
             continue
-        o = Outcome(cand.name, cand.flags, note=cand.ineligible(cls), formulation=cand.formulation)
+        o = Outcome(cand.name, cand.flags, formulation=cand.formulation, best_only=cand.best_only(cls))
         res.outcomes.append(o)
         comps, medians = [], []
         for f in kept:
@@ -364,15 +313,22 @@ def _decide(cls: OpClass, cmds: list[Command], built: dict[tuple[str, str], Buil
             o.note = o.note or SAME_KERNEL
         o.comparison = class_comparison(comps, min_effect)
         o.geomean_us = geomean(medians)
-    res.winner = choose([o for o in res.outcomes if o.formulation is None and o.name != "boo"], min_effect,
-                        seed=seed)
-    # the best column's: the fastest of every candidate (a formulation, BOO's build, or the class's flags, which
-    # then keep the default formulation)
+    settle(res, min_effect, seed=seed)
+    return res
+
+
+def settle(res: ClassResult, min_effect: float, *, seed: int = 0) -> None:
+    """A class's choices from its measured outcomes (the plain default first): the per-op flags are the flag sets'
+    winner; the best column's is the fastest of every candidate (a formulation with its flags, BOO's build, a
+    best-only set, or the class's flags, which then keep the default formulation)."""
+    plain = res.outcomes[0]
+    res.winner = choose([o for o in res.outcomes if o.formulation is None and o.name != "boo" and not o.best_only],
+                        min_effect, seed=seed)
     overall = choose(res.outcomes, min_effect, seed=seed)
     res.boo_wins, res.best_choice = overall.name == "boo", overall.name
+    res.best_flags = overall.flags if overall.formulation is not None or overall.best_only else ()
     if any(o.formulation is not None for o in res.outcomes):
         res.form_winner = overall if overall.formulation is not None else plain
-    return res
 
 
 def _median(r: JobResult | None) -> float:
@@ -416,44 +372,6 @@ def choose(outcomes: list[Outcome], min_effect: float, *, seed: int = 0) -> Outc
         if vs.verdict != FASTER:  # the extra flags bring no significant gain
             return simpler
     return best
-
-
-def print_table(decided: list[ClassResult], out: TextIO) -> None:
-    """The per-class table: class, commands, each set's geomean time, ratio and verdict, the winner; then the
-    reasons of the sets that could not be measured."""
-    names = [PLAIN] + [c.name for c in CANDIDATES]
-    rows = [["op class", "cmds", *names, "winner"]]
-    notes: list[str] = []
-    for res in decided:
-        row = [str(res.cls), str(len(res.commands))]
-        by_name = {o.name: o for o in res.outcomes}
-        for name in names:
-            o = by_name.get(name)
-            row.append(_cell(o))
-            if o is not None and (o.error or o.note):
-                why = o.error or (o.note if o.note == SAME_KERNEL else f"not chosen: {o.note}")
-                notes.append(f"  {res.cls} {name}: {why}")
-        won = res.winner.name if res.winner else "not decided"
-        row.append(won if res.best_choice in (None, won) else f"{won}; best: {res.best_choice}")
-        rows.append(row)
-        notes += [f"  {res.cls}: left out {s}" for s in res.skipped]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for r in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip(), file=out)
-    if notes:
-        print("\n".join(["", *notes]), file=out)
-
-
-def _cell(o: Outcome | None) -> str:
-    if o is None:
-        return "-"
-    if o.error:
-        return "FAIL" if o.error.startswith("compile failed") else "n/a"
-    if o.note == SAME_KERNEL:
-        return "= " + PLAIN
-    us = f"{format_us(o.geomean_us)} us"
-    c = o.comparison
-    return us if c is None else f"{us} {c.ratio:.2f}x {c.verdict}" + ("*" if o.note else "")
 
 
 def _store(decided: list[ClassResult], cpu: HostCpu, cfg: SessionConfig, out: TextIO) -> int:

@@ -7,7 +7,9 @@ the kernel wins; nothing measured on another CPU is used):
 1. `tuned`: a finished `boo-tui tune`'s winner for this kernel, measured on this machine (the caller's lookup:
    the session reads the results database's tune tables; see store/tuned.py) -> "tune N";
 2. the per-machine table `tune --defaults` measured (cpu_defaults/table.py, keyed by the resolved CPU and compiler):
-   its flags are the class's per-op defaults already, its formulation is taken from here -> "table";
+   its flags are the class's per-op defaults already, its formulation and the flags that go with it (`best_flags`:
+   data-tiling of the matmul formulation, or of a gemm, which tuning specs cannot take) are taken from here ->
+   "table";
 3. the built-in rules, keyed on the op class (cpu_defaults/rules.py: rule_build, BOO's own build where it is known
    to beat ours; rule_formulation; rule_flags through the per-op defaults) -> "rules".
 
@@ -65,7 +67,9 @@ def best_variant(sig: OpSignature, target: Target, tuned: TunedLookup | None = N
         extra = tuple(rule_reduction_flags(cls)) if target.kind == "cpu" else ()
         return Variant(name=BEST_NAME, base=BOO_BUILD, best=chosen_by, flags=extra)
     flags: tuple[str, ...] = ()
-    if chosen_by == "rules" and target.kind == "cpu" and target.per_op_defaults:
+    if chosen_by == "table":
+        flags = _table_best_flags(str(cls), form)
+    elif chosen_by == "rules" and target.kind == "cpu" and target.per_op_defaults:
         features = host_cpu().features
         if rule_data_tiled_matmul(cls, sig, features) and sig.formulation_problem(MATMUL) is None:
             form, flags = MATMUL, (DATA_TILING,)
@@ -74,6 +78,15 @@ def best_variant(sig: OpSignature, target: Target, tuned: TunedLookup | None = N
     func = sig.func_name
     return Variant(name=BEST_NAME, base=OUR_BUILD, best=chosen_by, flags=flags,
                    kernel_formulations=((func, form),) if form != DEFAULT_FORMULATION else ())
+
+
+def _table_best_flags(cls: str, form: str) -> tuple[str, ...]:
+    """The flags the machine's table gives the best column for class `cls` (with its formulation, or flags tuning
+    specs cannot take), when the kernel is written as the table says (not where it lacks that formulation)."""
+    state = defaults_state()
+    if state is None or state.formulations.get(cls, form) != form:
+        return ()
+    return state.best_flags.get(cls, ())
 
 
 def best_formulation(sig: OpSignature, target: Target) -> tuple[str, str]:
