@@ -42,7 +42,7 @@ def geomean(xs: list[float]) -> float:
 
 def kernels(files: list[str], iters: int, rounds: int, db: str) -> int:
     from boo_engine.commands import parse_command
-    from boo_engine.compare import compare_results
+    from boo_engine.comparisons import compare_results
     from boo_engine.config import SessionConfig
     from boo_engine.results import DONE, IREE, TORCH
     from boo_engine.session import Session

@@ -16,14 +16,14 @@ _WHERE: dict[str, str] = {
     "BooError": "boo_engine.errors",
     "breakdown_lines": "boo_engine.modelbench.breakdown",
     "build_label": "boo_engine.columns",
-    "by_variant": "boo_engine.compare",
+    "by_variant": "boo_engine.comparisons",
     "check_export_path": "boo_engine.exporters",
     "check_named_kernels": "boo_engine.variants",
     "checked_stdout": "boo_engine.cli.output",
     "CHILD_LOG_ENV": "boo_engine.process_setup",
     "chosen_flags": "boo_engine.compile.flags",
-    "column_label": "boo_engine.compare",
-    "compare_results": "boo_engine.compare",
+    "column_label": "boo_engine.comparisons",
+    "compare_results": "boo_engine.comparisons",
     "compare_stored": "boo_engine.history",
     "Comparison": "boo_engine.compare",
     "config_from_args": "boo_engine.cli.common",
@@ -65,7 +65,7 @@ _WHERE: dict[str, str] = {
     "Status": "boo_engine.results",
     "STOP_SIGNALS": "boo_engine.process_setup",
     "StopSignals": "boo_engine.cli.signals",
-    "summarize": "boo_engine.compare",
+    "summarize": "boo_engine.comparisons",
     "TORCH": "boo_engine.results",
     "TrendPoint": "boo_engine.history",
     "Tried": "boo_engine.tune.records",
@@ -75,7 +75,7 @@ _WHERE: dict[str, str] = {
     "TuneSettings": "boo_engine.tune.search",
     "TuneUpdate": "boo_engine.tune.events",
     "variants": "boo_engine.variants",
-    "VariantSummary": "boo_engine.compare",
+    "VariantSummary": "boo_engine.comparisons",
     "Verdict": "boo_engine.compare",
     "verdict_legend": "boo_engine.markdown",
     "VERDICT_MARK": "boo_engine.markdown",
@@ -154,26 +154,16 @@ if TYPE_CHECKING:   # what each name is, for the type checker (`X as X`: re-expo
         Comparison as Comparison,
     )
     from boo_engine.compare import (
-        VariantSummary as VariantSummary,
-    )
-    from boo_engine.compare import (
         Verdict as Verdict,
-    )
-    from boo_engine.compare import (
-        by_variant as by_variant,
-    )
-    from boo_engine.compare import (
-        column_label as column_label,
-    )
-    from boo_engine.compare import (
-        compare_results as compare_results,
     )
     from boo_engine.compare import (
         geomean as geomean,
     )
-    from boo_engine.compare import (
-        summarize as summarize,
-    )
+    from boo_engine.comparisons import VariantSummary as VariantSummary
+    from boo_engine.comparisons import by_variant as by_variant
+    from boo_engine.comparisons import column_label as column_label
+    from boo_engine.comparisons import compare_results as compare_results
+    from boo_engine.comparisons import summarize as summarize
     from boo_engine.compile.flags import (
         chosen_flags as chosen_flags,
     )

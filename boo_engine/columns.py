@@ -10,7 +10,8 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 
-from .compare import BASELINE_LABEL, column_label
+from .compare import BASELINE_LABEL
+from .comparisons import column_label
 from .results import DONE, IREE, TORCH, JobResult
 
 BEST_LABEL = "best"

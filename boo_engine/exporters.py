@@ -30,12 +30,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from .columns import torch_ratios
-from .compare import (
-    DEFAULT_MIN_EFFECT,
-    Comparison,
-    compare_results,
-    comparison_key,
-)
+from .compare import DEFAULT_MIN_EFFECT, Comparison
+from .comparisons import compare_results, comparison_key
 from .compile.flags import chosen_flags
 from .errors import BooError
 from .fsutil import atomic_write
@@ -173,8 +169,8 @@ def export_results(
 ) -> None:
     """Write `results` to `path` in the format its extension names (.csv, .json, .md).
 
-    `comparisons` maps `compare.comparison_key(result)` to its Comparison against the baseline; when None they
-    are computed here from the samples (`compare.compare_results`). `min_effect`: the run's --min-effect (the
+    `comparisons` maps `comparisons.comparison_key(result)` to its Comparison against the baseline; when None they
+    are computed here from the samples (`comparisons.compare_results`). `min_effect`: the run's --min-effect (the
     Markdown legend states it). `model`: the model lines (`weights.model_lines`), computed here when None.
     """
     p = check_export_path(path)

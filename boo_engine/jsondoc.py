@@ -15,7 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import IO, Any
 
 from .columns import columns_note, geomean_vs_torch, torch_ratios
-from .compare import BASELINE_LABEL, Comparison, by_variant, column_label, comparison_key, summarize
+from .compare import BASELINE_LABEL, Comparison
+from .comparisons import by_variant, column_label, comparison_key, summarize
 from .results import JobResult
 from .weights import ModelLine
 

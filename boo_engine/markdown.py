@@ -10,20 +10,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .columns import columns_note, vs_torch_line
-from .compare import (
-    BASELINE_LABEL,
-    DEFAULT_MIN_EFFECT,
-    FASTER,
-    INSUFFICIENT,
-    SAME,
-    SLOWER,
-    UNCLEAR,
-    Comparison,
-    by_variant,
-    column_label,
-    compare_results,
-    summarize,
-)
+from .compare import BASELINE_LABEL, DEFAULT_MIN_EFFECT, FASTER, INSUFFICIENT, SAME, SLOWER, UNCLEAR, Comparison
+from .comparisons import by_variant, column_label, compare_results, summarize
 from .compile.flags import chosen_flags
 from .environment import defaults_label, machine_label
 from .results import DONE, FAILED, TORCH, JobResult

@@ -32,16 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from .compare import (
-    BASELINE_LABEL,
-    DEFAULT_MIN_EFFECT,
-    INSUFFICIENT,
-    MIN_SAMPLES,
-    Comparison,
-    Verdict,
-    column_label,
-    decide,
-)
+from .compare import BASELINE_LABEL, DEFAULT_MIN_EFFECT, INSUFFICIENT, MIN_SAMPLES, Comparison, Verdict, decide
+from .comparisons import column_label
 from .disturbance import round_medians
 from .results import DONE, Backend, JobResult
 
@@ -104,7 +96,7 @@ def model_lines(
     confidence: float = 0.95,
 ) -> list[ModelLine]:
     """The model line of every (target, column) of `results`, the baseline's first; [] when no result has a
-    weight. `comparisons`: the engine's (`compare.compare_results`, with the run's settings), which decide which
+    weight. `comparisons`: the engine's (`comparisons.compare_results`, with the run's settings), which decide which
     commands a column counts."""
     everything = list(results)
     if not has_weights(everything):

@@ -180,7 +180,7 @@ class RunModel:
         return {v.job_id for v in self.jobs.values() if v.key == key}
 
     def all_comparisons(self) -> dict[tuple[str, str, str], Comparison]:
-        """Every verdict the engine sent, keyed as `compare.compare_results` keys them."""
+        """Every verdict the engine sent, keyed as `comparisons.compare_results` keys them."""
         return {(t, c, label): comp for (t, c), by in self.comparisons.items() for label, comp in by.items()}
 
     def comparison_of(self, view: JobView) -> Comparison | None:

@@ -15,16 +15,11 @@ from boo_engine.compare import (
     SLOWER,
     UNCLEAR,
     Comparison,
-    by_variant,
-    column_label,
-    compare_results,
-    compare_runs,
     compare_samples,
     decide,
     geomean,
-    regressions,
-    summarize,
 )
+from boo_engine.comparisons import by_variant, column_label, compare_results, compare_runs, regressions, summarize
 from boo_engine.results import DONE, FAILED, JobResult
 
 

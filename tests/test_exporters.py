@@ -11,7 +11,7 @@ import pytest
 
 from boo_engine.bench.stats import compute_stats
 from boo_engine.boo_driver_csv import write_boo_driver_csv
-from boo_engine.compare import compare_results
+from boo_engine.comparisons import compare_results
 from boo_engine.errors import BooError
 from boo_engine.exporters import CSV_COLUMNS, ExportError, check_export_path, export_results
 from boo_engine.results import DONE, FAILED, CompileInfo, JobResult, NumericsInfo

@@ -19,7 +19,7 @@ from boo_engine import jsondoc
 from boo_engine.commands import parse_invocation, split_words
 from boo_engine.commands.aten import _literal_list
 from boo_engine.commands.command import _join
-from boo_engine.compare import compare_results
+from boo_engine.comparisons import compare_results
 from boo_engine.errors import CommandError
 from boo_engine.exporters import export_results, render_csv
 from boo_engine.results import DONE, FAILED, JobResult

@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from boo_engine.compare import Verdict, compare_results, next_run_interval
+from boo_engine.compare import Verdict, next_run_interval
+from boo_engine.comparisons import compare_results
 from boo_engine.compile.flags import chosen_flags
 from boo_engine.config import SessionConfig
 from boo_engine.results import IREE

@@ -217,7 +217,8 @@ def test_across_runs_the_other_kernels_tell_how_far_one_moves_by_chance():
     """Six kernels, two runs seconds apart on a shared VM: each kernel's rounds agree within its run, yet whole
     runs sit up to 1.3x apart, kernel by kernel (seen: a 3x3 backward conv 12.3-16.3 ms in one run, 9.4-11.7 ms
     in the next). Their spread is the run-to-run noise: no verdict. A change that moves them all alike is one."""
-    from boo_engine.compare import compare_runs, run_to_run_spread
+    from boo_engine.compare import run_to_run_spread
+    from boo_engine.comparisons import compare_runs
 
     rng = np.random.default_rng(5)
     shifts = [1.0, 1.25, 0.8, 1.1, 0.92, 1.3]
@@ -245,7 +246,8 @@ def test_a_whole_run_that_shifted_a_few_percent_is_no_verdict_but_a_real_regress
     kernels with tight rounds (and a 512^3 gemm 6.6% up, its rounds 10% apart: unclear on its own). The spread AROUND the median of the five is small (they moved
     alike), and without a floor a 3x3 conv 3.8% up was called "slower" with p = 0.03. Whole runs shift together
     by chance too: RUN_SPREAD_FLOOR. A regression of 15% on every kernel is still called on every one."""
-    from boo_engine.compare import RUN_SPREAD_FLOOR, compare_runs, run_to_run_spread
+    from boo_engine.compare import RUN_SPREAD_FLOOR, run_to_run_spread
+    from boo_engine.comparisons import compare_runs
 
     rng = np.random.default_rng(7)
 

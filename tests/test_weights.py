@@ -16,7 +16,7 @@ import pytest
 
 from boo_engine.bench.stats import compute_stats
 from boo_engine.commands import CommandError, read_commands_file
-from boo_engine.compare import compare_results
+from boo_engine.comparisons import compare_results
 from boo_engine.exporters import MODEL_COMMAND, MODEL_STATUS
 from boo_engine.markdown import describe_model_line, format_us
 from boo_engine.results import DONE, FAILED, JobResult

@@ -203,7 +203,7 @@ def _regressions(comparisons: dict, pct: float | None) -> list[str]:
     a variant and never counts)."""
     if pct is None:
         return []
-    from ..compare import regressions
+    from ..comparisons import regressions
     from ..results import TORCH
 
     comparisons = {k: c for k, c in comparisons.items() if k[2] != TORCH}

@@ -78,7 +78,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(args: argparse.Namespace) -> int:
     """Measure the model's columns, store the run, then export and print it: the exit code."""
     from ..capture import parse_input
-    from ..compare import DEFAULT_MIN_EFFECT, compare_results
+    from ..compare import DEFAULT_MIN_EFFECT
+    from ..comparisons import compare_results
     from ..environment import collect_environment
     from ..exporters import export_results
     from ..markdown import render_markdown
@@ -183,7 +184,7 @@ def _print_kernels(results: list[JobResult], kernels: str) -> None:
 def _exit_code(args: argparse.Namespace, results: list[JobResult], comparisons: Comparisons, interrupted: bool,
                run_id: int | None) -> int:
     """130 when interrupted (said on stderr), 3 on a regression past --fail-on-regression, 1 when a column failed."""
-    from ..compare import regressions
+    from ..comparisons import regressions
     from ..results import FAILED
 
     if interrupted:

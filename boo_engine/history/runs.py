@@ -3,7 +3,7 @@ compiled or measured, and nothing here imports the compiler.
 
 A side is named `RUN_ID` (in the default database), `PATH.db:RUN_ID`, or `PATH.db` (its last run). Results are
 matched by (target, command, column), the column being the variant for IREE and "torch" for eager PyTorch (that
-is, by command, variant, backend and target), and compared with `compare.compare_runs`: the variants' statistics
+is, by command, variant, backend and target), and compared with `comparisons.compare_runs`: the variants' statistics
 (median ratio B / A, bootstrap CI, Mann-Whitney p, the verdict incl. "unclear"). The verdicts use run B's
 --min-effect and seed (or the caller's --min-effect). What differs between the two runs' machines and settings
 (compiler, --flags, CPU/GPU, torch, host, ...) is listed first: a "regression" between two machines is often one.
@@ -16,7 +16,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..compare import DEFAULT_MIN_EFFECT, Comparison, VariantSummary, by_variant, compare_runs, summarize
+from ..compare import DEFAULT_MIN_EFFECT, Comparison
+from ..comparisons import VariantSummary, by_variant, compare_runs, summarize
 from ..errors import BooError
 from ..evidence import Evidence
 from ..results import DONE, JobResult
@@ -210,7 +211,8 @@ def _compare(a: list[JobResult], b: list[JobResult], effect: float, seed: int,
     2-core Zen 3 (bootstrap medians dominate), about half on both."""
     import multiprocessing
 
-    from ..compare import matched, run_to_run_spread
+    from ..compare import run_to_run_spread
+    from ..comparisons import matched
 
     global _FORKED
     spread = run_to_run_spread(matched(a, b).values())   # once, over every common result, for every chunk
@@ -225,7 +227,7 @@ def _compare(a: list[JobResult], b: list[JobResult], effect: float, seed: int,
     finally:
         _FORKED = None
     merged = {k: c for part in parts for k, c in part.items()}
-    from ..compare import comparison_key
+    from ..comparisons import comparison_key
 
     order = [comparison_key(r) for r in b]
     return {k: merged[k] for k in dict.fromkeys(order) if k in merged}
@@ -242,7 +244,7 @@ def compare_stored(a: StoredRun, b: StoredRun, *, min_effect: float | None = Non
     if not comparisons and require_common:
         raise HistoryError(f"runs {a.ref.label} and {b.ref.label} have no finished result in common (same "
                            "command, variant, backend and target)")
-    from ..compare import comparison_key
+    from ..comparisons import comparison_key
 
     keys_a = {comparison_key(r) for r in a.results if r.status == DONE and r.samples_us}
     keys_b = {comparison_key(r) for r in b.results if r.status == DONE and r.samples_us}
@@ -267,7 +269,7 @@ def compare_refs(a: RunRef, b: RunRef, *, min_effect: float | None = None, worke
 
 def regressed(result: RunComparison, pct: float) -> list[tuple[tuple[str, str, str], Comparison]]:
     """The results of B significantly slower than A's by more than `pct` percent (--fail-on-regression)."""
-    from ..compare import regressions
+    from ..comparisons import regressions
 
     return [(k, c) for k, c in regressions(result.comparisons, pct)]
 

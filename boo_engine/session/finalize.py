@@ -36,7 +36,7 @@ def compare_columns(results: Iterable[JobResult],
                     config: SessionConfig) -> dict[tuple[str, str, str], Comparison]:
     """Every finished variant (and the torch reference) against the baseline of the same command, with the
     session's --min-effect and seed: {(target, command, column): Comparison}."""
-    from ..compare import compare_results
+    from ..comparisons import compare_results
 
     return compare_results(results, min_effect=config.min_effect, seed=config.seed)
 

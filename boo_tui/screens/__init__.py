@@ -3,7 +3,7 @@ variants of this session compared, a tune live (`tune`) and a stored tune review
 
 Every database read and every statistics computation (bootstrap CIs cost tens of milliseconds per command) runs
 in a thread worker; results come back with `Deferred` messages, so the event loop keeps ticking. The verdicts are
-the engine's (`compare.compare_results` / `compare.compare_runs` with the run's --min-effect and seed), as the
+the engine's (`comparisons.compare_results` / `comparisons.compare_runs` with the run's --min-effect and seed), as the
 exports give them.
 """
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """This session's variants compared: commands x variants, each cell the latency ratio against the baseline IREE
-kernel with the engine's verdict (`compare.compare_results` with the session's --min-effect and seed, as the
+kernel with the engine's verdict (`comparisons.compare_results` with the session's --min-effect and seed, as the
 exports give it), and the variants' histograms overlaid for the selected command."""
 from __future__ import annotations
 
