@@ -3,18 +3,16 @@
 The best per-op-class flags differ between CPUs (data-tiling makes a bf16 NHWC 1x1 conv 4x faster on a Zen 5 with
 avx512bf16 and 28x slower on a Zen 3 without), so they are measured here rather than carried over:
 
-1. The commands are grouped into op classes (`cpu_defaults.rules.op_class`: op, dtype, channels-last or not, 1x1 or not,
-   forward or backward), the classes `per_op_default_flags` chooses flags for.
+1. The commands are grouped into op classes (`cpu_defaults.rules.op_class`), those `per_op_default_flags` serves.
 2. Every command is compiled first (the compile pool, into the kernel cache) with IREE's plain defaults (a target
    with `per_op_defaults=False`: no table or rule of ours on the line, so a set's flags measure against plain
    IREE) and with each candidate: the flag sets im2col, data-tiling, im2col + data-tiling (im2col only for
    convs), aggressive fusion, split reduction and both (reductions: layer norms, batch norms, aten ops), and for
    convs the formulations matmul, fwdconv, matmul with data-tiling and (a data with a weight gradient) mixed:
-   the kernel written another way, for the `best` column. A
-   set that fails to compile for a command of the class is dropped for the class, with the compiler's first error
-   line. A set that compiles to the same kernel as the plain one (the same dumped executables and
-   configurations: im2col leaves backward and grouped convs alone, data-tiling leaves layer norms alone) is not
-   measured: its effect is exactly none, and measuring it would only offer noise a chance to win.
+   the kernel written another way, for the `best` column. A set that fails to compile for a command of the class
+   is dropped for the class, with the compiler's first error line. A set that compiles to the same kernel as the
+   plain one (the same dumped executables and configurations: im2col leaves backward and grouped convs alone,
+   data-tiling leaves layer norms alone) is not measured: its effect is exactly none (noise must not win).
 3. The distinct kernels are measured through the ordinary engine (one session, IREE only, interleaved rounds,
    every sample stored in the results database as a run like any other; numerics against the plain kernel's
    outputs: a set that fails them is dropped) and compared with compare.py per command.
@@ -29,7 +27,7 @@ avx512bf16 and 28x slower on a Zen 3 without), so they are measured here rather 
    `best_flags`), a flag set or the plain kernel leave it "default" (which then beats the built-in rule on this
    machine), BOO's own build makes the class's `build` "boo", a best-only set gives the class's `best_flags`.
 6. The winners are stored in the per-machine table (cpu_defaults/table.py) under this machine's resolved CPU and
-   compiler version, merged with the classes measured before; `per_op_default_flags` applies them from then on.
+   compiler version, merged with the classes measured before.
 
 Data-tiling is never a gemm class's per-op flags, only its `best_flags` (best-only): with it IREE 3.13 cannot
 apply a tuning spec to a matmul ("failed to build pass pipeline"), and tuning specs must keep working.
