@@ -12,7 +12,7 @@ import pytest
 
 from boo_engine.commands import parse_command
 from boo_engine.compile import export as export_mod
-from boo_engine.compile.cache import KernelCache
+from boo_engine.compile.cache import KernelCache, valid_entries
 from boo_engine.compile.pool import CompileCancelled, CompilePool, compile_flags, compile_signature, lookup_cached
 from boo_engine.errors import CompileError
 from boo_engine.targets import Target
@@ -205,7 +205,7 @@ def test_two_processes_compiling_one_kernel(tmp_path):
     assert results[0][0] == results[1][0]
     assert sorted(hit for _, hit in results) == [False, True]  # compiled once, the other waited and hit
     cache = KernelCache(tmp_path)
-    entries = list(cache.entries())
+    entries = list(valid_entries(cache))
     assert len(entries) == 1
     func_dir = entries[0][2].parent
     assert [p.name for p in func_dir.iterdir() if p.is_dir()] == [entries[0][1][:16]]
@@ -252,7 +252,7 @@ def test_cancel_mid_compile_leaves_no_staging_folder(tmp_path):
 def test_sweep_removes_only_dead_processes_leftovers(tmp_path):
     import subprocess
 
-    from boo_engine.compile.cache import _host_tag
+    from boo_engine.compile.procs import host_tag as _host_tag
 
     cache = KernelCache(tmp_path)
     func = "gemm_dummy"

@@ -75,7 +75,7 @@ def test_without_a_compiler_the_cache_alone_serves(tmp_path):
     shutil.copy(SPEC, moved)
     out = _without_compiler(tmp_path, textwrap.dedent(f"""
         import json, sys
-        import boo_engine.compile.cache as cache_mod
+        import boo_engine.compile.cache_records as cache_mod
         cache_mod.torch_version = lambda: "2.11.0+cu130"   # the other machine's torch: the index misses there
         from boo_engine.commands import parse_command
         from boo_engine.iree_tools import compiler_here

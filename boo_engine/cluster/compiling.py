@@ -169,7 +169,7 @@ class RayCompilePool:
         flags = key_flags(sig, target, variant, extra)
         with contextlib.suppress(OSError):
             vkey = kernel_key_material(sig, target, variant)
-            cache.index_record(cache.index_key(sig, flags, target.identity(), vkey), func, key)
+            cache.index.record(cache.index_key(sig, flags, target.identity(), vkey), func, key)
         return artifact_from_meta(cache, found, target, variant, cache_hit=shipped.cache_hit,
                                   seconds=shipped.seconds, untrusted=shipped.untrusted)
 

@@ -80,7 +80,7 @@ def export_kernel(sig: OpSignature, target: Target, variant: Variant) -> tuple[s
 def _prebuilt(cache: KernelCache, sig: OpSignature, flags: list[str], identity: str, vkey: str, target: Target,
               variant: Variant) -> Artifact | None:
     """The kernel the prebuilt index names for this signature, or None."""
-    found = cache.prebuilt_lookup(cache.prebuilt_key(sig, flags, identity, vkey))
+    found = cache.prebuilt.lookup(cache.prebuilt_key(sig, flags, identity, vkey))
     meta = cache.load(*found) if found is not None else None
     return None if meta is None else artifact_from_meta(cache, meta, target, variant, cache_hit=True, seconds=0.0)
 
@@ -88,7 +88,7 @@ def _prebuilt(cache: KernelCache, sig: OpSignature, flags: list[str], identity: 
 def _remember_prebuilt(cache: KernelCache, sig: OpSignature, flags: list[str], identity: str, vkey: str,
                        meta: dict[str, Any]) -> None:
     with contextlib.suppress(OSError):  # only a machine without a compiler reads it: the entry itself is stored
-        cache.prebuilt_record(cache.prebuilt_key(sig, flags, identity, vkey), meta["func_name"], meta["key"])
+        cache.prebuilt.record(cache.prebuilt_key(sig, flags, identity, vkey), meta["func_name"], meta["key"])
 
 
 def not_prebuilt(sig: OpSignature, target: Target, cache: KernelCache) -> CompileError:
@@ -114,7 +114,7 @@ def lookup_cached(sig: OpSignature, target: Target | str, variant: Variant = BAS
     pkey = kernel_key_material(sig, target, variant, exact=False)
     if not iree_tools.compiler_here():
         return _prebuilt(cache, sig, flags, identity, pkey, target, variant)
-    found = cache.index_lookup(cache.index_key(sig, flags, identity, vkey))
+    found = cache.index.lookup(cache.index_key(sig, flags, identity, vkey))
     if found is None:
         return None
     meta = cache.load(*found)
@@ -143,7 +143,7 @@ def compile_signature(sig: OpSignature, target: Target | str = "cpu", variant: V
             raise not_prebuilt(sig, target, cache)
         return art
     ikey = cache.index_key(sig, kflags, identity, vkey)
-    found = cache.index_lookup(ikey)
+    found = cache.index.lookup(ikey)
     if found is not None:
         meta = cache.load(*found)
         if meta is not None:
@@ -169,7 +169,7 @@ def compile_signature(sig: OpSignature, target: Target | str = "cpu", variant: V
                               export_s=export_s, identity=identity, variant_key=vkey,
                               decompositions=decompositions, build=build)
     with contextlib.suppress(OSError):  # the index only saves the next export: the entry itself is stored
-        cache.index_record(ikey, func, key)
+        cache.index.record(ikey, func, key)
     _remember_prebuilt(cache, sig, kflags, identity, pkey, meta)
     seconds = 0.0 if hit else time.perf_counter() - t0
     return artifact_from_meta(cache, meta, target, variant, cache_hit=hit, seconds=seconds,

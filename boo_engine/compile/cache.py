@@ -14,9 +14,7 @@ Layout (under the root)::
 
 The key is sha256 over the MLIR text, the full flag list, the target identity (resolved host CPU or GPU arch),
 the variant's key material (the CONTENT of specs and substituted files) and `iree-compile --version`. Changing
-any of them misses. The index lets a hit skip the export entirely: it maps everything that determines the MLIR
-and the flags (signature repr, the source files of the signature's package, torch version) plus the other key parts to
-the key, so a warm `get_launchable` costs a few file reads.
+any of them misses. The indexes (`.index`, `.prebuilt`: cache_records.py) let a hit skip the export.
 
 Root: an explicit `root` argument, else `$BOO_CACHE_DIR`, else `~/.cache/boo-tui/kernels`. `BOO_CACHE_ON=0`
 (when no explicit root is given) uses a private temporary cache that is deleted when the process exits.
@@ -27,13 +25,6 @@ object with the documented fields and types, kernel.vmfb of the recorded size an
 configs/ holding every file meta lists); anything missing or damaged is treated as absent and rebuilt. A kernel is
 native code, so an entry is loaded only when trusted (trust.py: signed with the user's key, in folders nobody else
 can write); one that is not is rebuilt too, and `untrusted` names it for the front end's once-per-run line.
-
-A machine with no iree-compile (a GPU box that is lent a cache filled elsewhere with `boo-driver --preload
---target cuda:sm_80 --cache-dir DIR`) cannot export or compile, and its torch may not be the one that exported the
-kernel, so the index (which names the torch and compiler versions) misses there. The `.prebuilt` index names
-everything else that selects a kernel (the signature and its class's source, the flags, the target identity, the
-variant's content) and is written beside the index: there, `compile.build` resolves kernels through it alone, and
-says which compiler and torch built what it runs.
 
 A root that exists but cannot be written (a team's warm cache on a read-only or shared mount) is used as-is for
 hits, and misses are compiled into a writable overlay: `overlay` when given, else a private temporary cache
@@ -53,7 +44,7 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,14 +52,12 @@ from .. import iree_tools, locations
 from ..errors import BooError, CompileError
 from ..fsutil import atomic_write, file_sha256, open_lock_file, read_regular_text
 from ..ops.base import DEFAULT_FORMULATION
+from . import cache_records as records
 from . import trust
 from .entry import COMMAND, CONFIGS, META, SCHEMA, VMFB, entry_problem
-from .procs import host_tag as _host_tag  # noqa: F401 - tests name it here
 from .procs import maybe_alive as _pid_alive
 from .procs import owner_pid as _owner_pid
 from .procs import owner_tag as _owner_tag
-from .sources import class_source_digest as _class_source_digest
-from .sources import torch_version  # tests replace it here (another machine's torch)
 
 
 class CacheRootError(BooError):
@@ -95,10 +84,6 @@ def check_root(root: Path) -> bool:
     with contextlib.suppress(OSError):
         os.unlink(probe)
     return True
-
-
-def _atomic_write(path: Path, data: str | bytes) -> None:
-    atomic_write(path, data, make_parents=True, private=True)
 
 
 def mlir_file_name(func_name: str, formulation: str = DEFAULT_FORMULATION) -> str:
@@ -141,6 +126,9 @@ class KernelCache:
         self._thread_locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
         self._found: dict[tuple[str, str], Path] = {}
+        #: the shortcut indexes (cache_records.py): `.index` skips the export, `.prebuilt` serves without a compiler
+        self.index = records.SignedRecords(self, "index", ".index")
+        self.prebuilt = records.SignedRecords(self, "prebuilt", ".prebuilt")
 
     def _distrust_roots(self, overlay: str | os.PathLike | None) -> None:
         """A read-only root serves hits beside an overlay; a root others can write is not used (trust.py)."""
@@ -202,8 +190,8 @@ class KernelCache:
                     return str(known["version"])
         version = iree_tools.compiler_version(exe, error=CompileError)
         with contextlib.suppress(OSError):
-            _atomic_write(self.root / memo, json.dumps(self.key.seal("compiler", {"stamp": stamp,
-                                                                                  "version": version})))
+            atomic_write(self.root / memo, json.dumps(self.key.seal("compiler", {"stamp": stamp, "version": version})),
+                         make_parents=True, private=True)
         return version
 
     # ---- keys -----------------------------------------------------------------------------------------
@@ -220,54 +208,9 @@ class KernelCache:
         return h.hexdigest()
 
     def index_key(self, sig: object, flags: list[str], target_identity: str, variant_key: str) -> str:
-        material = [f"schema{SCHEMA}", type(sig).__module__, type(sig).__qualname__, repr(sig),
-                    _class_source_digest(type(sig)), torch_version(), list(flags), target_identity,
-                    variant_key, self.compiler_version]
-        return hashlib.sha256(json.dumps(material).encode()).hexdigest()
+        return records.index_key(sig, flags, target_identity, variant_key, self.compiler_version)
 
-    def _index_path(self, ikey: str, root: Path | None = None) -> Path:
-        return (root or self.root) / ".index" / ikey[:2] / ikey
-
-    def index_lookup(self, ikey: str) -> tuple[str, str] | None:
-        """(func_name, key) recorded for an index key, or None."""
-        return self._read_record(self._index_path, ikey, "index")
-
-    def _read_record(self, path_of: Callable[[str, Path], Path], k: str, kind: str) -> tuple[str, str] | None:
-        """The first readable {"func_name", "key"} record for `k`, signed with our key, over the roots, or None."""
-        for root in self.roots():
-            try:
-                rec = json.loads(read_regular_text(path_of(k, root)))
-                if self.key.opens(f"{kind}:{k}", rec):
-                    return str(rec["func_name"]), str(rec["key"])
-                self.untrusted[(kind, k)] = f"{path_of(k, root)}: {trust.UNSIGNED}"
-            except (OSError, ValueError, KeyError, TypeError):
-                continue
-        return None
-
-    def _write_record(self, path: Path, kind: str, k: str, func_name: str, key: str) -> None:
-        _atomic_write(path, json.dumps(self.key.seal(f"{kind}:{k}", {"func_name": func_name, "key": key})))
-
-    def index_record(self, ikey: str, func_name: str, key: str) -> None:
-        self._write_record(self._index_path(ikey), "index", ikey, func_name, key)
-
-    def prebuilt_key(self, sig: object, flags: list[str], target_identity: str, variant_key: str) -> str:
-        """The index key without the torch and compiler versions: what a machine with no compiler can compute."""
-        material = [f"prebuilt{SCHEMA}", type(sig).__module__, type(sig).__qualname__, repr(sig),
-                    _class_source_digest(type(sig)), list(flags), target_identity, variant_key]
-        return hashlib.sha256(json.dumps(material).encode()).hexdigest()
-
-    def _prebuilt_path(self, pkey: str, root: Path | None = None) -> Path:
-        return (root or self.root) / ".prebuilt" / pkey[:2] / pkey
-
-    def prebuilt_lookup(self, pkey: str) -> tuple[str, str] | None:
-        """(func_name, key) of the kernel last built for a prebuilt key, or None."""
-        return self._read_record(self._prebuilt_path, pkey, "prebuilt")
-
-    def prebuilt_record(self, pkey: str, func_name: str, key: str) -> None:
-        """Remember which entry a prebuilt key resolves to (the latest build wins); skipped when already so."""
-        if self.prebuilt_lookup(pkey) == (func_name, key):
-            return
-        self._write_record(self._prebuilt_path(pkey), "prebuilt", pkey, func_name, key)
+    prebuilt_key = staticmethod(records.prebuilt_key)
 
     # ---- entries --------------------------------------------------------------------------------------
     def func_dir(self, func_name: str) -> Path:
@@ -291,7 +234,7 @@ class KernelCache:
                 return path
         except (OSError, ValueError):
             pass
-        _atomic_write(path, text)
+        atomic_write(path, text, make_parents=True, private=True)
         return path
 
     def load(self, func_name: str, key: str) -> dict[str, Any] | None:
@@ -299,13 +242,13 @@ class KernelCache:
         trusted (then it gets rebuilt, in the writable root). The writable root's copy wins over the read-only's."""
         for root in self.roots():
             d = root / func_name / key[:16]
-            meta = self._valid(d, func_name, key)
+            meta = self.load_dir(d, func_name, key)
             if meta is not None:
                 self._found[(func_name, key)] = d
                 return meta
         return None
 
-    def _valid(self, d: Path, func_name: str, key: str) -> dict[str, Any] | None:
+    def load_dir(self, d: Path, func_name: str, key: str) -> dict[str, Any] | None:
         """The meta of the entry in `d` when it is whole and trusted; an untrusted one is noted in `untrusted`."""
         try:
             meta = json.loads(read_regular_text(d / META))
@@ -400,15 +343,17 @@ class KernelCache:
             finally:
                 os.close(fd)
 
-    def entries(self) -> Iterator[tuple[str, str, Path]]:
-        """(func_name, key, dir) of every valid entry, for listing and tests."""
-        for root in self.roots():
-            for fdir in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
-                for edir in sorted(p for p in fdir.iterdir() if p.is_dir() and not p.name.startswith(".")):
-                    with contextlib.suppress(OSError, ValueError, KeyError, TypeError, AttributeError):
-                        key = json.loads(read_regular_text(edir / META))["key"]
-                        if self._valid(edir, fdir.name, key) is not None:
-                            yield fdir.name, key, edir
+
+
+def valid_entries(cache: KernelCache) -> Iterator[tuple[str, str, Path]]:
+    """(func_name, key, dir) of every valid entry of `cache`, for listing and tests."""
+    for root in cache.roots():
+        for fdir in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            for edir in sorted(p for p in fdir.iterdir() if p.is_dir() and not p.name.startswith(".")):
+                with contextlib.suppress(OSError, ValueError, KeyError, TypeError, AttributeError):
+                    key = json.loads(read_regular_text(edir / META))["key"]
+                    if cache.load_dir(edir, fdir.name, key) is not None:
+                        yield fdir.name, key, edir
 
 
 def adopt(cache: KernelCache, func_name: str, key: str, meta: dict[str, Any]) -> dict[str, Any] | None:
@@ -419,7 +364,7 @@ def adopt(cache: KernelCache, func_name: str, key: str, meta: dict[str, Any]) ->
         theirs = json.loads(read_regular_text(d / META))
         same = json.dumps(theirs, sort_keys=True) == json.dumps(meta, sort_keys=True)
         if same and entry_problem(d, func_name, key, meta) is None and trust.files_problem(d, meta) is None:
-            _atomic_write(d / META, json.dumps(cache.key.seal("entry", meta), indent=2, sort_keys=True))
+            atomic_write(d / META, json.dumps(cache.key.seal("entry", meta), indent=2, sort_keys=True), private=True)
     return cache.load(func_name, key)
 
 
