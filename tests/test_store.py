@@ -27,7 +27,7 @@ from boo_engine.results import (
     Stats,
 )
 from boo_engine.store import Store, StoreError, default_db_path
-from boo_engine.store.writer import Flush, RegisterCommand, Stop, WriteResult, coalesce
+from boo_engine.store.write_items import Flush, RegisterCommand, Stop, WriteResult, coalesce
 
 ENV = {"host": "testhost", "cpu": "Test CPU", "cores_logical": 2, "iree_compile_version": "IREE compiler version 9",
        "torch_version": "2.x", "gpu": None}

@@ -1,7 +1,7 @@
 """The SQL the store's writer thread runs: `WriteConnection`, used only on that thread (see writer.py).
 
 Results are written in groups: `write_results` writes every result of a group (the writer hands it what it
-drained at once, at most writer.GROUP_MAX) in ONE transaction, each result whole (row, kernel row, samples). A
+drained at once, at most write_items.GROUP_MAX) in ONE transaction, each result whole (row, kernel row, samples). A
 process killed at any instant still leaves each result's previous or new version, never half of one, and a
 commit per group instead of per result (a commit may checkpoint the WAL: an fsync) is what lets 200,000 rows of
 a commands file be stored in seconds rather than minutes.

@@ -37,7 +37,7 @@ from . import queries, schema
 from .connection import BUSY_TIMEOUT_S, StoreError, StoreWriteError, connect
 from .readonly import SchemaError, writable_schema
 from .rows import bare_row, dumps, variant_row
-from .writer import (
+from .write_items import (
     Call,
     Execute,
     FinishQueued,
@@ -52,8 +52,8 @@ from .writer import (
     Stop,
     WriteNew,
     WriteResult,
-    WriterThread,
 )
+from .writer import WriterThread
 
 log = logging.getLogger("boo_engine.store")
 
