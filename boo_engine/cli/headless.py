@@ -236,7 +236,7 @@ def _compile_only(args, config) -> int:
     boo-driver --preload), nothing measured or stored; exit 1 when a kernel or a line failed."""
     from ..compile.cache import KernelCache
     from ..compile.preload import format_summary, preload
-    from ..session.core import session_target
+    from ..session.setup import session_target
 
     try:
         commands, bad = _commands_of(args.inputs)

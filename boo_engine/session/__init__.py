@@ -22,7 +22,8 @@ Reading order, each module on its own:
 from __future__ import annotations
 
 from ..config import SessionConfig
-from .core import Session, warm_imports
+from .core import Session
+from .setup import warm_imports
 from .state import Listener
 
 __all__ = ["Listener", "Session", "SessionConfig", "warm_imports"]
