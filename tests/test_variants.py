@@ -110,7 +110,7 @@ def test_formulation_form():
 
 
 @pytest.mark.parametrize("text, words", [
-    ("f=formulation=fwdcov", "unknown formulation 'fwdcov' (kernels have: default, fwdconv, matmul, in_dtype)"),
+    ("f=formulation=fwdcov", "unknown formulation 'fwdcov' (kernels have: default, fwdconv, matmul, mixed, in_dtype)"),
     ("f=formulation=", "unknown formulation ''"),
     ("f='formulation=fwdconv formulation=matmul'", "formulation given twice"),
 ])
