@@ -21,10 +21,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..results import FINAL_STATUSES, INTERRUPTED, QUEUED, JobResult, RunStatus
+from ..results import FINAL_STATUSES, JobResult
 from .connection import StoreError, connect
-from .owner import owner_row
-from .rows import BARE_COLUMNS, BARE_STATUS, dumps, environment_row, kernel_row, result_row, variant_row
+from .rows import BARE_COLUMNS, BARE_STATUS, dumps, kernel_row, result_row, variant_row
 
 #: where a bare row holds its func_name
 BARE_FUNC_NAME = 3 + BARE_COLUMNS.index("func_name")
@@ -40,14 +39,22 @@ WRITE_CACHE_KIB = 16384
 COMMAND_IDS_KEPT = 4096
 
 
-def _inserted_id(cur: sqlite3.Cursor) -> int:
+def upsert_returning_id(c: sqlite3.Connection, table: str, row: dict[str, Any], unique: str) -> int:
+    """Insert `row` unless a row with the same `unique` value exists; the id either way."""
+    cols = list(row)
+    c.execute(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
+              f" ON CONFLICT ({unique}) DO NOTHING", [row[k] for k in cols])
+    return int(c.execute(f"SELECT id FROM {table} WHERE {unique} = ?", (row[unique],)).fetchone()[0])
+
+
+def inserted_id(cur: sqlite3.Cursor) -> int:
     """The id of the row the INSERT on `cur` just made (sqlite3 types it optional: None before any insert)."""
     if cur.lastrowid is None:
         raise StoreError("an INSERT returned no row id")
     return cur.lastrowid
 
 
-def _now_iso() -> str:
+def now_iso() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
 
 
@@ -96,59 +103,6 @@ class WriteConnection:
     def execute(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
         with self.transaction() as c:
             return fn(c)
-
-    # run lifecycle
-
-    def start_run(self, command_line: str, target: str, config: dict[str, Any], environment: dict[str, Any]) -> int:
-        from .. import __version__
-
-        env = environment_row(environment)
-        with self.transaction() as c:
-            env_id = self._upsert_returning_id(c, "environments", env, "hash")
-            owner = owner_row()
-            cur = c.execute(
-                "INSERT INTO runs (started_at, status, command_line, tool_version, target, config, environment_id,"
-                " owner_pid, owner_host, owner_started) VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)",
-                (_now_iso(), command_line, __version__, target, dumps(config), env_id,
-                 owner["owner_pid"], owner["owner_host"], owner["owner_started"]),
-            )
-            return _inserted_id(cur)
-
-    def finish_run(self, run_id: int, status: RunStatus) -> None:
-        with self.transaction() as c:
-            cur = c.execute("UPDATE runs SET status = ?, finished_at = ? WHERE id = ?", (status, _now_iso(), run_id))
-            if cur.rowcount == 0:
-                raise StoreError(f"no run {run_id} in {self.path}")
-
-    def resume_run(self, run_id: int) -> None:
-        with self.transaction() as c:
-            owner = owner_row()   # this process owns the run now
-            cur = c.execute("UPDATE runs SET status = 'running', finished_at = NULL, owner_pid = ?, owner_host = ?,"
-                            " owner_started = ? WHERE id = ?",
-                            (owner["owner_pid"], owner["owner_host"], owner["owner_started"], run_id))
-            if cur.rowcount == 0:
-                raise StoreError(f"no run {run_id} in {self.path}")
-
-    def mark_interrupted(self, run_id: int) -> int:
-        marks = ",".join("?" * len(FINAL_STATUSES))
-        with self.transaction() as c:
-            if c.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
-                raise StoreError(f"no run {run_id} in {self.path}")
-            cur = c.execute(
-                f"UPDATE results SET status = ? WHERE run_id = ? AND status NOT IN ({marks})",
-                (INTERRUPTED, run_id, *FINAL_STATUSES),
-            )
-            c.execute(
-                "UPDATE runs SET status = 'interrupted', finished_at = COALESCE(finished_at, ?)"
-                " WHERE id = ? AND status = 'running'",
-                (_now_iso(), run_id),
-            )
-            return cur.rowcount
-
-    def finish_queued(self, run_id: int, status: str, error: str, finished_at: float) -> int:
-        with self.transaction() as c:
-            return c.execute("UPDATE results SET status = ?, error = ?, finished_at = ? WHERE run_id = ?"
-                             " AND status = ?", (status, error, finished_at, run_id, QUEUED)).rowcount
 
     # descriptions
 
@@ -271,7 +225,7 @@ class WriteConnection:
                 self._variant_ids[key] = int(row[0])
                 return int(row[0])
             vrow = variant_row(name)
-        found = self._upsert_returning_id(c, "variants", vrow, "content_hash")
+        found = upsert_returning_id(c, "variants", vrow, "content_hash")
         self._variant_ids[key] = found
         return found
 
@@ -290,7 +244,7 @@ class WriteConnection:
             return old_id
         cur = c.execute(f"INSERT INTO kernels ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
                         [krow[k] for k in cols])
-        return _inserted_id(cur)
+        return inserted_id(cur)
 
     def _command_id(self, c: sqlite3.Connection, text: str, op: str | None, func_name: str | None) -> int:
         known = self._command_ids.get(text)
@@ -308,11 +262,3 @@ class WriteConnection:
         if len(self._command_ids) >= COMMAND_IDS_KEPT:
             self._command_ids.clear()
         self._command_ids[text] = command_id
-
-    @staticmethod
-    def _upsert_returning_id(c: sqlite3.Connection, table: str, row: dict[str, Any], unique: str) -> int:
-        """Insert `row` unless a row with the same `unique` value exists; the id either way."""
-        cols = list(row)
-        c.execute(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
-                  f" ON CONFLICT ({unique}) DO NOTHING", [row[k] for k in cols])
-        return int(c.execute(f"SELECT id FROM {table} WHERE {unique} = ?", (row[unique],)).fetchone()[0])

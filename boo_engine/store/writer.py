@@ -28,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from . import run_sql
 from .connection import StoreError, StoreWriteError, unwritable_reason
 from .sql import WAL_CHECKPOINT_PAGES, WAL_SIZE_LIMIT, WriteConnection
 from .write_items import (
@@ -176,7 +177,8 @@ class WriterThread:
                     self._guard("variant", conn.variant, run_id, name, row)
                 case FinishQueued(run_id=run_id, status=status, error=error, finished_at=finished_at):
                     wrote = True
-                    self._guard("finish_queued", conn.finish_queued, run_id, status, error, finished_at)
+                    self._guard("finish_queued", conn.execute,
+                                lambda c: run_sql.finish_queued(c, run_id, status, error, finished_at))
                 case StartRun() | FinishRun() | ResumeRun() | MarkInterrupted() | Execute():
                     wrote = True
                     self._answer(conn, item)
@@ -239,13 +241,14 @@ class WriterThread:
         try:
             match call:
                 case StartRun():
-                    value = conn.start_run(call.command_line, call.target, call.config, call.environment)
+                    value = conn.execute(lambda c: run_sql.start_run(c, call.command_line, call.target, call.config,
+                                                                     call.environment))
                 case FinishRun():
-                    conn.finish_run(call.run_id, call.status)
+                    conn.execute(lambda c: run_sql.finish_run(c, call.run_id, call.status, conn.path))
                 case ResumeRun():
-                    conn.resume_run(call.run_id)
+                    conn.execute(lambda c: run_sql.resume_run(c, call.run_id, conn.path))
                 case MarkInterrupted():
-                    value = conn.mark_interrupted(call.run_id)
+                    value = conn.execute(lambda c: run_sql.mark_interrupted(c, call.run_id, conn.path))
                 case Execute():
                     value = conn.execute(call.fn)
         except Exception as e:  # noqa: BLE001 (the caller waits on this one: it gets the error directly)
