@@ -150,7 +150,8 @@ class MeasureStage:
                     result.started_at = result.started_at or time.time()
                     result.device = self.device
                     state.set_status(result, MEASURING)
-                spec = self._bench_spec(job_id, max(chunk, 1), rounds, last, baseline_id, first=r == 0, placement=r)
+                spec = bench_spec(state, self._config, self._target, self._scratch_dir, job_id, max(chunk, 1),
+                                  rounds, last, baseline_id, first=r == 0, placement=r)
                 chunk_start = len(result.samples_us)
                 with state.lock:  # cancel() and close() set the event of the measurement in flight
                     cancel = state.in_flight[job_id] = threading.Event()
@@ -215,51 +216,6 @@ class MeasureStage:
             self._recorder.finish(result, INTERRUPTED if stopping else CANCELLED,
                                   error="interrupted" if stopping else "cancelled")
 
-    def _bench_spec(self, job_id: str, iters: int, rounds: int, last: bool, baseline_id: str | None, *,
-                    first: bool = True, placement: int = 0) -> BenchSpec:
-        from ..bench.worker import BenchSpec
-
-        job = self._state.job(job_id)
-        assert job.command is not None and job.backend is not None, job_id   # bad input lines are never measured
-        cfg = self._config
-        is_baseline = job_id == baseline_id
-        # MIOpenDriver's -V 1 asks for this command's numerics even where they are off (--no-numerics) or opt-in
-        # (boo-driver without --verify-numerics); -V 0 is its default, not a request, and changes nothing
-        # (the baseline checks its numerics, and saves its outputs, in the first round; the others in the last)
-        verify = (cfg.verify_numerics or job.command.verify == 1) and (first if is_baseline else last) \
-            and job.backend == IREE
-        outputs = None
-        compare_with = None
-        if verify and is_baseline:
-            outputs = os.path.join(self._scratch_dir, f"{job_id}.outputs.pt")
-        elif verify and baseline_id is not None:
-            compare_with = self._state.job(baseline_id).outputs_path
-        return BenchSpec(
-            job_id=job_id,
-            backend=job.backend,
-            sig=job.command.signature,
-            target_name=self._target.name,
-            vmfb_path=str(job.artifact.vmfb_path) if job.artifact is not None else None,
-            driver=self._target.driver,
-            threads=cfg.threads,
-            iters=iters,
-            min_time_s=(min_time / rounds) if (min_time := job.min_time_s or cfg.min_time_s) else None,
-            max_time_s=cfg.max_time_s / rounds,
-            seed=cfg.seed,
-            splat_value=cfg.splat_value,
-            verify_numerics=verify,
-            numerics=cfg.numerics,
-            save_outputs_to=outputs,
-            compare_outputs_with=compare_with,
-            timeout_s=cfg.bench_timeout_s,
-            # the first round warms the kernel up (loading, page faults); a later round only needs to bring
-            # it back into the caches after the other jobs of the group ran
-            warmup_s=FIRST_WARMUP_S if first else LATER_WARMUP_S,
-            cache_mode=job.variant.cache_mode or cfg.cache_mode,   # a `cache=cold` variant: its own
-            device_timing=last and self._target.kind != "cpu",
-            placement=placement,
-        )
-
     def _sample_sink(self, job_id: str) -> Callable[[list[float]], None]:
         """Where the worker's sample batches go, in the runner thread, as they arrive."""
         result = self._state.jobs[job_id]
@@ -320,6 +276,53 @@ class MeasureStage:
                 job_id=result.job_id, level="warning",
                 message=f"{result.func_name} [{result.variant}/{result.backend}]: --max-time stopped "
                         f"sampling early ({len(result.samples_us)} samples so far)"))
+
+
+def bench_spec(state: SessionState, config: SessionConfig, target: Target, scratch_dir: str, job_id: str, iters: int,
+               rounds: int, last: bool, baseline_id: str | None, *, first: bool = True, placement: int = 0
+               ) -> BenchSpec:
+    """What the benchmark worker runs for one round of job `job_id` (its numerics in the round that checks them)."""
+    from ..bench.worker import BenchSpec
+
+    job = state.job(job_id)
+    assert job.command is not None and job.backend is not None, job_id   # bad input lines are never measured
+    is_baseline = job_id == baseline_id
+    # MIOpenDriver's -V 1 asks for this command's numerics even where they are off (--no-numerics) or opt-in
+    # (boo-driver without --verify-numerics); -V 0 is its default, not a request, and changes nothing
+    # (the baseline checks its numerics, and saves its outputs, in the first round; the others in the last)
+    verify = (config.verify_numerics or job.command.verify == 1) and (first if is_baseline else last) \
+        and job.backend == IREE
+    outputs = None
+    compare_with = None
+    if verify and is_baseline:
+        outputs = os.path.join(scratch_dir, f"{job_id}.outputs.pt")
+    elif verify and baseline_id is not None:
+        compare_with = state.job(baseline_id).outputs_path
+    return BenchSpec(
+        job_id=job_id,
+        backend=job.backend,
+        sig=job.command.signature,
+        target_name=target.name,
+        vmfb_path=str(job.artifact.vmfb_path) if job.artifact is not None else None,
+        driver=target.driver,
+        threads=config.threads,
+        iters=iters,
+        min_time_s=(min_time / rounds) if (min_time := job.min_time_s or config.min_time_s) else None,
+        max_time_s=config.max_time_s / rounds,
+        seed=config.seed,
+        splat_value=config.splat_value,
+        verify_numerics=verify,
+        numerics=config.numerics,
+        save_outputs_to=outputs,
+        compare_outputs_with=compare_with,
+        timeout_s=config.bench_timeout_s,
+        # the first round warms the kernel up (loading, page faults); a later round only needs to bring
+        # it back into the caches after the other jobs of the group ran
+        warmup_s=FIRST_WARMUP_S if first else LATER_WARMUP_S,
+        cache_mode=job.variant.cache_mode or config.cache_mode,   # a `cache=cold` variant: its own
+        device_timing=last and target.kind != "cpu",
+        placement=placement,
+    )
 
 
 def chunk_of(iters: int, rounds: int, r: int) -> int:
