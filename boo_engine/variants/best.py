@@ -84,9 +84,7 @@ def _table_best_flags(cls: str, form: str) -> tuple[str, ...]:
     """The flags the machine's table gives the best column for class `cls` (with its formulation, or flags tuning
     specs cannot take), when the kernel is written as the table says (not where it lacks that formulation)."""
     state = defaults_state()
-    if state is None or state.formulations.get(cls, form) != form:
-        return ()
-    return state.best_flags.get(cls, ())
+    return state.best_flags.get(cls, ()) if state.formulations.get(cls, form) == form else ()
 
 
 def best_formulation(sig: OpSignature, target: Target) -> tuple[str, str]:
