@@ -116,8 +116,6 @@ class Built:
     error: str | None = None
 
 
-
-
 def run_defaults(inputs: list[str], config: SessionConfig, *, out: TextIO | None = None) -> int:
     """Measure the op classes of `inputs` (commands files and command strings) with each candidate flag set on
     this machine's CPU, print a per-class table to `out`, store the winners in the per-machine defaults table.
