@@ -344,7 +344,6 @@ class KernelCache:
                 os.close(fd)
 
 
-
 def valid_entries(cache: KernelCache) -> Iterator[tuple[str, str, Path]]:
     """(func_name, key, dir) of every valid entry of `cache`, for listing and tests."""
     for root in cache.roots():

@@ -79,7 +79,6 @@ def _round(x: float) -> float | None:
     return round(x, 4) if math.isfinite(x) else None
 
 
-
 def print_table(decided: list[ClassResult], candidates: list[str], out: TextIO) -> None:
     """The per-class table: class, commands, each set's geomean time, ratio and verdict, the winner; then the
     reasons of the sets that could not be measured."""
