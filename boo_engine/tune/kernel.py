@@ -253,26 +253,12 @@ class KernelSearch:
             emit, note = against_known(None, "not measured (no best column of its own on this target)" if known is None
                                        else f"{known.status}: {known.error or 'no samples'}")
         self._record_final(leader, v)
-        drift = ""
-        now = base.median_us
-        if self.base_start_us and now and abs(now / self.base_start_us - 1.0) > DRIFT_LIMIT:
-            drift = (f"; the baseline drifted {now / self.base_start_us:.3f}x since the search began "
-                     f"({self.base_start_us:.1f} -> {now:.1f} us)")
+        drift = drift_note(self.base_start_us, base.median_us)
+        if drift:
             self.ctx.emit(TuneLog(level="warning", message=f"{self.k.func_name}: {drift[2:]}"))
-        lo, hi = next_run_interval(v.ratio, v.ci_low, v.ci_high)
-        where = f"{'new' if fresh else 'reused'} process"
-        if v.verdict == Verdict.FASTER and hi < 1.0 and not emit:
-            self.finish(None, f"no better configuration found: {leader.description} is {_ci(v)} of the plain "
-                              f"build in a {where} {note}{drift}")
-        elif v.verdict == Verdict.FASTER and hi < 1.0:
-            self.finish(leader, f"{leader.description}: {_ci(v)}, verified in a {where}; a new session: "
-                                f"[{lo:.3f}, {hi:.3f}] (the final said {_ci(final)}){note}{drift}")
-        elif v.verdict == Verdict.FASTER:   # faster here, but by less than a new session may move it
-            self.finish(None, f"no better configuration found: {leader.description} measured {_ci(v)} in a {where}, "
-                              f"too small to hold in a new session ([{lo:.3f}, {hi:.3f}] reaches 1){drift}")
-        else:
-            self.finish(None, f"no better configuration found: {leader.description} measured {_ci(final)} in the "
-                              f"final but {_ci(v)} ({v.verdict}) in a {'new' if fresh else 'reused'} process{drift}")
+        won, message = verified_outcome(v, final, leader.description, f"{'new' if fresh else 'reused'} process",
+                                        emit, note, drift)
+        self.finish(leader if won else None, message)
 
     def _remeasure(self, tried: list[Tried], secs: float, stage: str, iters: int = 2 * STAGE_ITERS) -> None:
         session = self.session
@@ -335,6 +321,32 @@ class KernelSearch:
             k.best_key, k.best_us, k.ratio = winner.key, winner.median_us, winner.ratio
             k.ci_low, k.ci_high, k.verdict = winner.ci_low, winner.ci_high, winner.verdict
         self.update("done", message)
+
+
+def drift_note(start_us: float | None, now_us: float | None) -> str:
+    """"; the baseline drifted ..." when the baseline moved more than DRIFT_LIMIT since the search began, else ""."""
+    if not (start_us and now_us) or abs(now_us / start_us - 1.0) <= DRIFT_LIMIT:
+        return ""
+    return f"; the baseline drifted {now_us / start_us:.3f}x since the search began ({start_us:.1f} -> {now_us:.1f} us)"
+
+
+def verified_outcome(v: Comparison, final: Comparison, description: str, where: str, emit: bool, note: str,
+                     drift: str) -> tuple[bool, str]:
+    """(whether the leader wins, the kernel's message) from its verification `v` in a `where` ("new process" or
+    "reused process") against the plain build: a winner only when faster there with a next-run interval below 1,
+    and no slower than the best known kernel (`emit`, `note`: `against_known`'s)."""
+    lo, hi = next_run_interval(v.ratio, v.ci_low, v.ci_high)
+    if v.verdict == Verdict.FASTER and hi < 1.0 and not emit:
+        return False, (f"no better configuration found: {description} is {_ci(v)} of the plain build in a {where} "
+                       f"{note}{drift}")
+    if v.verdict == Verdict.FASTER and hi < 1.0:
+        return True, (f"{description}: {_ci(v)}, verified in a {where}; a new session: [{lo:.3f}, {hi:.3f}] (the "
+                      f"final said {_ci(final)}){note}{drift}")
+    if v.verdict == Verdict.FASTER:   # faster here, but by less than a new session may move it
+        return False, (f"no better configuration found: {description} measured {_ci(v)} in a {where}, too small "
+                       f"to hold in a new session ([{lo:.3f}, {hi:.3f}] reaches 1){drift}")
+    return False, (f"no better configuration found: {description} measured {_ci(final)} in the final but {_ci(v)} "
+                   f"({v.verdict}) in a {where}{drift}")
 
 
 def classify(t: Tried, r: JobResult, base_median: float | None) -> None:
