@@ -120,8 +120,6 @@ class MeasureStage:
     def measure_group(self, group: list[str]) -> list[str]:
         """Measure the group's measurable jobs; returns them in the order they were measured (baseline first),
         empty when none could be measured. Jobs still MEASURING afterwards have all their samples."""
-        from ..bench.worker import BenchCancelled
-
         state = self._state
         live = [j for j in group if self.measurable(j)]
         if not live:
@@ -137,55 +135,63 @@ class MeasureStage:
         # the one measured right after another (an A/A variant measured always second read 4-7% "slower").
         order = ([baseline_id] if baseline_id else []) + [j for j in live if j != baseline_id]
         for r in range(rounds):
-            last = r == rounds - 1
             shift = r % len(order)
             for job_id in order[shift:] + order[:shift]:
-                if not self.measurable(job_id) or self._stopping():
-                    continue
-                job, result = state.job(job_id), state.jobs[job_id]
-                chunk = chunk_of(job.iters, rounds, r)
-                if chunk <= 0 and not last:
-                    continue
-                if result.status != MEASURING:
-                    result.started_at = result.started_at or time.time()
-                    result.device = self.device
-                    state.set_status(result, MEASURING)
-                spec = bench_spec(state, self._config, self._target, self._scratch_dir, job_id, max(chunk, 1),
-                                  rounds, last, baseline_id, first=r == 0, placement=r)
-                chunk_start = len(result.samples_us)
-                with state.lock:  # cancel() and close() set the event of the measurement in flight
-                    cancel = state.in_flight[job_id] = threading.Event()
-                    if job.cancelled or self._stopping():
-                        cancel.set()
-                try:
-                    outcome = worker.run(spec, on_samples=self._sample_sink(job_id), cancel=cancel)
-                except BenchCancelled:
-                    self._end_stopped(result)
-                    continue
-                except ClusterLost as e:   # the Ray cluster went away: the run stops, interrupted
-                    cluster_lost(state, e)
-                    self._end_stopped(result)
-                    continue
-                except BooError as e:  # BenchFailed (the kernel raised, crashed or hung) and the like
-                    lost = getattr(e, "node_alive", None) is not None   # a Ray actor died (WorkerLost)
-                    if lost and self.move_lost is not None and not (job.cancelled or state.stop.is_set()) \
-                            and self.move_lost(group, str(e)):
-                        self._reset(group)   # measured again, all of it, on another node
-                        raise GroupMoved(str(e)) from None
-                    if job.cancelled or state.stop.is_set():  # e.g. the worker killed while stopping: not a failure
-                        self._end_stopped(result)
-                    else:
-                        self._recorder.finish(result, FAILED, error=first_line(str(e)))
-                    continue
-                finally:
-                    with state.lock:
-                        state.in_flight.pop(job_id, None)
-                if job.cancelled or self._stopping():
-                    self._end_stopped(result)
-                    continue
-                result.node = self.node or result.node
-                self._absorb(result, outcome, last, chunk_start)
+                if self.measurable(job_id) and not self._stopping():
+                    self._measure_round(worker, group, job_id, r, rounds, baseline_id)
         return order
+
+    def _measure_round(self, worker: MeasuringWorker, group: list[str], job_id: str, r: int, rounds: int,
+                       baseline_id: str | None) -> None:
+        """Round `r` of one job: a chunk of its samples in the worker (its numerics in the round that checks them).
+        A failure ends the job; a stop ends it interrupted; a lost Ray node moves the group (GroupMoved)."""
+        from ..bench.worker import BenchCancelled
+
+        state = self._state
+        last = r == rounds - 1
+        job, result = state.job(job_id), state.jobs[job_id]
+        chunk = chunk_of(job.iters, rounds, r)
+        if chunk <= 0 and not last:
+            return
+        if result.status != MEASURING:
+            result.started_at = result.started_at or time.time()
+            result.device = self.device
+            state.set_status(result, MEASURING)
+        spec = bench_spec(state, self._config, self._target, self._scratch_dir, job_id, max(chunk, 1),
+                          rounds, last, baseline_id, first=r == 0, placement=r)
+        chunk_start = len(result.samples_us)
+        with state.lock:  # cancel() and close() set the event of the measurement in flight
+            cancel = state.in_flight[job_id] = threading.Event()
+            if job.cancelled or self._stopping():
+                cancel.set()
+        try:
+            outcome = worker.run(spec, on_samples=self._sample_sink(job_id), cancel=cancel)
+        except BenchCancelled:
+            self._end_stopped(result)
+            return
+        except ClusterLost as e:   # the Ray cluster went away: the run stops, interrupted
+            cluster_lost(state, e)
+            self._end_stopped(result)
+            return
+        except BooError as e:  # BenchFailed (the kernel raised, crashed or hung) and the like
+            lost = getattr(e, "node_alive", None) is not None   # a Ray actor died (WorkerLost)
+            if lost and self.move_lost is not None and not (job.cancelled or state.stop.is_set()) \
+                    and self.move_lost(group, str(e)):
+                self._reset(group)   # measured again, all of it, on another node
+                raise GroupMoved(str(e)) from None
+            if job.cancelled or state.stop.is_set():  # e.g. the worker killed while stopping: not a failure
+                self._end_stopped(result)
+            else:
+                self._recorder.finish(result, FAILED, error=first_line(str(e)))
+            return
+        finally:
+            with state.lock:
+                state.in_flight.pop(job_id, None)
+        if job.cancelled or self._stopping():
+            self._end_stopped(result)
+            return
+        result.node = self.node or result.node
+        self._absorb(result, outcome, last, chunk_start)
 
     def _reset(self, group: list[str]) -> None:
         """The group's unfinished jobs as they were before this device measured them: an interleaved group is
