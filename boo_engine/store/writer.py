@@ -161,31 +161,39 @@ class WriterThread:
             if group:
                 self._write_group(conn, group)
                 group = []
-            if self.failure is not None and isinstance(item, (RegisterVariant, FinishQueued, WriteNew)):
-                continue
-            match item:
-                case WriteNew():
-                    wrote = True
-                    self._write_new(conn, item)
-                case Stop():
-                    self._checkpoint(conn, wrote)
-                    return True
-                case Flush(done=done):
-                    wrote = self._checkpoint(conn, wrote)
-                    done.set()
-                case RegisterVariant(run_id=run_id, name=name, row=row):
-                    self._guard("variant", conn.variant, run_id, name, row)
-                case FinishQueued(run_id=run_id, status=status, error=error, finished_at=finished_at):
-                    wrote = True
-                    self._guard("finish_queued", conn.execute,
-                                lambda c: run_sql.finish_queued(c, run_id, status, error, finished_at))
-                case StartRun() | FinishRun() | ResumeRun() | MarkInterrupted() | Execute():
-                    wrote = True
-                    self._answer(conn, item)
+            stop, wrote = self._apply(conn, item, wrote)
+            if stop:
+                return True
         if group:
             self._write_group(conn, group)
         self._checkpoint(conn, wrote)
         return False
+
+    def _apply(self, conn: WriteConnection, item: Item, wrote: bool) -> tuple[bool, bool]:
+        """One item that is not a row, in its place in the batch: (a Stop was met, whether the batch wrote since
+        the last checkpoint)."""
+        if self.failure is not None and isinstance(item, (RegisterVariant, FinishQueued, WriteNew)):
+            return False, wrote
+        match item:
+            case WriteNew():
+                self._write_new(conn, item)
+                return False, True
+            case Stop():
+                self._checkpoint(conn, wrote)
+                return True, wrote
+            case Flush(done=done):
+                wrote = self._checkpoint(conn, wrote)
+                done.set()
+            case RegisterVariant(run_id=run_id, name=name, row=row):
+                self._guard("variant", conn.variant, run_id, name, row)
+            case FinishQueued(run_id=run_id, status=status, error=error, finished_at=finished_at):
+                self._guard("finish_queued", conn.execute,
+                            lambda c: run_sql.finish_queued(c, run_id, status, error, finished_at))
+                return False, True
+            case StartRun() | FinishRun() | ResumeRun() | MarkInterrupted() | Execute():
+                self._answer(conn, item)
+                return False, True
+        return False, wrote
 
     def _write_group(self, conn: WriteConnection, group: list[WriteResult | RegisterCommand]) -> None:
         """Write consecutive rows in one transaction; when that fails for a reason other than the file, each in

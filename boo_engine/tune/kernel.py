@@ -332,9 +332,8 @@ def drift_note(start_us: float | None, now_us: float | None) -> str:
 
 def verified_outcome(v: Comparison, final: Comparison, description: str, where: str, emit: bool, note: str,
                      drift: str) -> tuple[bool, str]:
-    """(whether the leader wins, the kernel's message) from its verification `v` in a `where` ("new process" or
-    "reused process") against the plain build: a winner only when faster there with a next-run interval below 1,
-    and no slower than the best known kernel (`emit`, `note`: `against_known`'s)."""
+    """(the leader wins, the kernel's message) from its verification `v` against the plain build in a `where`: a
+    winner when faster there, its next-run interval below 1, not slower than the best known (`against_known`'s)."""
     lo, hi = next_run_interval(v.ratio, v.ci_low, v.ci_high)
     if v.verdict == Verdict.FASTER and hi < 1.0 and not emit:
         return False, (f"no better configuration found: {description} is {_ci(v)} of the plain build in a {where} "
