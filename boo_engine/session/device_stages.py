@@ -137,40 +137,18 @@ class DeviceStages:
         every group is done or the session stops. An exception of one group goes to `failed(group, error)` and its
         device takes the next group. A group whose worker was lost and may move (`GroupMoved`) goes back to the
         front of the queue, for any device but the one that lost it."""
-        pending: deque[list[str]] = deque(groups)
-        avoid: dict[int, set[int]] = {}          # group id -> stages that lost it
-        busy: set[int] = set()
-        cond = threading.Condition()
-        state = self._state
-
-        def take(stage: MeasureStage) -> list[str] | None:
-            with cond:
-                while not state.stop.is_set() and state.halted is None:
-                    for group in pending:
-                        if id(stage) not in avoid.get(id(group), ()):
-                            pending.remove(group)   # each group goes to exactly one device
-                            busy.add(id(stage))
-                            return group
-                    if not busy:            # nothing pending this device can take, and nobody can add any
-                        cond.notify_all()
-                        return None
-                    cond.wait(0.2)
-                return None
+        queue = GroupQueue(groups, self._state)
 
         def loop(stage: MeasureStage) -> None:
-            while (group := take(stage)) is not None:
+            while (group := queue.take(stage)) is not None:
                 try:
                     work(stage, group)
                 except GroupMoved:
-                    with cond:
-                        avoid.setdefault(id(group), set()).add(id(stage))
-                        pending.appendleft(group)
+                    queue.give_back(group, stage)
                 except Exception as e:  # noqa: BLE001 - one group's bug must not stop this device or the others
                     failed(group, e)
                 finally:
-                    with cond:
-                        busy.discard(id(stage))
-                        cond.notify_all()
+                    queue.done(stage)
 
         if len(self.stages) == 1:
             loop(self.stages[0])
@@ -181,6 +159,44 @@ class DeviceStages:
             t.start()
         for t in threads:
             t.join()
+
+
+class GroupQueue:
+    """The groups waiting for a device: each goes to exactly one; a group a device lost (`GroupMoved`) goes back
+    to the front, for any device but that one. `take` waits while another device may still give one back."""
+
+    def __init__(self, groups: Sequence[list[str]], state: SessionState) -> None:
+        self._pending: deque[list[str]] = deque(groups)
+        self._avoid: dict[int, set[int]] = {}          # group id -> stages that lost it
+        self._busy: set[int] = set()
+        self._cond = threading.Condition()
+        self._state = state
+
+    def take(self, stage: MeasureStage) -> list[str] | None:
+        """The next group `stage` may measure; None when there is none left for it or the session stopped."""
+        state = self._state
+        with self._cond:
+            while not state.stop.is_set() and state.halted is None:
+                for group in self._pending:
+                    if id(stage) not in self._avoid.get(id(group), ()):
+                        self._pending.remove(group)
+                        self._busy.add(id(stage))
+                        return group
+                if not self._busy:            # nothing pending this device can take, and nobody can add any
+                    self._cond.notify_all()
+                    return None
+                self._cond.wait(0.2)
+            return None
+
+    def give_back(self, group: list[str], stage: MeasureStage) -> None:
+        with self._cond:
+            self._avoid.setdefault(id(group), set()).add(id(stage))
+            self._pending.appendleft(group)
+
+    def done(self, stage: MeasureStage) -> None:
+        with self._cond:
+            self._busy.discard(id(stage))
+            self._cond.notify_all()
 
 
 def _quietly(fn: Callable[[], object]) -> Callable[[], None]:
