@@ -15,6 +15,7 @@ import os
 import queue
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -145,7 +146,7 @@ def run_spec(spec: BenchSpec, cache: RuntimeCache, send: Callable[[list[float]],
     import torch
 
     from .flush import make_flush
-    from .gpu_timing import GpuMonitor, profile_dispatches
+    from .gpu_timing import GpuMonitor
     from .harness import measure
     from .memory import check_fits
 
@@ -154,46 +155,73 @@ def run_spec(spec: BenchSpec, cache: RuntimeCache, send: Callable[[list[float]],
     # before anything is allocated: a job too big for the device fails as one line naming its size
     check_fits(spec.sig, device, numerics=spec.verify_numerics or bool(spec.save_outputs_to))
     args = _placed_args(spec, device)
-    driver = None
-    call: Callable[[], object]
-    sync: Callable[[], None] | None = None
-    outputs: Callable[[], tuple[Any, ...]]
-    if spec.backend == IREE:
-        if spec.vmfb_path is None:
-            raise _JobError("iree backend needs vmfb_path")
-        kernel = IreeCall(cache, spec.sig, spec.vmfb_path, runtime_driver(spec.driver, spec.threads), spec.threads,
-                          spec.function, args)
-        call, outputs, driver = kernel.call, kernel.outputs, kernel.driver
-
-        def run_on(other: tuple[Any, ...]) -> tuple[Any, ...]:
-            """The kernel's outputs for other inputs (numerics: more seeds, the structured test)."""
-            assert spec.vmfb_path is not None
-            return IreeCall(cache, spec.sig, spec.vmfb_path, runtime_driver(spec.driver, spec.threads), spec.threads,
-                            spec.function, other).outputs()
-    else:
-        targs = tuple(a.to(device) for a in args)
-        call = spec.sig.eager(*targs)
-
-        def outputs() -> tuple[Any, ...]:
-            return _as_tensor_tuple(call())
-
-        def run_on(other: tuple[Any, ...]) -> tuple[Any, ...]:
-            return _as_tensor_tuple(spec.sig.reference(*(a.to(device) for a in other)))
-
-        if device != "cpu":
-            sync = torch.cuda.synchronize
-
+    k = _Callables.of(spec, cache, args, device)
     flush, flush_note = make_flush(device) if spec.cache_mode == CacheMode.COLD else (None, None)
     monitor = GpuMonitor() if device != "cpu" else contextlib.nullcontext()
     try:
         with monitor:
-            m = measure(call, iters=spec.iters, min_time_s=spec.min_time_s, max_time_s=spec.max_time_s,
-                        warmup_s=spec.warmup_s, on_batch=send, cancel=cancel, sync=sync, flush=flush,
+            m = measure(k.call, iters=spec.iters, min_time_s=spec.min_time_s, max_time_s=spec.max_time_s,
+                        warmup_s=spec.warmup_s, on_batch=send, cancel=cancel, sync=k.sync, flush=flush,
                         thread_cpu=device == "cpu" and spec.threads == 1)
     except Exception as e:  # noqa: BLE001 - the kernel (or the torch op) failed while being timed
         raise _JobError(f"kernel raised {one_line(e)}") from None
     if m.cancelled:
         raise _Cancelled()
+    detail, device_us, throttled = _device_detail(spec, device, monitor, flush_note, m.samples_us, k, flush)
+    numerics, outputs_path = None, None
+    if spec.verify_numerics or spec.save_outputs_to:
+        outs = tuple(o.detach().cpu() for o in k.outputs())
+        if spec.save_outputs_to:
+            outputs_path = _save_outputs(outs, spec.save_outputs_to)
+        if spec.verify_numerics:
+            numerics = _numerics(spec, args, outs, k.run_on)
+    return BenchOutcome(
+        samples_us=m.samples_us, block_k=m.block_k, warmup_calls=m.warmup_calls, wall_s=m.wall_s,
+        host_load=m.host_load, numerics=numerics, outputs_path=outputs_path, driver=k.driver,
+        threads=spec.threads, truncated=m.truncated, overhead_fraction=m.overhead_fraction,
+        cache_mode=spec.cache_mode, device_us=device_us, device_detail=detail, throttled=throttled,
+        cpu_us=m.cpu_us, steal=m.steal,
+    )
+
+
+@dataclass(frozen=True)
+class _Callables:
+    """What a spec's backend gives the timing and the numerics: the timed call, its outputs, the outputs for other
+    inputs (more seeds, the structured test), a device sync (eager torch on a GPU) and the IREE driver used."""
+
+    call: Callable[[], object]
+    outputs: Callable[[], tuple[Any, ...]]
+    run_on: Callable[[tuple[Any, ...]], tuple[Any, ...]]
+    sync: Callable[[], None] | None = None
+    driver: str | None = None
+
+    @staticmethod
+    def of(spec: BenchSpec, cache: RuntimeCache, args: tuple[Any, ...], device: str) -> _Callables:
+        if spec.backend == IREE:
+            vmfb = spec.vmfb_path
+            if vmfb is None:
+                raise _JobError("iree backend needs vmfb_path")
+            kernel = IreeCall(cache, spec.sig, vmfb, runtime_driver(spec.driver, spec.threads), spec.threads,
+                              spec.function, args)
+
+            def run_on(other: tuple[Any, ...]) -> tuple[Any, ...]:
+                return IreeCall(cache, spec.sig, vmfb, runtime_driver(spec.driver, spec.threads), spec.threads,
+                                spec.function, other).outputs()
+            return _Callables(kernel.call, kernel.outputs, run_on, driver=kernel.driver)
+        import torch
+
+        call = spec.sig.eager(*(a.to(device) for a in args))
+        return _Callables(call, lambda: _as_tensor_tuple(call()),
+                          lambda other: _as_tensor_tuple(spec.sig.reference(*(a.to(device) for a in other))),
+                          sync=torch.cuda.synchronize if device != "cpu" else None)
+
+
+def _device_detail(spec: BenchSpec, device: str, monitor: Any, flush_note: str | None, samples_us: list[float],
+                   k: _Callables, flush: Callable[[], None] | None) -> tuple[dict[str, Any] | None, float | None, bool]:
+    """(the result's device detail: a GPU's clocks and throttling, the flush, the dispatches' device time; the
+    device time per call; whether the GPU throttled), after the timing."""
+    from .gpu_timing import GpuMonitor, profile_dispatches
+
     detail: dict[str, Any] | None = None
     device_us, throttled = None, False
     if device != "cpu":
@@ -204,22 +232,9 @@ def run_spec(spec: BenchSpec, cache: RuntimeCache, send: Callable[[list[float]],
         detail = {"flush": flush_note}
     if spec.device_timing and (spec.backend == IREE or device != "cpu"):
         detail = detail if detail is not None else {}
-        detail["dispatch"] = dispatch_time(spec, device, m.samples_us, lambda: profile_dispatches(call, sync, flush))
+        detail["dispatch"] = dispatch_time(spec, device, samples_us, lambda: profile_dispatches(k.call, k.sync, flush))
         device_us = detail["dispatch"].get("device_us")
-    numerics, outputs_path = None, None
-    if spec.verify_numerics or spec.save_outputs_to:
-        outs = tuple(o.detach().cpu() for o in outputs())
-        if spec.save_outputs_to:
-            outputs_path = _save_outputs(outs, spec.save_outputs_to)
-        if spec.verify_numerics:
-            numerics = _numerics(spec, args, outs, run_on)
-    return BenchOutcome(
-        samples_us=m.samples_us, block_k=m.block_k, warmup_calls=m.warmup_calls, wall_s=m.wall_s,
-        host_load=m.host_load, numerics=numerics, outputs_path=outputs_path, driver=driver,
-        threads=spec.threads, truncated=m.truncated, overhead_fraction=m.overhead_fraction,
-        cache_mode=spec.cache_mode, device_us=device_us, device_detail=detail, throttled=throttled,
-        cpu_us=m.cpu_us, steal=m.steal,
-    )
+    return detail, device_us, throttled
 
 
 #: the inputs of the last job, placed (bench/placement.py): (what they are, their Placement, the args)
