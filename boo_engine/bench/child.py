@@ -216,7 +216,7 @@ class _Callables:
                           sync=torch.cuda.synchronize if device != "cpu" else None)
 
 
-def _device_detail(spec: BenchSpec, device: str, monitor: Any, flush_note: str | None, samples_us: list[float],
+def _device_detail(spec: BenchSpec, device: str, monitor: object, flush_note: str | None, samples_us: list[float],
                    k: _Callables, flush: Callable[[], None] | None) -> tuple[dict[str, Any] | None, float | None, bool]:
     """(the result's device detail: a GPU's clocks and throttling, the flush, the dispatches' device time; the
     device time per call; whether the GPU throttled), after the timing."""

@@ -14,7 +14,10 @@ from ..targets import Target, default_target, parse_target
 from .state import SessionState
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..compile.cache import KernelCache
     from ..compile.interface import CompilingPool
+    from ..store import Store
+    from ..store.tuned import TunedLookup
 
 def session_target(config: SessionConfig) -> Target:
     """The config's target (else a detected GPU, else the cpu), building the config's way (`build`: BOO's or
@@ -25,7 +28,7 @@ def session_target(config: SessionConfig) -> Target:
                                and config.per_op_defaults)
 
 
-def tuned_lookup(target: Target, store: Any) -> Any:
+def tuned_lookup(target: Target, store: Store) -> TunedLookup | None:
     """The best column's first source, a finished tune's winners measured on this machine (store/tuned.py): cpu
     targets only (GPU tunes substitute dispatches, not carried over)."""
     if target.kind != "cpu":
@@ -35,7 +38,7 @@ def tuned_lookup(target: Target, store: Any) -> Any:
     return TunedLookup(store=store)
 
 
-def join_cluster(config: SessionConfig, target: Target, cache: Any, state: SessionState,
+def join_cluster(config: SessionConfig, target: Target, cache: KernelCache, state: SessionState,
                  tmp: tempfile.TemporaryDirectory[str]
                  ) -> tuple[Any, Callable[[], CompilingPool] | None, Any]:
     """--ray: (the cluster, a factory of its compile pool, its benchmark workers); (None, None, None) without
@@ -51,7 +54,7 @@ def join_cluster(config: SessionConfig, target: Target, cache: Any, state: Sessi
         raise
 
 
-def run_environment(target: Target, cache: Any, emit: Callable[[ev.Event], None],
+def run_environment(target: Target, cache: KernelCache, emit: Callable[[ev.Event], None],
                     cluster: Any = None) -> dict[str, Any]:
     """What a run records about where it ran (environment.py), with where its per-op flags come from; a damaged
     defaults table is said once through `emit` (the rules decide meanwhile)."""
