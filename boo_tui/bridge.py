@@ -11,18 +11,21 @@ Textual would have dispatched without letting the screen or a key press in betwe
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING
 
 from boo_engine.api import events as ev
 
 from .messages import EventsReady
 from .run_model import shape_label
 
+if TYPE_CHECKING:
+    from textual.message_pump import MessagePump
+
 
 class EventBridge:
     """Turns session events into one poke at a time for `target` (the app), and hands them over in order."""
 
-    def __init__(self, target: Any) -> None:
+    def __init__(self, target: MessagePump) -> None:
         self._target = target
         self._lock = threading.Lock()
         self._pending: list[ev.Event] = []

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from textual.message import Message
 
@@ -17,6 +17,7 @@ from boo_engine.api import Comparison, JobResult, ModelLine
 
 if TYPE_CHECKING:
     from boo_engine.api import Session  # imported by the engine client, when the session opens
+    from boo_engine.tune.events import TuneEvent
 
 
 class EventsReady(Message):
@@ -30,8 +31,8 @@ class Deferred(Message, bubble=False):
 
     It does not bubble: a screen's Deferred is handled by that screen only, never run a second time by the app."""
 
-    callback: Callable[..., Any]
-    args: tuple[Any, ...] = ()
+    callback: Callable[..., object]    # (what it returns is dropped)
+    args: tuple[object, ...] = ()
 
 
 @dataclass
@@ -99,7 +100,7 @@ class TuneEventPosted(Message, bubble=False):
     screen. Sample batches of the tuner's session do not come this way: the screen reads them at most
     plots.MAX_HZ times a second (`TuneRun.take_changed`)."""
 
-    event: Any
+    event: TuneEvent
 
 
 @dataclass

@@ -3,7 +3,12 @@ and keeping worker processes' output off the screen."""
 from __future__ import annotations
 
 import gc
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from textual.app import App
+
+    from boo_engine.cli.signals import StopSignals
 
 #: How often objects that survived so far are moved out of the cyclic collector's way (see freeze_long_lived).
 GC_FREEZE_S = 2.0
@@ -100,7 +105,7 @@ def close_child_output() -> str | None:
     return kept
 
 
-def handle_stop_signals(app: Any, stops: Any) -> None:
+def handle_stop_signals(app: App[int], stops: StopSignals) -> None:
     """SIGINT, SIGTERM, SIGHUP (a `kill`, a closed terminal; Ctrl-C itself is a key in the dashboard) quit the
     dashboard as its quit key does, the run ending `interrupted` (run_app interrupts the session); a second one
     exits at once (boo_engine.cli.signals). Installed on the running event loop, from on_mount."""

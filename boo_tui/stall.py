@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from textual.message_pump import MessagePump
+    from textual.timer import Timer
 
 
 class StallMonitor:
-    def __init__(self, app: Any, interval_s: float = 0.01) -> None:
+    def __init__(self, app: MessagePump, interval_s: float = 0.01) -> None:
         self.app = app
         self.interval_s = interval_s
         self.max_gap_s = 0.0
@@ -26,7 +30,7 @@ class StallMonitor:
         self._last_cpu = 0.0
         self.max_busy_s = 0.0      # the most CPU time the UI thread used between two ticks
         self.busy_s: list[float] = []
-        self._timer: Any = None
+        self._timer: Timer | None = None
 
     def start(self) -> StallMonitor:
         self._last = self._t0 = time.perf_counter()

@@ -16,12 +16,19 @@ No Textual here beyond the messages: the thread is ours, so quitting can wait fo
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING
 
 from boo_engine.api import BooError, one_line
 from boo_engine.api import events as ev
 
 from .messages import TuneEventPosted, TuneFinished
+
+if TYPE_CHECKING:
+    from textual.message import Message
+    from textual.message_pump import MessagePump
+
+    from boo_engine.api import Tuner, TuneSettings
+    from boo_engine.tune.events import TuneEvent
 
 #: how long quitting waits for a stopped tune to end (its session closes its worker processes)
 STOP_WAIT_S = 60.0
@@ -33,12 +40,12 @@ class TuneRun:
     (the tune screen) by messages. Active from construction until its thread ended (or it was stopped before it
     started): the dashboard starts no measurement of its own meanwhile."""
 
-    def __init__(self, settings: Any, inputs: list[str]) -> None:
+    def __init__(self, settings: TuneSettings, inputs: list[str]) -> None:
         self.settings = settings
         self.inputs = list(inputs)
-        self.tuner: Any = None
+        self.tuner: Tuner | None = None
         self.finished: TuneFinished | None = None
-        self._target: Any = None
+        self._target: MessagePump | None = None
         self._thread: threading.Thread | None = None
         self._over = threading.Event()
         self._lock = threading.Lock()
@@ -47,7 +54,7 @@ class TuneRun:
         self._stop_requested = False
 
     # ---- life ------------------------------------------------------------------------------------------------
-    def start(self, target: Any) -> None:
+    def start(self, target: MessagePump) -> None:
         """Start the tune; its messages go to `target` (anything with `post_message`)."""
         from boo_engine.api import Tuner
 
@@ -74,11 +81,11 @@ class TuneRun:
         thread. Blocking: call it from a worker thread. True when the thread ended."""
         with self._life:
             self._stop_requested = True
-            thread = self._thread
-            if thread is None:
+            thread, tuner = self._thread, self.tuner
+            if thread is None or tuner is None:   # (a thread is started with its tuner)
                 self._over.set()
                 return True
-        self.tuner.stop()
+        tuner.stop()
         thread.join(timeout)
         return not thread.is_alive()
 
@@ -97,7 +104,7 @@ class TuneRun:
 
             self.tuner.run(self.inputs)
             if not self.tuner.stopped:
-                paths = self._write()
+                paths = self._write(self.tuner)
         except BooError as e:
             error = str(e)
         except OSError as e:
@@ -110,25 +117,24 @@ class TuneRun:
         self._over.set()
         self._post(self.finished)
 
-    def _write(self) -> list[str]:
+    def _write(self, tuner: Tuner) -> list[str]:
         from boo_engine.api import write_outputs
 
-        tuner = self.tuner
         target = tuner.session.target.name if tuner.session is not None else (self.settings.target or "cpu")
         written = write_outputs(self.settings.out_dir, tuner.kernels, tuner.environment, target=target,
                                 settings=tuner.settings.to_dict())
         return [str(p) for p in written]
 
     # ---- from the tuner's thread -----------------------------------------------------------------------------
-    def _on_tune_event(self, event: Any) -> None:
+    def _on_tune_event(self, event: TuneEvent) -> None:
         self._post(TuneEventPosted(event))
 
-    def _on_session_event(self, event: Any) -> None:
+    def _on_session_event(self, event: ev.Event) -> None:
         if isinstance(event, _SAMPLE_EVENTS) and event.job_id:
             with self._lock:
                 self._changed.add(event.job_id)
 
-    def _post(self, message: Any) -> None:
+    def _post(self, message: Message) -> None:
         try:
             if self._target is not None:
                 self._target.post_message(message)

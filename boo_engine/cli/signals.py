@@ -16,9 +16,12 @@ import signal
 import threading
 from collections.abc import Callable
 from types import FrameType
-from typing import Any
 
 from ..process_setup import STOP_SIGNALS
+
+#: a signal's handler as `signal.signal` takes and returns it: a function, SIG_DFL / SIG_IGN, or None (not set
+#: from Python)
+_Handler = Callable[[int, FrameType | None], object] | int | None
 
 __all__ = ["STOP_SIGNALS", "StopSignals"]
 
@@ -34,7 +37,7 @@ class StopSignals:
         self.event = threading.Event()
         #: raise KeyboardInterrupt on the first signal (before the run starts: nothing to stop cleanly yet)
         self.raising = True
-        self._previous: dict[int, Any] = {}
+        self._previous: dict[int, _Handler] = {}
 
     def install(self) -> StopSignals:
         for sig in STOP_SIGNALS:

@@ -15,8 +15,8 @@ import os
 import shlex
 import sys
 import threading
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from .. import locations
 from ..errors import BooError
@@ -30,6 +30,13 @@ from .common import (
     guarded,
     ray_address_arg,
 )
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
+    from ..tune.events import TuneEvent
+    from ..tune.records import TunedKernel
+    from ..tune.search import Tuner
 
 PROG = "boo-tui tune"
 
@@ -158,12 +165,12 @@ def _main(args: argparse.Namespace, argv: list[str]) -> int:
     return _run_stoppable(tuner, args, view)
 
 
-def _run_stoppable(tuner: Any, args: argparse.Namespace, view: _TuneProgress) -> int:
+def _run_stoppable(tuner: Tuner, args: argparse.Namespace, view: _TuneProgress) -> int:
     from .signals import StopSignals
 
     stops = StopSignals(PROG, hard_exit=lambda: tuner.session.kill_children() if tuner.session else None).install()
     stops.raising = False
-    outcome: dict[str, Any] = {}
+    outcome: dict[str, TunedKernel] = {}
     error: list[BaseException] = []
 
     def work() -> None:
@@ -191,7 +198,7 @@ def _run_stoppable(tuner: Any, args: argparse.Namespace, view: _TuneProgress) ->
     return _write(tuner, args, view, stops.exit_code if stops.received else EXIT_OK)
 
 
-def _write(tuner: Any, args: argparse.Namespace, view: _TuneProgress, code: int) -> int:
+def _write(tuner: Tuner, args: argparse.Namespace, view: _TuneProgress, code: int) -> int:
     from ..tune.report import write_outputs
 
     target = tuner.session.target.name if tuner.session is not None else (args.target or "cpu")
@@ -210,7 +217,7 @@ def _write(tuner: Any, args: argparse.Namespace, view: _TuneProgress, code: int)
     return code
 
 
-def summary_lines(kernels: dict[str, Any]) -> list[str]:
+def summary_lines(kernels: Mapping[str, TunedKernel]) -> list[str]:
     out = []
     for k in kernels.values():
         if k.status == "improved":
@@ -242,8 +249,8 @@ class _TuneProgress:
         from rich.console import Console
 
         self.console = Console(stderr=True)
-        self._progress: Any = None
-        self._task: Any = None
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None
         self._stopped = False
         self._lock = threading.Lock()
 
@@ -265,21 +272,21 @@ class _TuneProgress:
     def say(self, line: str) -> None:
         self.console.print(line, highlight=False, markup=False, soft_wrap=True)
 
-    def on_event(self, event: Any) -> None:
+    def on_event(self, event: TuneEvent) -> None:
         from ..tune.events import KernelTuned, TuneLog, TuneUpdate
 
         with self._lock:
             if self._progress is None and not self._stopped:
                 self._start()
-            p = self._progress
-            if isinstance(event, TuneUpdate) and p is not None:
+            p, task = self._progress, self._task
+            if isinstance(event, TuneUpdate) and p is not None and task is not None:
                 best = f", best {event.best_ratio:.3f}x" if event.best_ratio else ""
-                p.update(self._task, total=event.total, completed=event.index - 1,
+                p.update(task, total=event.total, completed=event.index - 1,
                          description=f"{event.func_name[:48]} {event.stage}: {event.tried} tried, "
                                      f"{event.measured} measured, {event.failed} pruned{best}")
             elif isinstance(event, KernelTuned):
-                if p is not None:
-                    p.update(self._task, total=event.total, completed=event.index)
+                if p is not None and task is not None:
+                    p.update(task, total=event.total, completed=event.index)
                 k = event.kernel
                 self.say(f"[{event.index}/{event.total}] {summary_lines({k.func_name: k})[0]}")
             elif isinstance(event, TuneLog):
