@@ -32,15 +32,21 @@ As BOO, errors are pooled over as many seeds as it takes for the main output (ou
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Required, TypedDict
 
 import torch
 
 from .ops.base import OpSignature
 from .results import NumericsCriteria, NumericsInfo, NumericsVerdict
 from .rounding import FLOOR_FACTOR, jitter_mode
+
+if TYPE_CHECKING:
+    from .compile.cache import KernelCache
+    from .targets import Target
+    from .variants import Variant
 
 DEFAULT_CRITERIA = NumericsCriteria()
 MEAN_ABS_TOL = DEFAULT_CRITERIA.mean_atol
@@ -53,6 +59,36 @@ REFERENCE_DTYPES = {"float64": torch.float64, "float32": torch.float32}
 STRUCTURED_RTOL = {torch.float32: 1e-5, torch.float16: 1e-2, torch.bfloat16: 3e-2, torch.float64: 1e-10}
 #: one seed: its args, the kernel's outputs, and the given reference outputs (None: `sig.reference` in high precision)
 _Batch = tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...], torch.Tensor | Sequence[torch.Tensor] | None]
+
+
+class OutputStats(TypedDict, total=False):
+    """One output's errors over the pooled seeds (`NumericsInfo.stats["outputs"]`, one per output): its shape and
+    dtype always; the error figures once its shape matched the reference's (a mismatch has only the two max ones
+    at infinity); the rounding floor where a bias or noise reason was weighed against it."""
+
+    shape: Required[list[int]]
+    dtype: Required[str]
+    index: int
+    n: int
+    mean_err: float
+    std_err: float
+    torch_std_err: float
+    max_abs_err: float
+    max_rel_err: float
+    ref_max_abs: float
+    torch_mean_err: float
+    torch_max_abs_err: float
+    vs_torch_mean: float
+    vs_torch_std: float
+    vs_torch_max_abs: float
+    mean_err_bound: float
+    rounding_noise: float
+    rounding_floor: float
+    at_rounding_level: str
+
+
+#: the structured test's result (`NumericsInfo.stats["structured"]`); "pass" is a keyword, hence this form
+StructuredTest = TypedDict("StructuredTest", {"pass": bool, "max_err_rel_to_scale": float, "rtol": float})
 
 
 def _as_tuple(x: torch.Tensor | Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
@@ -137,15 +173,15 @@ def _pool_outputs(sig: OpSignature, batches: Sequence[_Batch], ref_dtype: torch.
 
 def _judge_outputs(sig: OpSignature, pooled: list[list[tuple[torch.Tensor, ...]]],
                    first_args: tuple[torch.Tensor, ...], criteria: NumericsCriteria, ref_dtype: torch.dtype,
-                   ) -> tuple[list[dict[str, Any]], list[str]]:
+                   ) -> tuple[list[OutputStats], list[str]]:
     """Each output's stats (with its index) over the pooled seeds, and the reasons any output fails."""
-    per_output: list[dict[str, Any]] = []
+    per_output: list[OutputStats] = []
     reasons: list[str] = []
     rounding_noise = _lazy_rounding_noise(sig, first_args)
     for i, quads in enumerate(pooled):
         st, why = _judge_output(quads, criteria, ref_dtype)
         if why:
-            why = _rounding_level(st, why, quads, lambda i=i: rounding_noise(i))
+            why = _rounding_level(st, why, quads, functools.partial(rounding_noise, i))
         st["index"] = i
         per_output.append(st)
         reasons += [f"output {i}: {w}" for w in why]
@@ -177,13 +213,13 @@ def _moments(err: torch.Tensor) -> tuple[float, float, float]:
 
 
 def _judge_output(quads: list[tuple[torch.Tensor, ...]], criteria: NumericsCriteria,
-                  ref_dtype: torch.dtype) -> tuple[dict[str, Any], list[str]]:
+                  ref_dtype: torch.dtype) -> tuple[OutputStats, list[str]]:
     """One output over every seed: (kernel, reference, eager torch in the op's dtype, high-precision) each."""
     kernel = quads[0][0]
-    st: dict[str, Any] = {"shape": list(kernel.shape), "dtype": str(kernel.dtype).replace("torch.", "")}
+    st: OutputStats = {"shape": list(kernel.shape), "dtype": str(kernel.dtype).replace("torch.", "")}
     for k, r, _, _ in quads:
         if tuple(k.shape) != tuple(r.shape):
-            st.update(max_abs_err=math.inf, max_rel_err=math.inf)
+            st.update({"max_abs_err": math.inf, "max_rel_err": math.inf})
             return st, [f"shape {tuple(k.shape)} != reference {tuple(r.shape)}"]
     flat = lambda i: torch.cat([q[i].detach().cpu().to(ref_dtype).reshape(-1) for q in quads])  # noqa: E731
     k, ref, low, exact = flat(0), flat(1), flat(2), flat(3)
@@ -200,10 +236,10 @@ def _judge_output(quads: list[tuple[torch.Tensor, ...]], criteria: NumericsCrite
     t_mean, t_std, t_max = _moments(t_err[ok_t])
     v_mean, v_std, v_max = _moments((k - low)[ok_t])
     scale = float(ref[ok].abs().max()) if n else 0.0
-    st.update(n=n, mean_err=mean, std_err=std, torch_std_err=t_std, max_abs_err=max_abs,
-              max_rel_err=max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else math.inf),
-              ref_max_abs=scale, torch_mean_err=t_mean, torch_max_abs_err=t_max,
-              vs_torch_mean=v_mean, vs_torch_std=v_std, vs_torch_max_abs=v_max)
+    st.update({"n": n, "mean_err": mean, "std_err": std, "torch_std_err": t_std, "max_abs_err": max_abs,
+               "max_rel_err": max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else math.inf),
+               "ref_max_abs": scale, "torch_mean_err": t_mean, "torch_max_abs_err": t_max,
+               "vs_torch_mean": v_mean, "vs_torch_std": v_std, "vs_torch_max_abs": v_max})
     c = criteria
     mean_bound = c.mean_atol + c.mean_rtol * std + (MEAN_SAMPLING_Z * std / math.sqrt(n) if n else 0.0)
     st["mean_err_bound"] = mean_bound
@@ -236,8 +272,8 @@ def noise_pattern(std: float, torch_std: float, dtype: str) -> str:
     return text + ")"
 
 
-def _rounding_level(st: dict[str, Any], why: list[str], quads: list[tuple[torch.Tensor, ...]],
-                    noise: Any) -> list[str]:
+def _rounding_level(st: OutputStats, why: list[str], quads: list[tuple[torch.Tensor, ...]],
+                    noise: Callable[[], torch.Tensor]) -> list[str]:
     """`why` (the bias / noise reasons) dropped for an output at rounding level whose errors are within its floor;
     `noise()`: the simulated rounding noise of the first seed's output (boo_engine/rounding.py)."""
     if any(w.startswith(("NaN", "shape")) for w in why):
@@ -248,7 +284,7 @@ def _rounding_level(st: dict[str, Any], why: list[str], quads: list[tuple[torch.
     rms = float(exact.pow(2).mean().sqrt()) if exact.numel() else 0.0
     mean, std = st.get("mean_err", math.inf), st.get("std_err", math.inf)
     floor = FLOOR_FACTOR * level
-    st.update(rounding_noise=level, rounding_floor=floor)
+    st.update({"rounding_noise": level, "rounding_floor": floor})
     if not (rms <= level and abs(mean) <= floor and std <= floor):
         return why
     st["at_rounding_level"] = (f"zero in exact arithmetic (RMS {rms:.2g}): both sides at rounding level, "
@@ -267,7 +303,7 @@ def structured_args(sig: OpSignature) -> tuple[torch.Tensor, ...]:
 
 
 def structured_verdict(sig: OpSignature, args: Sequence[torch.Tensor],
-                       outputs: torch.Tensor | Sequence[torch.Tensor]) -> dict[str, Any]:
+                       outputs: torch.Tensor | Sequence[torch.Tensor]) -> StructuredTest:
     """Kernel vs eager torch in the same dtype on structured inputs, within a few ulps."""
     with torch.no_grad():
         expect = _as_tuple(sig.reference(*args))
@@ -287,8 +323,8 @@ def structured_verdict(sig: OpSignature, args: Sequence[torch.Tensor],
     return {"pass": ok, "max_err_rel_to_scale": worst, "rtol": rtol}
 
 
-def check_numerics(sig: OpSignature, target: Any = "cpu", variant: Any = None, *, seed: int = 0,
-                   cache: Any = None, criteria: NumericsCriteria = DEFAULT_CRITERIA) -> NumericsInfo:
+def check_numerics(sig: OpSignature, target: Target | str = "cpu", variant: Variant | None = None, *, seed: int = 0,
+                   cache: KernelCache | None = None, criteria: NumericsCriteria = DEFAULT_CRITERIA) -> NumericsInfo:
     """Compile (through the cache), run on random and structured inputs, judge. Raises CompileError or
     LaunchError when the kernel cannot be built or loaded here."""
     from .runtime.launchable import get_launchable
@@ -303,7 +339,7 @@ def check_numerics(sig: OpSignature, target: Any = "cpu", variant: Any = None, *
     return info
 
 
-def add_structured(info: NumericsInfo, structured: dict[str, Any]) -> None:
+def add_structured(info: NumericsInfo, structured: StructuredTest) -> None:
     """Record the structured test in `info`; a failed one fails the check."""
     info.stats["structured"] = structured
     if not structured["pass"]:
