@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
 import torch
@@ -29,13 +29,32 @@ from ..ops.base import OpSignature
 from ..targets import Target, parse_target, runtime_driver
 from ..variants import BASELINE, Variant
 
-_devices: dict[tuple[str, bool], Any] = {}
+if TYPE_CHECKING:
+    from iree.runtime import (
+        Config,
+        DeviceArray,
+        FunctionInvoker,
+        HalDevice,
+        SystemContext,
+        VmContext,
+        VmFunction,
+        VmInstance,
+        VmModule,
+    )
+
+    from ..compile.artifact import Artifact
+    from ..compile.cache import KernelCache
+
+#: what IREE's FunctionInvoker returns for a kernel: its result, or a tuple of them when it has several
+RawResult: TypeAlias = "DeviceArray | tuple[DeviceArray, ...]"
+
+_devices: dict[tuple[str, bool], Config] = {}
 _devices_lock = threading.Lock()
 _local_task_threads: int | None = None
 CPU_DRIVERS = ("local-sync", "local-task")
 
 
-def _runtime_config(driver: str, threads: int, caching: bool = False) -> Any:
+def _runtime_config(driver: str, threads: int, caching: bool = False) -> Config:
     """One iree.runtime.Config (instance + device) per driver (and allocator choice) per process.
 
     `caching` (CPU drivers only; ignored on GPUs): the device's allocator keeps freed buffers for reuse
@@ -75,14 +94,14 @@ def _runtime_config(driver: str, threads: int, caching: bool = False) -> Any:
 class LoadedModule:
     """A vmfb loaded on a device: `fn` is the `main` entry point."""
 
-    fn: Any
-    device: Any
+    fn: FunctionInvoker
+    device: HalDevice
     driver: str
-    context: Any
+    context: SystemContext
     vmfb_path: str
 
 
-def map_module(instance: Any, vmfb_path: str) -> Any:
+def map_module(instance: VmInstance, vmfb_path: str) -> VmModule:
     """A VmModule over a READ-ONLY mapping of the file, zero-copy. IREE 3.13's `VmModule.mmap` opens the file
     for writing, so it fails on a read-only cache (EROFS, or a file the user may not write); a Python
     `mmap(ACCESS_READ)` wrapped with `wrap_buffer` needs read access only, is page-aligned, and is unmapped when
@@ -121,24 +140,25 @@ def load_artifact(vmfb_path: str, driver: str, threads: int = 1, *, function: st
 class Prepared:
     """Arguments already on the device: `invoke()` is one kernel call and nothing else."""
 
-    def __init__(self, launchable: Launchable, tensors: tuple[torch.Tensor, ...], device_args: list[Any]):
+    def __init__(self, launchable: Launchable, tensors: tuple[torch.Tensor, ...],
+                 device_args: list[DeviceArray]):
         self.launchable = launchable
         self.tensors = tensors          # keeps zero-copy inputs alive
         self.device_args = device_args
         self._fn = launchable.module.fn
 
-    def invoke(self) -> Any:
+    def invoke(self) -> RawResult:
         """Call the kernel; returns IREE's raw result (a device array or a tuple of them)."""
         return self._fn(*self.device_args)
 
-    def to_torch(self, raw: Any) -> torch.Tensor | tuple[torch.Tensor, ...]:
+    def to_torch(self, raw: RawResult) -> torch.Tensor | tuple[torch.Tensor, ...]:
         return self.launchable.to_torch(raw)
 
 
 class Launchable:
     """A compiled signature on a device. Call it like `sig.reference`."""
 
-    def __init__(self, sig: OpSignature, module: LoadedModule, artifact: Any = None):
+    def __init__(self, sig: OpSignature, module: LoadedModule, artifact: Artifact | None = None):
         self.sig = sig
         self.module = module
         self.artifact = artifact
@@ -149,7 +169,7 @@ class Launchable:
         # the VM context and function behind iree.runtime's FunctionInvoker (private names in IREE 3.13: without
         # them, calls take the FunctionInvoker path)
         vm = (getattr(module.fn, "_vm_context", None), getattr(module.fn, "_vm_function", None))
-        self._vm: tuple[Any, Any] | None = vm if self._cpu and None not in vm else None
+        self._vm: tuple[VmContext, VmFunction] | None = vm if self._cpu and None not in vm else None
         self._tuple_out = bool(sig.returns_tuple) or self._n_out > 1
         if self._vm is not None:   # the fast path's callables, looked up once (each lookup is ~0.1-0.3 us a call)
             import iree.runtime as rt
@@ -190,7 +210,7 @@ class Launchable:
         checked = self._check(tensors)
         return Prepared(self, checked, [self._to_device(t) for t in checked])
 
-    def _check(self, tensors: Sequence[Any]) -> tuple[torch.Tensor, ...]:
+    def _check(self, tensors: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
         if len(tensors) == len(self._shapes):
             for t, shape, dtype in zip(tensors, self._shapes, self._dtypes):
                 if not (type(t) is torch.Tensor and t.shape == shape and t.dtype == dtype and not t.requires_grad
@@ -216,7 +236,7 @@ class Launchable:
             out.append(t.contiguous())  # no copy when already contiguous
         return tuple(out)
 
-    def _to_device(self, t: torch.Tensor) -> Any:
+    def _to_device(self, t: torch.Tensor) -> DeviceArray:
         import iree.runtime as rt
 
         dev = self.module.device
@@ -234,7 +254,7 @@ class Launchable:
             return rt.DeviceArray(dev, view, override_dtype=bits.dtype)
         return rt.asdevicearray(dev, t.numpy())
 
-    def to_torch(self, raw: Any) -> torch.Tensor | tuple[torch.Tensor, ...]:
+    def to_torch(self, raw: RawResult) -> torch.Tensor | tuple[torch.Tensor, ...]:
         """IREE result(s) -> torch CPU tensor(s), in the structure `sig.reference` returns."""
         items = list(raw) if isinstance(raw, (tuple, list)) else [raw]
         tensors = tuple(_host_tensor(x) for x in items)
@@ -243,7 +263,7 @@ class Launchable:
         return tensors[0]
 
 
-def _host_tensor(x: Any) -> torch.Tensor:
+def _host_tensor(x: DeviceArray | np.ndarray) -> torch.Tensor:
     """Copy one result out. A copy, not a view: in IREE 3.13 the numpy array `to_host()` returns does not keep
     the mapped buffer alive, so a view would read freed memory once the result object is gone (seen: garbage
     bf16 outputs as soon as torch reused the memory)."""
@@ -254,7 +274,8 @@ def _host_tensor(x: Any) -> torch.Tensor:
 
 
 def get_launchable(sig: OpSignature, target: Target | str = "cpu", variant: Variant | None = None, *,
-                   cache: Any = None, threads: int | None = None, timeout_s: float | None = None) -> Launchable:
+                   cache: KernelCache | None = None, threads: int | None = None,
+                   timeout_s: float | None = None) -> Launchable:
     """Compile `sig` through the cache if needed (a cache hit neither exports nor compiles) and load it.
 
     `threads` (cpu only) overrides `target.threads`. Raises CompileError or LaunchError."""
