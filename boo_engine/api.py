@@ -65,14 +65,18 @@ _WHERE: dict[str, str] = {
     "Status": "boo_engine.results",
     "STOP_SIGNALS": "boo_engine.process_setup",
     "StopSignals": "boo_engine.cli.signals",
+    "Store": "boo_engine.store",
     "summarize": "boo_engine.comparisons",
     "TORCH": "boo_engine.results",
     "TrendPoint": "boo_engine.history",
     "Tried": "boo_engine.tune.records",
     "TunedKernel": "boo_engine.tune.records",
+    "TuneEvent": "boo_engine.tune.events",
     "TuneLog": "boo_engine.tune.events",
     "Tuner": "boo_engine.tune.search",
+    "TuneRow": "boo_engine.tune.records",
     "TuneSettings": "boo_engine.tune.search",
+    "TuneSummary": "boo_engine.tune.records",
     "TuneUpdate": "boo_engine.tune.events",
     "variants": "boo_engine.variants",
     "VariantSummary": "boo_engine.comparisons",
@@ -260,8 +264,14 @@ if TYPE_CHECKING:   # what each name is, for the type checker (`X as X`: re-expo
     from boo_engine.session import (
         warm_imports as warm_imports,
     )
+    from boo_engine.store import (
+        Store as Store,
+    )
     from boo_engine.tune.events import (
         KernelTuned as KernelTuned,
+    )
+    from boo_engine.tune.events import (
+        TuneEvent as TuneEvent,
     )
     from boo_engine.tune.events import (
         TuneLog as TuneLog,
@@ -283,6 +293,12 @@ if TYPE_CHECKING:   # what each name is, for the type checker (`X as X`: re-expo
     )
     from boo_engine.tune.records import (
         TunedKernel as TunedKernel,
+    )
+    from boo_engine.tune.records import (
+        TuneRow as TuneRow,
+    )
+    from boo_engine.tune.records import (
+        TuneSummary as TuneSummary,
     )
     from boo_engine.tune.records import (
         find_tune as find_tune,

@@ -16,8 +16,10 @@ from textual.message import Message
 from boo_engine.api import Comparison, JobResult, ModelLine
 
 if TYPE_CHECKING:
-    from boo_engine.api import Session  # imported by the engine client, when the session opens
-    from boo_engine.tune.events import TuneEvent
+    from boo_engine.api import (
+        Session,  # imported by the engine client, when the session opens
+        TuneEvent,
+    )
 
 
 class EventsReady(Message):

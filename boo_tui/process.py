@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from textual.app import App
 
-    from boo_engine.cli.signals import StopSignals
+    from boo_engine.api import StopSignals
 
 #: How often objects that survived so far are moved out of the cyclic collector's way (see freeze_long_lived).
 GC_FREEZE_S = 2.0

@@ -27,8 +27,7 @@ if TYPE_CHECKING:
     from textual.message import Message
     from textual.message_pump import MessagePump
 
-    from boo_engine.api import Tuner, TuneSettings
-    from boo_engine.tune.events import TuneEvent
+    from boo_engine.api import TuneEvent, Tuner, TuneSettings
 
 #: how long quitting waits for a stopped tune to end (its session closes its worker processes)
 STOP_WAIT_S = 60.0

@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
 from .dispatch import RootOp
@@ -49,7 +50,7 @@ from .gpu_dispatch import (
     parse_gpu_config,
     parse_gpu_target,
 )
-from .space import Candidate, GlobalChoice
+from .space import Candidate, Choice, GlobalChoice
 from .spec import gpu_compilation_info
 
 SUBGROUPS = (1, 2, 4)            # along the innermost M, N dims and each outer one
@@ -83,9 +84,9 @@ class GpuChoice:
     subgroup_size: int
     prefetch: int | None
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, int | str | list[int]]:
         """JSON-able: what a candidate's `tiles` records."""
-        out: dict[str, Any] = {"mma": self.mma.name, "workgroup": list(self.workgroup),
+        out: dict[str, int | str | list[int]] = {"mma": self.mma.name, "workgroup": list(self.workgroup),
                                "subgroup": list(self.subgroup), "reduction": list(self.reduction),
                                "workgroup_size": self.workgroup_size, "subgroup_size": self.subgroup_size}
         if self.prefetch is not None:
@@ -98,7 +99,7 @@ class GpuSpace:
     """The configurations of one GPU root op: name -> ordered choices (optuna categorical), and the rules."""
 
     root: RootOp
-    choices: dict[str, tuple[Any, ...]]
+    choices: dict[str, tuple[Choice, ...]]
     target: GpuTarget
     base: GpuConfig
     view: GemmView
@@ -106,14 +107,14 @@ class GpuSpace:
     padded: bool                      # IREE pads the op to the tiles (tiles need not divide it)
 
     # ---- a choice -> a candidate ----------------------------------------------------------------------------
-    def candidate(self, func_name: str, choice: GlobalChoice, params: dict[str, Any]) -> Candidate | str:
+    def candidate(self, func_name: str, choice: GlobalChoice, params: Mapping[str, Any]) -> Candidate | str:
         """The candidate for one choice of every parameter, or why that choice is not a configuration."""
         cfg = self.configuration(params)
         if isinstance(cfg, str):
             return cfg
         return Candidate(func_name, choice, self.root, cfg.summary(), self.compilation_info(cfg))
 
-    def configuration(self, params: dict[str, Any]) -> GpuChoice | str:
+    def configuration(self, params: Mapping[str, Any]) -> GpuChoice | str:
         """The configuration one choice of every parameter sets, or the first constraint it breaks."""
         v = self.view
         mma = self.intrinsics.get(str(params.get("mma")))
@@ -134,7 +135,7 @@ class GpuSpace:
         prefetch = int(params["prefetch"]) if "prefetch" in params else None
         return GpuChoice(mma, tuple(wg), tuple(sg), tuple(red), padding, subgroups * sg_size, sg_size, prefetch)
 
-    def _tiles(self, mma: Intrinsic, params: dict[str, Any]) -> tuple[list[int], list[int], list[int], int] | str:
+    def _tiles(self, mma: Intrinsic, params: Mapping[str, Any]) -> tuple[list[int], list[int], list[int], int] | str:
         """The workgroup, subgroup and reduction tiles the parameters give, and the subgroups, or why not."""
         v = self.view
         rank = len(v.bounds)
@@ -259,7 +260,7 @@ class GpuSpace:
         return gpu_compilation_info(fields, t)
 
     # ---- the compiler's own choice ----------------------------------------------------------------------------
-    def baseline_params(self) -> dict[str, Any] | None:
+    def baseline_params(self) -> dict[str, Choice] | None:
         """The parameters that give back the compiler's own configuration, or None when it is not a point of
         the space (e.g. tiles the space's choices do not list)."""
         b, v = self.base, self.view
@@ -268,7 +269,7 @@ class GpuSpace:
         rank = len(v.bounds)
         if mma is None or not wg or not sg or not red or not len(wg) == len(sg) == len(red) == rank:
             return None
-        p: dict[str, Any] = {"mma": mma.name}
+        p: dict[str, Choice] = {"mma": mma.name}
         if not (self._baseline_tiles(p, mma, wg, sg) and self._baseline_steps(p, red)):
             return None
         if "prefetch" in self.choices:
@@ -277,7 +278,7 @@ class GpuSpace:
             return None
         return p if set(p) == set(self.choices) else None
 
-    def _baseline_tiles(self, p: dict[str, Any], mma: Intrinsic, wg: tuple[int, ...], sg: tuple[int, ...]) -> bool:
+    def _baseline_tiles(self, p: dict[str, Choice], mma: Intrinsic, wg: tuple[int, ...], sg: tuple[int, ...]) -> bool:
         """Add the M / N tile parameters of the compiler's tiles to `p`; False when they are not expressible."""
         v = self.view
         for dim, name, size in ((v.m[-1], "m", mma.m), (v.n[-1], "n", mma.n)):
@@ -293,7 +294,7 @@ class GpuSpace:
                 return False
         return True
 
-    def _baseline_steps(self, p: dict[str, Any], red: tuple[int, ...]) -> bool:
+    def _baseline_steps(self, p: dict[str, Choice], red: tuple[int, ...]) -> bool:
         """Add the reduction step parameters of the compiler's tiles to `p`; False when they are not expressible."""
         v = self.view
         p["k_tiles"] = red[v.k[-1]]
@@ -332,7 +333,7 @@ def gpu_space(root: RootOp) -> GpuSpace | None:
         tile = value * unit
         return tile <= _round_up(bound, unit) and (padded or bound % tile == 0)
 
-    choices: dict[str, tuple[Any, ...]] = {
+    choices: dict[str, tuple[Choice, ...]] = {
         "mma": tuple(i.name for i in mmas),
         "m": tuple(f"{s}x{t}" for s in SUBGROUPS for t in TILES if fits(s * t, smallest[0], bm)) or ("1x1",),
         "n": tuple(f"{s}x{t}" for s in SUBGROUPS for t in TILES if fits(s * t, smallest[1], bn)) or ("1x1",),
@@ -351,7 +352,7 @@ def gpu_space(root: RootOp) -> GpuSpace | None:
                     intrinsics={i.name: i for i in mmas}, padded=padded)
 
 
-def _pair(value: Any, sep: str) -> tuple[int, int]:
+def _pair(value: Choice, sep: str) -> tuple[int, int]:
     """"2x4" -> (2, 4), "4/2" -> (4, 2), 4 -> (4, 1)."""
     a, _, b = str(value).partition(sep)
     return int(a), int(b or 1)

@@ -10,7 +10,8 @@ import datetime
 import json
 import sqlite3
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypedDict
 
 from ..compare import geomean
 from ..errors import BooError
@@ -23,13 +24,48 @@ MEASURED, COMPILE_FAILED, NOT_APPLIED, NUMERICS_FAILED, FAILED, DUPLICATE = (
 RUNNING, IMPROVED, NO_BETTER, KERNEL_FAILED = "running", "improved", "no_better", "failed"
 
 
+class KernelRoot(TypedDict):
+    """A kernel's root op as its baseline built it (search._root_summary), stored as JSON with the kernel."""
+
+    dispatch: str
+    op: str
+    kind: str
+    bounds: list[int]
+    types: list[str]
+    pipeline: str
+    cpu: str | None
+    tiles: dict[str, list[int]]
+
+
+class TuneRow(TypedDict):
+    """A row of the tunes table (store/schema.py), its settings parsed."""
+
+    id: int
+    started_at: str
+    finished_at: str | None
+    status: str
+    command_line: str | None
+    target: str | None
+    out_dir: str | None
+    settings: dict[str, Any]       # JSON: TuneSettings.to_dict() and the inputs
+    environment: str | None        # JSON text, as stored
+
+
+class TuneSummary(TuneRow):
+    """A tune as `list_tunes` lists it: its row, its kernels, how many improved and the geomean ratio."""
+
+    kernels: int
+    improved: int
+    geomean: float | None
+
+
 @dataclass
 class Tried:
     """One candidate on one kernel, and what became of it."""
 
     func_name: str
     key: str
-    params: dict[str, Any]
+    params: Mapping[str, Any]      # a Candidate's CandidateParams, as stored (JSON)
     variant: str
     description: str = ""
     spec: str | None = None
@@ -59,7 +95,7 @@ class TunedKernel:
     func_name: str
     command: str
     status: str = RUNNING
-    root: dict[str, Any] | None = None
+    root: KernelRoot | None = None
     baseline_us: float | None = None
     best_key: str | None = None
     best_us: float | None = None
@@ -89,8 +125,8 @@ class TuneRecords:
         self.store = store
         self.tune_id: int | None = None
 
-    def start(self, *, command_line: str, target: str, out_dir: str, settings: dict[str, Any],
-              environment: dict[str, Any]) -> int:
+    def start(self, *, command_line: str, target: str, out_dir: str, settings: Mapping[str, Any],
+              environment: Mapping[str, Any]) -> int:
         def fn(c: sqlite3.Connection) -> int:
             cur = c.execute(
                 "INSERT INTO tunes (started_at, status, command_line, target, out_dir, settings, environment)"
@@ -147,7 +183,13 @@ class TuneRecords:
 
 # ---- reading -----------------------------------------------------------------------------------------------
 
-def find_tune(store: Store, which: int | str) -> dict[str, Any]:
+def _tune_row(row: sqlite3.Row) -> TuneRow:
+    return TuneRow(id=row["id"], started_at=row["started_at"], finished_at=row["finished_at"], status=row["status"],
+                   command_line=row["command_line"], target=row["target"], out_dir=row["out_dir"],
+                   settings=json.loads(row["settings"] or "{}"), environment=row["environment"])
+
+
+def find_tune(store: Store, which: int | str) -> TuneRow:
     """The tune `which` names (an id, or "last"), as a dict; BooError (one line) when there is none."""
     with store._reader() as c:
         if str(which) == "last":
@@ -160,9 +202,7 @@ def find_tune(store: Store, which: int | str) -> dict[str, Any]:
             row = c.execute("SELECT * FROM tunes WHERE id = ?", (tid,)).fetchone()
     if row is None:
         raise BooError(f"no tune {which!r} in {store.path}" if str(which) != "last" else f"no tune in {store.path}")
-    out = dict(row)
-    out["settings"] = json.loads(out.get("settings") or "{}")
-    return out
+    return _tune_row(row)
 
 
 def load_kernels(store: Store, tune_id: int) -> dict[str, TunedKernel]:
@@ -188,11 +228,11 @@ def load_kernels(store: Store, tune_id: int) -> dict[str, TunedKernel]:
     return out
 
 
-def list_tunes(store: Store, limit: int = 50) -> list[dict[str, Any]]:
+def list_tunes(store: Store, limit: int = 50) -> list[TuneSummary]:
     """Newest first: each tune's row (settings parsed) with `kernels`, `improved` and `geomean`, the geometric
     mean of each kernel's time against its default (1.0 where nothing better was found), as report.md gives it."""
     with store._reader() as c:
-        rows = [dict(r) for r in c.execute("SELECT * FROM tunes ORDER BY julianday(started_at) DESC, id DESC LIMIT ?",
+        rows = [_tune_row(r) for r in c.execute("SELECT * FROM tunes ORDER BY julianday(started_at) DESC, id DESC LIMIT ?",
                                            (limit,)).fetchall()]   # newest first by time, also after a merge
         ids = [int(r["id"]) for r in rows]
         marks = ", ".join("?" for _ in ids)
@@ -201,11 +241,10 @@ def list_tunes(store: Store, limit: int = 50) -> list[dict[str, Any]]:
     by_tune: dict[int, list[sqlite3.Row]] = {}
     for k in kernels:
         by_tune.setdefault(int(k["tune_id"]), []).append(k)
+    out: list[TuneSummary] = []
     for r in rows:
         ks = by_tune.get(int(r["id"]), [])
-        r["settings"] = json.loads(r.get("settings") or "{}")
-        r["kernels"] = len(ks)
-        r["improved"] = sum(1 for k in ks if k["status"] == IMPROVED)
         ratios = [float(k["ratio"]) if k["status"] == IMPROVED and k["ratio"] else 1.0 for k in ks if k["baseline_us"]]
-        r["geomean"] = geomean(ratios) if ratios else None
-    return rows
+        out.append(TuneSummary(**r, kernels=len(ks), improved=sum(1 for k in ks if k["status"] == IMPROVED),
+                               geomean=geomean(ratios) if ratios else None))
+    return out

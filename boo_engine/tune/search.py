@@ -31,9 +31,11 @@ from typing import Any
 
 from ..config import SessionConfig
 from ..errors import BooError
+from ..events import Event
 from ..fsutil import atomic_write
 from ..results import DONE, FAILED, IREE, JobResult
 from ..session import Session
+from ..session.state import Listener as SessionListener
 from ..variants import BASELINE, Variant
 from .context import TuneContext, TuneSettings
 from .dispatch import RootOp, read_root
@@ -43,6 +45,7 @@ from .offline import space_for
 from .records import (
     IMPROVED,
     KERNEL_FAILED,
+    KernelRoot,
     NO_BETTER,
     RUNNING,
     TunedKernel,
@@ -69,7 +72,7 @@ class Tuner:
         self.environment: dict[str, Any] = {}
         self.tune_id: int | None = None
         self._started = 0.0
-        self._session_listener: Callable[[Any], None] | None = None
+        self._session_listener: SessionListener | None = None
 
     # ---- control ----------------------------------------------------------------------------------------
     def stop(self) -> None:
@@ -86,7 +89,7 @@ class Tuner:
     def stopped(self) -> bool:
         return self._stopped.is_set()
 
-    def on_session_event(self, fn: Callable[[Any], None]) -> None:
+    def on_session_event(self, fn: SessionListener) -> None:
         """Also hand every session event (samples, job status) to `fn` (the dashboard draws histograms)."""
         self._session_listener = fn
 
@@ -205,7 +208,7 @@ class Tuner:
                     message="not tuned: " + ("stopped (--resume continues)" if self.stopped
                                              else "the time budget was spent"))
 
-    def _forward(self, event: Any) -> None:
+    def _forward(self, event: Event) -> None:
         if self._session_listener is not None:
             with contextlib.suppress(Exception):
                 self._session_listener(event)
@@ -308,7 +311,7 @@ class Tuner:
         return self.session is not None and self.session.target.kind == "cuda"
 
 
-def _root_summary(root: RootOp | None) -> dict[str, Any] | None:
+def _root_summary(root: RootOp | None) -> KernelRoot | None:
     if root is None:
         return None
     return {"dispatch": root.dispatch, "op": root.op_name, "kind": root.kind, "bounds": list(root.bounds),

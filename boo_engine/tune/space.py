@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NotRequired, Protocol, TypedDict
 
 from ..cpu_defaults.machine import per_op_default_flags
 from ..cpu_defaults.rules import DATA_TILING, IM2COL
@@ -37,6 +37,30 @@ DIST_FACTORS = (1, 2, 4, 8, 16, 32, 0)
 OUTER_VECTOR = (1, 2, 4, 6, 8, 16)
 REDUCTION_TILES = (1, 2, 4, 8, 16, 32, 64)
 
+#: one categorical parameter's choice: a tile or a factor (int), or "2x4", "64/2", an intrinsic's name (str)
+Choice = int | str
+#: one entry of what a candidate configures: a tile list (cpu), or a GPU configuration's field (GpuChoice.summary)
+TileValue = int | str | tuple[int, ...] | list[int]
+
+
+class CandidateRoot(TypedDict):
+    """The root op a candidate configures, as its params record it (what its spec's matcher needs)."""
+
+    dispatch: str
+    op: str
+    kind: str
+    maps: list[str]
+    iterators: list[str]
+    bounds: list[int]
+    types: list[str]
+
+
+#: a candidate's configuration as stored with it (JSON): its global choice, and the tiles it sets on which root
+#: op (`global` is a keyword: the functional form)
+CandidateParams = TypedDict("CandidateParams", {
+    "global": str, "flags": list[str], "formulation": str | None,
+    "tiles": NotRequired[dict[str, int | str | list[int]]], "root": NotRequired[CandidateRoot]})
+
 
 @dataclass(frozen=True)
 class GlobalChoice:
@@ -46,7 +70,7 @@ class GlobalChoice:
     flags: tuple[str, ...] = ()
     formulation: str | None = None
 
-    def params(self) -> dict[str, Any]:
+    def params(self) -> CandidateParams:
         return {"global": self.name, "flags": list(self.flags), "formulation": self.formulation}
 
 
@@ -58,11 +82,11 @@ class Candidate:
     func_name: str
     choice: GlobalChoice
     root: RootOp | None = None
-    tiles: dict[str, Any] | None = field(default=None, hash=False)   # JSON-able: what the config sets
+    tiles: Mapping[str, TileValue] | None = field(default=None, hash=False)   # what the config sets
     info: str | None = None                                          # the #iree_codegen.compilation_info<...>
 
     @property
-    def params(self) -> dict[str, Any]:
+    def params(self) -> CandidateParams:
         p = self.choice.params()
         if self.tiles is not None:
             p["tiles"] = {k: list(v) if isinstance(v, (list, tuple)) else v for k, v in sorted(self.tiles.items())}
@@ -87,7 +111,7 @@ class Candidate:
         return "; ".join(parts) or "compiler default"
 
 
-def _show(v: Any) -> str:
+def _show(v: TileValue) -> str:
     return str(list(v)) if isinstance(v, (list, tuple)) else str(v)
 
 
@@ -148,9 +172,11 @@ class SearchSpace(Protocol):
     def root(self) -> RootOp: ...
 
     @property
-    def choices(self) -> dict[str, tuple[Any, ...]]: ...
+    def choices(self) -> Mapping[str, tuple[Choice, ...]]: ...
 
-    def candidate(self, func_name: str, choice: GlobalChoice, params: dict[str, Any]) -> Candidate | str: ...
+    def candidate(self, func_name: str, choice: GlobalChoice, params: Mapping[str, Any]) -> Candidate | str: ...
+    # (`params`: one value per parameter as optuna's suggest_categorical hands it back, typed by optuna as any
+    # categorical value, None and float included; each space reads its own as the int or str it offered)
 
 
 @dataclass(frozen=True)
@@ -158,18 +184,18 @@ class TileSpace:
     """The tile parameters of one root op: name -> ordered choices (optuna categorical)."""
 
     root: RootOp
-    choices: dict[str, tuple[Any, ...]]
+    choices: dict[str, tuple[int, ...]]
     inner: int                  # the contiguous vector dim
     outer: int | None           # the second vector dim (register blocking), if any
     red: int | None             # the innermost reduction dim
     lanes: int
 
-    def candidate(self, func_name: str, choice: GlobalChoice, params: dict[str, Any]) -> Candidate | str:
+    def candidate(self, func_name: str, choice: GlobalChoice, params: Mapping[str, Any]) -> Candidate | str:
         """The candidate for one choice of every parameter (a string: why that choice is not a configuration)."""
         tiles = self.tiles(params)
         return Candidate(func_name, choice, self.root, tiles, cpu_compilation_info(self.root, tiles))
 
-    def tiles(self, params: dict[str, int]) -> dict[str, tuple[int, ...]]:
+    def tiles(self, params: Mapping[str, int]) -> dict[str, tuple[int, ...]]:
         """The lowering config's tile lists for one choice of every parameter."""
         root = self.root
         n = root.rank

@@ -3,7 +3,7 @@ each shows its host and CPU/GPU): open a run, mark two runs and compare them, se
 or open a tune to review its kernels and candidates."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -17,6 +17,9 @@ from .run import RunScreen
 from .run_compare import RunCompareScreen
 from .trend import TrendScreen
 from .tune_review import TuneReviewScreen
+
+if TYPE_CHECKING:
+    from boo_engine.api import Store, TuneSummary
 
 TUNE_COLUMNS = [("tune", "tune"), ("started", "started"), ("status", "status"), ("target", "target"),
                 ("kernels", "kernels"), ("improved", "improved"), ("geomean", "geomean"), ("command", "command line")]
@@ -36,11 +39,11 @@ class HistoryScreen(WorkerScreen):
         Binding("f5", "reload", "Reload", show=False),
     ]
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: Store) -> None:
         super().__init__(id="history")
         self.store = store
         self.runs: list[Any] = []
-        self.tunes: list[dict[str, Any]] = []
+        self.tunes: list[TuneSummary] = []
         self.marked: list[int] = []
 
     def compose(self) -> ComposeResult:
@@ -93,7 +96,7 @@ class HistoryScreen(WorkerScreen):
         if not self.runs:
             self.notify("no runs in the results database yet")
 
-    def _show_tunes(self, tunes: list[dict[str, Any]]) -> None:
+    def _show_tunes(self, tunes: list[TuneSummary]) -> None:
         self.tunes = tunes
         table = self.query_one("#tunes", DataTable)
         table.clear()

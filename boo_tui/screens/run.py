@@ -2,7 +2,7 @@
 measured by `boo-tui model`, where its time goes)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -16,6 +16,9 @@ from ..detail import render_detail
 from ..run_model import JobView
 from .base import WorkerScreen, field_of, fmt_time
 
+if TYPE_CHECKING:
+    from boo_engine.api import Store
+
 
 class RunScreen(WorkerScreen):
     """One saved run's results, read-only: a table, and the detail pane of the row under the cursor (for a model
@@ -24,7 +27,7 @@ measured by `boo-tui model`, where its time goes)."""
     BINDINGS = [Binding("escape", "app.pop_screen", "Back"),
                 Binding("k", "trend", "Kernel trend")]
 
-    def __init__(self, store: Any, run_id: int) -> None:
+    def __init__(self, store: Store, run_id: int) -> None:
         super().__init__()
         self.store = store
         self.run_id = run_id

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -27,6 +27,9 @@ from boo_engine.api import (
 
 from ..cells import VERDICT_STYLE, command_cell
 from .base import WorkerScreen, field_of, ratio_text
+
+if TYPE_CHECKING:
+    from boo_engine.api import Store
 
 
 @dataclass(frozen=True)
@@ -57,7 +60,7 @@ class RunCompareScreen(WorkerScreen):
 
     BINDINGS = [Binding("escape", "app.pop_screen", "Back")]
 
-    def __init__(self, store: Any, run_a: int, run_b: int) -> None:
+    def __init__(self, store: Store, run_a: int, run_b: int) -> None:
         super().__init__(id="run-compare")
         self.store = store
         self.run_a, self.run_b = run_a, run_b

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -23,6 +23,9 @@ from boo_engine.api import TrendPoint, format_us, kernel_trend, run_kernels
 from ..cells import command_cell
 from ..plots import _fresh_figure, series_color
 from .base import WorkerScreen, fmt_time
+
+if TYPE_CHECKING:
+    from boo_engine.api import Store
 
 Key = tuple[str, str, str, str]
 
@@ -71,7 +74,7 @@ class TrendScreen(WorkerScreen):
 
     BINDINGS = [Binding("escape", "app.pop_screen", "Back")]
 
-    def __init__(self, store: Any, run_id: int, key: Key | None = None) -> None:
+    def __init__(self, store: Store, run_id: int, key: Key | None = None) -> None:
         super().__init__(id="trend")
         self.store = store
         self.run_id = run_id

@@ -5,7 +5,7 @@ measured again."""
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -15,6 +15,9 @@ from textual.widgets import DataTable, Footer, Header, Static
 from boo_engine.api import IMPROVED, MEASURED, Tried, TunedKernel, find_tune, format_us, load_kernels
 
 from .base import WorkerScreen, fmt_time
+
+if TYPE_CHECKING:
+    from boo_engine.api import Store, TuneRow
 
 KERNEL_COLUMNS = [("kernel", "kernel"), ("status", "outcome"), ("default", "default us"), ("tuned", "tuned us"),
                   ("ratio", "ratio"), ("ci", "95% CI"), ("tried", "tried"), ("measured", "measured"),
@@ -33,7 +36,7 @@ class TuneReviewScreen(WorkerScreen):
 
     BINDINGS = [Binding("escape", "app.pop_screen", "Back")]
 
-    def __init__(self, store: Any, tune_id: int) -> None:
+    def __init__(self, store: Store, tune_id: int) -> None:
         super().__init__(id="tune-review")
         self.store = store
         self.tune_id = tune_id
@@ -57,10 +60,10 @@ class TuneReviewScreen(WorkerScreen):
         self.query_one("#tune-review-kernels", DataTable).focus()
         self._call_in_thread(self._load, then=self._show)
 
-    def _load(self) -> tuple[dict[str, Any], dict[str, TunedKernel]]:
+    def _load(self) -> tuple[TuneRow, dict[str, TunedKernel]]:
         return find_tune(self.store, self.tune_id), load_kernels(self.store, self.tune_id)
 
-    def _show(self, loaded: tuple[dict[str, Any], dict[str, TunedKernel]]) -> None:
+    def _show(self, loaded: tuple[TuneRow, dict[str, TunedKernel]]) -> None:
         info, self.kernels = loaded
         settings = info.get("settings") or {}
         self.query_one("#tune-info", Static).update(
