@@ -162,7 +162,7 @@ def export_results(
     results: Sequence[JobResult],
     *,
     environment: dict[str, Any] | None = None,
-    run: dict[str, Any] | None = None,
+    run: Mapping[str, Any] | None = None,
     comparisons: Comparisons | None = None,
     min_effect: float = DEFAULT_MIN_EFFECT,
     model: Sequence[ModelLine] | None = None,

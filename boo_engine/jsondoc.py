@@ -58,7 +58,7 @@ def _comparison_doc(key: tuple[str, str, str], c: Comparison) -> dict[str, Any]:
 
 
 def _document(all_results: Sequence[JobResult], results: Any, comparisons_doc: Any, *,
-              environment: dict[str, Any] | None, run: dict[str, Any] | None, comparisons: Comparisons,
+              environment: dict[str, Any] | None, run: Mapping[str, Any] | None, comparisons: Comparisons,
               model: Sequence[ModelLine] | None) -> dict[str, Any]:
     return {
         "format": "boo-tui-results",
@@ -75,7 +75,7 @@ def _document(all_results: Sequence[JobResult], results: Any, comparisons_doc: A
     }
 
 
-def render_json(results: Sequence[JobResult], *, environment: dict[str, Any] | None, run: dict[str, Any] | None,
+def render_json(results: Sequence[JobResult], *, environment: dict[str, Any] | None, run: Mapping[str, Any] | None,
                 comparisons: Comparisons, model: Sequence[ModelLine] | None = None) -> str:
     """The whole document as text."""
     vs_torch = torch_ratios(results)
@@ -86,7 +86,8 @@ def render_json(results: Sequence[JobResult], *, environment: dict[str, Any] | N
 
 
 def write_json(f: IO[bytes], results: Sequence[JobResult], *, environment: dict[str, Any] | None,
-               run: dict[str, Any] | None, comparisons: Comparisons, model: Sequence[ModelLine] | None = None) -> None:
+               run: Mapping[str, Any] | None, comparisons: Comparisons,
+               model: Sequence[ModelLine] | None = None) -> None:
     """`render_json`'s text, UTF-8, into `f`, a result (and a comparison) at a time: never all of them as dicts."""
     out = io.TextIOWrapper(f, encoding="utf-8", newline="")
     doc = _document(results, *_SLOTS, environment=environment, run=run, comparisons=comparisons, model=model)

@@ -97,7 +97,7 @@ def _latency_cell(r: JobResult | None) -> str:
 
 
 def _header_lines(results: Sequence[JobResult], environment: dict[str, Any] | None,
-                  run: dict[str, Any] | None) -> list[str]:
+                  run: Mapping[str, Any] | None) -> list[str]:
     env = environment or (run or {}).get("environment") or {}
     targets = sorted({r.target for r in results}) or [str((run or {}).get("target") or env.get("target") or "?")]
     when = _when((run or {}).get("started_at"))
@@ -145,7 +145,7 @@ def _short_iree_version(line: str) -> str:
 
 
 def render_markdown(results: Sequence[JobResult], *, environment: dict[str, Any] | None = None,
-                    run: dict[str, Any] | None = None, comparisons: Comparisons | None = None,
+                    run: Mapping[str, Any] | None = None, comparisons: Comparisons | None = None,
                     min_effect: float = DEFAULT_MIN_EFFECT, model: Sequence[ModelLine] | None = None) -> str:
     """The Markdown document (also what the headless run prints). `comparisons` / `model` None: computed from
     the samples."""

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..fsutil import atomic_write
 from ..markdown import format_ratio, format_us, verdict_legend
-from .runs import RunComparison, describe_runs
+from .runs import RunComparison, StoredRun, describe_runs
 
 FORMATS = (".md", ".csv", ".json")
 CSV_COLUMNS = ("target", "command", "column", "a_median_us", "b_median_us", "ratio", "ci_low", "ci_high", "p_value",
@@ -84,7 +84,7 @@ def _csv_value(v: Any) -> Any:
 
 
 def to_dict(cmp: RunComparison) -> dict[str, Any]:
-    def run(r: Any) -> dict[str, Any]:
+    def run(r: StoredRun) -> dict[str, Any]:
         info = {k: v for k, v in r.info.items() if k != "environment"}
         return {"db": str(r.ref.path), "run_id": r.ref.run_id, "run": info, "environment": r.environment}
 

@@ -11,7 +11,7 @@ is, by command, variant, backend and target), and compared with `comparisons.com
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -62,7 +62,7 @@ class StoredRun:
     """A run read back: its row (config and environment dicts included) and every result with its samples."""
 
     ref: RunRef
-    info: dict[str, Any]
+    info: queries.RunInfo
     results: list[JobResult]
 
     @property
@@ -184,7 +184,7 @@ class RunComparison:
     evidence: dict[tuple[str, str, str], tuple[Evidence, Evidence]] = field(default_factory=dict)
 
 
-def run_settings(info: Mapping[str, Any]) -> tuple[float, int]:
+def run_settings(info: queries.RunInfo) -> tuple[float, int]:
     """(min_effect, seed) from a run's stored config (the defaults for runs that did not store them)."""
     config = info.get("config") or {}
     min_effect = config.get("min_effect") if isinstance(config, dict) else None

@@ -31,7 +31,7 @@ from sqlite_utils import Database
 
 from . import schema
 from .connection import StoreError
-from .owner import effective_status, owner_alive
+from .owner import effective_status, owner_alive, owner_of
 from .readonly import check_schema, copy_database, current_copy
 
 
@@ -188,10 +188,11 @@ def _merge_runs(conn: sqlite3.Connection, shown: Path, summary: MergeSummary) ->
             run_map[d["id"]] = present[ident]
             summary.runs_skipped += 1
             continue
-        if d["status"] == "running" and owner_alive(d):
+        owner = owner_of(run)
+        if d["status"] == "running" and owner_alive(owner):
             summary.notes.append(f"{shown}: run {d['id']} is still running: not merged (merge again when it ended)")
             continue
-        d["status"] = effective_status(d)
+        d["status"] = effective_status(str(d["status"]), owner)
         d["environment_id"] = _env_id(conn, d["environment_id"], env_cache)
         new_id = _insert(conn, "runs", d, run_cols)
         present[ident] = run_map[d["id"]] = new_id

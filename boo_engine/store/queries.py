@@ -6,7 +6,7 @@ import sqlite3
 from typing import Any
 
 from ..results import DONE, FAILED, JobResult
-from .owner import effective_status
+from .owner import RunOwner, effective_status, owner_of
 from .rows import job_result_from_row, loads
 
 _RUN_SELECT = """
@@ -35,32 +35,64 @@ ORDER BY r.id
 NEWEST_FIRST = "julianday(runs.started_at) DESC, runs.id DESC"
 
 
-def _run_dict(row: sqlite3.Row) -> dict[str, Any]:
+class RunRow(RunOwner):
+    """A run as `_RUN_SELECT` reads it: the columns of `runs` in their order (`config` parsed), its machine's
+    host, CPU and GPU, its results counted, and the status it was stored with. A migration that adds a column to
+    `runs` adds it here and in `_run_dict`."""
+
+    id: int
+    started_at: str                   # ISO-8601 UTC
+    finished_at: str | None
+    status: str                       # as it stands: a `running` run whose process died here is interrupted
+    command_line: str | None
+    tool_version: str | None
+    target: str | None
+    config: dict[str, Any] | None     # the run's settings, as the session stored them (JSON)
+    environment_id: int | None
+    host: str | None
+    cpu: str | None
+    gpu: str | None
+    n_results: int
+    ok: int                           # results done
+    failed: int
+    stored_status: str                # as the row says
+
+
+class RunInfo(RunRow):
+    """One run (`run_info`): its row and the environment it was measured in (`collect_environment()`'s dict)."""
+
+    environment: dict[str, Any] | None
+
+
+def _run_dict(row: sqlite3.Row) -> RunRow:
     """A run row; `status` as it stands (a `running` run whose process died here is interrupted), and
-    `stored_status` as the row says."""
-    d = dict(row)
-    d["config"] = loads(d.get("config"))
-    d["stored_status"] = d.get("status")
-    d["status"] = effective_status(d)
-    return d
+    `stored_status` as the row says. The keys in the order of the row's columns (`runs.*` first): an export of
+    the run lists them so."""
+    owner = owner_of(row)
+    return {"id": row["id"], "started_at": row["started_at"], "finished_at": row["finished_at"],
+            "status": effective_status(str(row["status"]), owner), "command_line": row["command_line"],
+            "tool_version": row["tool_version"], "target": row["target"], "config": loads(row["config"]),
+            "environment_id": row["environment_id"], "owner_pid": owner["owner_pid"],
+            "owner_host": owner["owner_host"], "owner_started": owner["owner_started"], "host": row["host"],
+            "cpu": row["cpu"], "gpu": row["gpu"], "n_results": row["n_results"], "ok": row["ok"],
+            "failed": row["failed"], "stored_status": row["status"]}
 
 
-def list_runs(conn: sqlite3.Connection, limit: int) -> list[dict[str, Any]]:
+def list_runs(conn: sqlite3.Connection, limit: int) -> list[RunRow]:
     rows = conn.execute(_RUN_SELECT + f" ORDER BY {NEWEST_FIRST} LIMIT ?", (limit,)).fetchall()
     return [_run_dict(r) for r in rows]
 
 
-def run_info(conn: sqlite3.Connection, run_id: int) -> dict[str, Any] | None:
+def run_info(conn: sqlite3.Connection, run_id: int) -> RunInfo | None:
     row = conn.execute(_RUN_SELECT + " WHERE runs.id = ?", (run_id,)).fetchone()
     if row is None:
         return None
     d = _run_dict(row)
     env = None
-    if d.get("environment_id") is not None:
+    if d["environment_id"] is not None:
         erow = conn.execute("SELECT details FROM environments WHERE id = ?", (d["environment_id"],)).fetchone()
         env = loads(erow["details"]) if erow else None
-    d["environment"] = env
-    return d
+    return {**d, "environment": env}
 
 
 def load_results(conn: sqlite3.Connection, run_id: int) -> list[JobResult]:

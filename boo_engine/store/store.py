@@ -227,12 +227,12 @@ class Store:
         finally:
             conn.close()
 
-    def list_runs(self, limit: int = 50) -> list[dict[str, Any]]:
+    def list_runs(self, limit: int = 50) -> list[queries.RunRow]:
         """Newest first: run columns plus host, n_results, ok (done) and failed counts."""
         with self._reader() as conn:
             return queries.list_runs(conn, limit)
 
-    def run_info(self, run_id: int) -> dict[str, Any]:
+    def run_info(self, run_id: int) -> queries.RunInfo:
         """One run's columns, counts and its environment dict. StoreError if there is no such run."""
         with self._reader() as conn:
             info = queries.run_info(conn, run_id)
