@@ -10,7 +10,7 @@ from typing import Any
 
 from rich.text import Text
 
-from boo_engine.api import TORCH, Comparison, Status, Verdict, format_us, roof_cell, verdict_words
+from boo_engine.api import TORCH, Comparison, JobResult, Status, Verdict, format_us, roof_cell, verdict_words
 
 from .run_model import JobView, RunModel, shape_label
 
@@ -124,7 +124,7 @@ def ci_text(c: Comparison, *, reference: bool = False) -> str:
     return " ".join(part for part in (f"{fmt_ratio(c.ratio)}x{ci}", mark, words) if part)
 
 
-def roof_text(r: Any) -> Text:
+def roof_text(r: JobResult) -> Text:
     """The "% roof" cell: above 100% (a kernel that beat a measured peak: the detail pane says why) marked ▲."""
     if r.pct_roofline is None:
         return Text("-", style="dim")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TypeVar
 
 from textual.message import Message
 
@@ -19,6 +19,8 @@ from boo_engine.api import BooError, JobResult, Session, SessionConfig, check_na
 from boo_engine.api import events as ev
 
 from .messages import EngineFailed, SessionFailed, SessionOpened
+
+T = TypeVar("T")
 
 #: how long quitting waits for the session to close (its worker processes stop, the run is saved)
 CLOSE_TIMEOUT_S = 30
@@ -90,7 +92,7 @@ class EngineClient:
         return self.session
 
     # ---- calls ----------------------------------------------------------------------------------------------
-    def call(self, fn: Callable[..., Any], *args: Any, reply: Callable[[Any], Message] | None = None,
+    def call(self, fn: Callable[..., T], *args: object, reply: Callable[[T], Message] | None = None,
              what: str = "") -> None:
         """Run `fn(*args)` on the engine thread. What it returns is posted as `reply(value)`; an error as
         `EngineFailed` (prefixed with `what`). Nothing runs once the dashboard is closing."""

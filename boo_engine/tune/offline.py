@@ -10,11 +10,11 @@ start-up candidates and finds them compiled. No verdict is given: nothing was me
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..errors import BooError, first_line
 from ..variants import spec_applied
-from .dispatch import read_root
+from .dispatch import RootOp, read_root
 from .records import COMPILE_FAILED, KERNEL_FAILED, NOT_APPLIED, Tried, TunedKernel
 from .space import Candidate, GlobalChoice, SearchSpace, global_choices, new_study, tile_space
 
@@ -28,7 +28,7 @@ COMPILED = "compiled"
 COMPILED_ONLY = "compiled_only"
 
 
-def space_for(root: Any, target_kind: str) -> SearchSpace | None:
+def space_for(root: RootOp, target_kind: str) -> SearchSpace | None:
     if target_kind == "cpu":
         return tile_space(root)
     from .gpu_space import gpu_space

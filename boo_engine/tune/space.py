@@ -18,7 +18,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NotRequired, Protocol, TypedDict
+from typing import TYPE_CHECKING, Any, NotRequired, Protocol, TypedDict
 
 from ..cpu_defaults.machine import per_op_default_flags
 from ..cpu_defaults.rules import DATA_TILING, IM2COL
@@ -26,6 +26,9 @@ from ..ops.base import OpSignature
 from ..targets import Target
 from .dispatch import RootOp
 from .spec import cpu_compilation_info
+
+if TYPE_CHECKING:
+    import optuna
 
 UKERNELS = "--iree-llvmcpu-enable-ukernels"
 AGGRESSIVE_FUSION = "--iree-dispatch-creation-enable-aggressive-fusion"
@@ -269,7 +272,7 @@ def _capped(values: Sequence[int], bound: int) -> tuple[int, ...]:
     return tuple(sorted({min(v, bound) for v in values}))
 
 
-def new_study(seed: int, budget: int) -> Any:
+def new_study(seed: int, budget: int) -> optuna.Study:
     """The optuna study every tile search uses, live or offline: TPE, seeded, its start-up trials (seeded random
     proposals) a third of the budget within [2, 10], so an offline tune proposes the start-up candidates a live
     one will."""

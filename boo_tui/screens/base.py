@@ -4,7 +4,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from rich.text import Text
 from textual import work
@@ -15,6 +15,8 @@ from boo_engine.api import Comparison
 
 from ..cells import REFERENCE_STYLE, VERDICT_STYLE
 from ..messages import Deferred
+
+T = TypeVar("T")
 
 
 def field_of(obj: Any, *names: str, default: Any = None) -> Any:
@@ -60,11 +62,11 @@ class WorkerScreen(Screen):
         except Exception as e:  # noqa: BLE001
             self.notify(f"{type(e).__name__}: {e}", severity="error")
 
-    def _call_in_thread(self, fn: Callable[..., Any], *args: Any, then: Callable[[Any], None]) -> None:
+    def _call_in_thread(self, fn: Callable[..., T], *args: object, then: Callable[[T], None]) -> None:
         self._thread_call(fn, args, then)
 
     @work(thread=True, group="screen-io")
-    def _thread_call(self, fn: Callable[..., Any], args: tuple[Any, ...], then: Callable[[Any], None]) -> None:
+    def _thread_call(self, fn: Callable[..., T], args: tuple[object, ...], then: Callable[[T], None]) -> None:
         try:
             value = fn(*args)
         except Exception as e:  # noqa: BLE001 - shown in the UI, never as a traceback
