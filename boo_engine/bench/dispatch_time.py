@@ -8,7 +8,7 @@ import os
 import statistics
 import tempfile
 from collections.abc import Callable
-from typing import Any
+from typing import TypedDict
 
 from ..errors import BooError, one_line
 from ..results import IREE, CacheMode
@@ -19,8 +19,32 @@ from .messages import BenchSpec
 PROFILE_BUDGET_S = 2.0
 
 
+class DispatchTiming(TypedDict, total=False):
+    """The dispatches' time per call (the result's `device_detail["dispatch"]`), as either profiler gives it:
+    the figures (CUPTI's `gpu_timing.summarize_dispatches`: device_us to source; IREE's `ireeprof.summarize`
+    adds event_type to host_events_ignored, and `ireeprof.profile` the capture's mode, wall_us and capture_s),
+    or {"error": why} (with the source when IREE's profiler said it). "iree_profile_error": why IREE's profiler
+    was not used for a figure CUPTI gave."""
+
+    device_us: float                  # median over calls of the dispatches' summed time
+    dispatches: float                 # median number of dispatches per call
+    per_dispatch_us: dict[str, float]  # each dispatch's median, by name
+    calls: int
+    source: str                       # "torch.profiler (CUPTI)" or "iree-profile"
+    event_type: str
+    timing_source: str
+    dropped_calls: int
+    invalid_events: int
+    host_events_ignored: int
+    mode: str                         # --device_profiling_mode
+    wall_us: float | None             # iree-benchmark-module's time per call while profiling
+    capture_s: float
+    error: str
+    iree_profile_error: str
+
+
 def dispatch_time(spec: BenchSpec, device: str, samples_us: list[float],
-                   cupti: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+                   cupti: Callable[[], DispatchTiming]) -> DispatchTiming:
     """The dispatches' time per call, for `BenchOutcome.device_us`: an IREE kernel's from IREE's own profiler
     (`ireeprof`: its reproducer command run under the HAL profiler, where the driver implements it: the CPU
     drivers do, 3.13's CUDA driver does not), else, and for torch, from CUPTI (`cupti`, GPU only). Why IREE's
@@ -35,13 +59,14 @@ def dispatch_time(spec: BenchSpec, device: str, samples_us: list[float],
             if "error" not in got:
                 return got
             why = got["error"]
-    out = cupti() if device != "cpu" else {"error": f"no other dispatch profiler on the CPU (iree-profile: {why})"}
+    out: DispatchTiming = cupti() if device != "cpu" else {
+        "error": f"no other dispatch profiler on the CPU (iree-profile: {why})"}
     if why:
         out["iree_profile_error"] = why
     return out
 
 
-def iree_profile(spec: BenchSpec, samples_us: list[float]) -> dict[str, Any]:
+def iree_profile(spec: BenchSpec, samples_us: list[float]) -> DispatchTiming:
     """The kernel's reproducer command (inputs of the job's seed or splat, written beside the artifact, or in a
     temporary folder when that is read-only) run under IREE's profiler. The .ireeprof bundle goes to that
     temporary folder and is deleted: only its summary is kept (a bundle is per measurement, while the artifact's

@@ -26,7 +26,11 @@ import threading
 import time
 import warnings
 from collections.abc import Callable
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Literal, TypedDict
+
+if TYPE_CHECKING:
+    from .dispatch_time import DispatchTiming
 
 #: NVML clock-event reasons that mean the GPU slowed itself (power cap, thermal, HW slowdown, power brake)
 THROTTLE_BITS = {0x4: "sw power cap", 0x8: "hw slowdown", 0x20: "sw thermal", 0x40: "hw thermal",
@@ -36,6 +40,27 @@ _MARK = "boo_tui_call"
 WARM_S = 0.2
 MIN_PROFILED_S = 0.1
 MAX_PROFILED_CALLS = 200
+
+
+class GpuState(TypedDict):
+    """The GPU's state while a job measured (`GpuMonitor.summary()`, `merge_gpu_state` of its rounds): kept in the
+    result's `device_detail["gpu_state"]`. `before` / `after` are single readings (sm_mhz, mem_mhz, temp_c,
+    power_w, reasons, t)."""
+
+    before: dict[str, float] | None
+    after: dict[str, float] | None
+    polls: int
+    sm_mhz_min: float | None
+    sm_mhz_max: float | None
+    temp_c_max: float | None
+    power_w_max: float | None
+    throttled_share: float
+    throttle_reasons: list[str]
+    source: str | None             # "nvml" or "nvidia-smi" (None: a merge of states that did not say)
+
+
+#: the GpuState figures a merge takes the extreme of
+_Extreme = Literal["sm_mhz_min", "sm_mhz_max", "temp_c_max", "power_w_max"]
 
 
 def _run_for(call: Callable[[], object], finish: Callable[[], object], flush: Callable[[], object] | None,
@@ -51,7 +76,7 @@ def _run_for(call: Callable[[], object], finish: Callable[[], object], flush: Ca
 
 
 def profile_dispatches(call: Callable[[], object], sync: Callable[[], object] | None,
-                       flush: Callable[[], object] | None, calls: int = 20) -> dict[str, Any]:
+                       flush: Callable[[], object] | None, calls: int = 20) -> DispatchTiming:
     """Run `calls` calls under the torch profiler; {"device_us": median per call, "dispatches": per call,
     "per_dispatch_us": {name: median}, "calls": n} or {"error": why} when the profiler saw no GPU work."""
     import torch
@@ -86,7 +111,7 @@ def profile_dispatches(call: Callable[[], object], sync: Callable[[], object] | 
 
 
 def summarize_dispatches(ranges: list[tuple[float, float]],
-                         activities: list[tuple[str, float, float]]) -> dict[str, Any]:
+                         activities: list[tuple[str, float, float]]) -> DispatchTiming:
     """Per-call dispatch time from the profiler's records: `ranges` are the calls' (start, end) on the host,
     `activities` the GPU's (name, start, end); an activity belongs to the call whose range holds its start (an
     IREE call is synchronous, a profiled torch call is synchronised inside its range). Our own range is left
@@ -150,8 +175,8 @@ class GpuMonitor:
         self._polls: list[dict[str, float]] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._nvml: Any = None
-        self._handle: Any = None
+        self._nvml: ModuleType | None = None   # pynvml, once initialised
+        self._handle: object = None            # NVML's handle of the device: only handed back to NVML
         self.before: dict[str, float] | None = None
         self.after: dict[str, float] | None = None
 
@@ -196,7 +221,7 @@ class GpuMonitor:
         except Exception:  # noqa: BLE001
             return None
 
-    def summary(self) -> dict[str, Any] | None:
+    def summary(self) -> GpuState | None:
         states = [s for s in [self.before, *self._polls, self.after] if s]
         if not states:
             return None
@@ -213,7 +238,7 @@ class GpuMonitor:
         }
 
 
-def merge_gpu_state(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any] | None:
+def merge_gpu_state(a: GpuState | None, b: GpuState | None) -> GpuState | None:
     """Two `GpuMonitor.summary()`s of one job (its rounds) as one: the first round's `before`, the last's `after`,
     the extremes of clocks, temperature and power, every throttle reason seen, and the throttled share over all
     the states read. A job is flagged when ANY round was throttled, so its state must say so too (the last
@@ -221,11 +246,11 @@ def merge_gpu_state(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[
     if not a or not b:
         return b or a
 
-    def states(s: dict[str, Any]) -> int:
+    def states(s: GpuState) -> int:
         return int(s.get("polls") or 0) + (s.get("before") is not None) + (s.get("after") is not None)
 
-    def pick(key: str, f: Callable[..., Any]) -> Any:
-        vals = [s[key] for s in (a, b) if s.get(key) is not None]
+    def pick(key: _Extreme, f: Callable[[list[float]], float]) -> float | None:
+        vals = [v for s in (a, b) if (v := s.get(key)) is not None]
         return f(vals) if vals else None
 
     na, nb = states(a), states(b)

@@ -38,10 +38,17 @@ import subprocess
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..errors import BooError, elide
 from ..iree_tools import find_runtime_tool
+
+if TYPE_CHECKING:
+    from .dispatch_time import DispatchTiming
+
+#: one JSON record of `iree-profile dispatch --format=jsonl`, as parsed: its fields vary with the event type and
+#: the IREE version, so each value is checked (isinstance) where it is read
+ProfileEvent = dict[str, object]
 
 SOURCE = "iree-profile"
 BENCH_TOOL = "iree-benchmark-module"
@@ -178,7 +185,7 @@ def benchmark_wall_us(stdout: str) -> float | None:
         return None
 
 
-def read_events(path: str, *, timeout_s: float = READ_TIMEOUT_S) -> list[dict[str, Any]]:
+def read_events(path: str, *, timeout_s: float = READ_TIMEOUT_S) -> list[ProfileEvent]:
     """Every dispatch event of a `.ireeprof` bundle: `iree-profile dispatch --format=jsonl --dispatch_events`,
     parsed by `parse_events`."""
     tool = find_runtime_tool(PROFILE_TOOL)
@@ -192,7 +199,7 @@ def read_events(path: str, *, timeout_s: float = READ_TIMEOUT_S) -> list[dict[st
     return parse_events(proc.stdout.splitlines())
 
 
-def parse_events(lines: Iterable[str]) -> list[dict[str, Any]]:
+def parse_events(lines: Iterable[str]) -> list[ProfileEvent]:
     """The JSON objects among `lines` whose "type" ends in "dispatch_event" (dispatch_event on a GPU,
     host_dispatch_event on the CPU); summaries, other record types and lines that are not JSON are skipped."""
     events = []
@@ -209,7 +216,7 @@ def parse_events(lines: Iterable[str]) -> list[dict[str, Any]]:
     return events
 
 
-def summarize(events: Sequence[dict[str, Any]], *, dropped_calls: int = DROPPED_CALLS) -> dict[str, Any]:
+def summarize(events: Sequence[ProfileEvent], *, dropped_calls: int = DROPPED_CALLS) -> DispatchTiming:
     """Per-call dispatch time from dispatch events: {"device_us": median per call, "dispatches": per call,
     "per_dispatch_us": {name: median}, "calls": n, "source": "iree-profile", "event_type", "timing_source",
     "dropped_calls", "invalid_events"}, or {"error": why} when no call is left to count.
@@ -262,7 +269,7 @@ def refusal(device: str, mode: str | None = None) -> str | None:
 
 
 def profile(reproducer: str | Sequence[str], folder: str, *, calls: int = PROFILED_CALLS,
-            timeout_s: float = CAPTURE_TIMEOUT_S, mode: str | None = None) -> dict[str, Any]:
+            timeout_s: float = CAPTURE_TIMEOUT_S, mode: str | None = None) -> DispatchTiming:
     """Capture `calls` profiled calls (plus the dropped first) of the reproducer command into `folder`, read and
     summarize them. Never raises: {"error": one line} when any step fails. Beside `summarize`'s keys: the mode,
     iree-benchmark-module's wall time per call while profiling ("wall_us") and the capture's cost in seconds.
@@ -279,11 +286,11 @@ def profile(reproducer: str | Sequence[str], folder: str, *, calls: int = PROFIL
         if "UNIMPLEMENTED;" in str(e):
             _refused[key] = str(e)
         return {"error": str(e), "source": SOURCE}
-    out.update(mode=cap.mode, wall_us=cap.wall_us, capture_s=round(cap.seconds, 3))
+    out.update({"mode": cap.mode, "wall_us": cap.wall_us, "capture_s": round(cap.seconds, 3)})
     return out
 
 
-def _duration_ns(ev: dict[str, Any]) -> float | None:
+def _duration_ns(ev: ProfileEvent) -> float | None:
     """`duration_ns` when the event has it; else end - start of a `start_<x>_ns` / `end_<x>_ns` pair."""
     d = ev.get("duration_ns")
     if isinstance(d, (int, float)) and not isinstance(d, bool):
@@ -296,17 +303,17 @@ def _duration_ns(ev: dict[str, Any]) -> float | None:
     return None
 
 
-def _submission(ev: dict[str, Any]) -> int | None:
+def _submission(ev: ProfileEvent) -> int | None:
     s = ev.get("submission_id")
     return s if isinstance(s, int) and not isinstance(s, bool) else None
 
 
-def _name(ev: dict[str, Any]) -> str:
+def _name(ev: ProfileEvent) -> str:
     key = ev.get("key")
     if isinstance(key, str) and key:
         return key if len(key) <= 120 else key[:117] + "..."
     return f"executable{ev.get('executable_id', '?')}:{ev.get('function_ordinal', '?')}"
 
 
-def _joined(values: Iterable[Any]) -> str:
+def _joined(values: Iterable[object]) -> str:
     return ",".join(sorted({str(v) for v in values if v}))
