@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..errors import BooError, one_line
 from ..fsutil import atomic_write
@@ -30,6 +30,7 @@ from .messages import (
     BenchSpec,
     CancelJob,
     Close,
+    DeviceDetail,
     JobCancelled,
     JobDone,
     JobFailed,
@@ -37,6 +38,16 @@ from .messages import (
     RunJob,
     Samples,
 )
+
+if TYPE_CHECKING:
+    import torch
+
+    from ..ops.base import OpSignature
+    from ..runtime.launchable import LoadedModule, Prepared
+    from .placement import Placement
+
+#: a job's inputs, in the order the kernel takes them, and a kernel's outputs
+Tensors = tuple["torch.Tensor", ...]
 
 
 class _JobError(BooError):
@@ -125,9 +136,10 @@ class RuntimeCache:
     caching allocator: see `IreeCall`.)"""
 
     def __init__(self) -> None:
-        self._modules: dict[tuple[Any, ...], Any] = {}
+        #: (the file's real path, mtime_ns, size, driver, threads, function) -> the module loaded from it
+        self._modules: dict[tuple[str, int, int, str, int, str], LoadedModule] = {}
 
-    def module(self, path: str, driver: str, threads: int, function: str) -> Any:
+    def module(self, path: str, driver: str, threads: int, function: str) -> LoadedModule:
         from ..runtime.launchable import load_artifact
 
         st = os.stat(path)
@@ -190,13 +202,13 @@ class _Callables:
     inputs (more seeds, the structured test), a device sync (eager torch on a GPU) and the IREE driver used."""
 
     call: Callable[[], object]
-    outputs: Callable[[], tuple[Any, ...]]
-    run_on: Callable[[tuple[Any, ...]], tuple[Any, ...]]
+    outputs: Callable[[], Tensors]
+    run_on: Callable[[Tensors], Tensors]
     sync: Callable[[], None] | None = None
     driver: str | None = None
 
     @staticmethod
-    def of(spec: BenchSpec, cache: RuntimeCache, args: tuple[Any, ...], device: str) -> _Callables:
+    def of(spec: BenchSpec, cache: RuntimeCache, args: Tensors, device: str) -> _Callables:
         if spec.backend == IREE:
             vmfb = spec.vmfb_path
             if vmfb is None:
@@ -204,7 +216,7 @@ class _Callables:
             kernel = IreeCall(cache, spec.sig, vmfb, runtime_driver(spec.driver, spec.threads), spec.threads,
                               spec.function, args)
 
-            def run_on(other: tuple[Any, ...]) -> tuple[Any, ...]:
+            def run_on(other: Tensors) -> Tensors:
                 return IreeCall(cache, spec.sig, vmfb, runtime_driver(spec.driver, spec.threads), spec.threads,
                                 spec.function, other).outputs()
             return _Callables(kernel.call, kernel.outputs, run_on, driver=kernel.driver)
@@ -217,12 +229,12 @@ class _Callables:
 
 
 def _device_detail(spec: BenchSpec, device: str, monitor: object, flush_note: str | None, samples_us: list[float],
-                   k: _Callables, flush: Callable[[], None] | None) -> tuple[dict[str, Any] | None, float | None, bool]:
+                   k: _Callables, flush: Callable[[], None] | None) -> tuple[DeviceDetail | None, float | None, bool]:
     """(the result's device detail: a GPU's clocks and throttling, the flush, the dispatches' device time; the
     device time per call; whether the GPU throttled), after the timing."""
     from .gpu_timing import GpuMonitor, profile_dispatches
 
-    detail: dict[str, Any] | None = None
+    detail: DeviceDetail | None = None
     device_us, throttled = None, False
     if device != "cpu":
         state = monitor.summary() if isinstance(monitor, GpuMonitor) else None
@@ -238,10 +250,10 @@ def _device_detail(spec: BenchSpec, device: str, monitor: object, flush_note: st
 
 
 #: the inputs of the last job, placed (bench/placement.py): (what they are, their Placement, the args)
-_LAST_PLACED: list[tuple[Any, Any, tuple[Any, ...]]] = []
+_LAST_PLACED: list[tuple[tuple[OpSignature, int, float | None, int], Placement, Tensors]] = []
 
 
-def _placed_args(spec: BenchSpec, device: str) -> tuple[Any, ...]:
+def _placed_args(spec: BenchSpec, device: str) -> Tensors:
     """The job's inputs. On the CPU each round gets a fresh placement of them (bench/placement.py), and the jobs
     of one round that take the same inputs (a command's baseline, variants and torch column) share it: in one run
     a comparison then sees the kernels on the very same memory, and the rounds sample the placements. The last
@@ -266,19 +278,18 @@ def _torch_device(target_name: str) -> str:
     return "cpu" if target_name == "cpu" else "cuda"
 
 
-def _as_tensor_tuple(out: Any) -> tuple[Any, ...]:
+def _as_tensor_tuple(out: torch.Tensor | tuple[torch.Tensor, ...] | list[torch.Tensor]) -> Tensors:
     return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
 
-def _save_outputs(outs: tuple[Any, ...], path: str) -> str:
+def _save_outputs(outs: Tensors, path: str) -> str:
     import torch
 
     atomic_write(os.path.abspath(path), lambda f: torch.save(list(outs), f), make_parents=True, private=True)
     return path
 
 
-def _numerics(spec: BenchSpec, args: tuple[Any, ...], outs: tuple[Any, ...],
-              run_on: Callable[[tuple[Any, ...]], tuple[Any, ...]]) -> NumericsInfo:
+def _numerics(spec: BenchSpec, args: Tensors, outs: Tensors, run_on: Callable[[Tensors], Tensors]) -> NumericsInfo:
     """The check `spec.numerics` asks for: the measured call's outputs, plus further seeds until the main output
     gave `min_samples` errors (against the high-precision reference: a variant compared with its baseline's
     saved outputs has those for the first seed only), plus the structured test."""
@@ -319,8 +330,8 @@ class IreeCall:
     an earlier job left in the pool is released here, before this job's inputs are placed.
     """
 
-    def __init__(self, modules: RuntimeCache, sig: Any, path: str, driver: str, threads: int, function: str,
-                 args: tuple[Any, ...]) -> None:
+    def __init__(self, modules: RuntimeCache, sig: OpSignature, path: str, driver: str, threads: int, function: str,
+                 args: Tensors) -> None:
         from ..runtime.launchable import CPU_DRIVERS, Launchable
 
         module = modules.module(path, driver, threads, function)
@@ -330,11 +341,11 @@ class IreeCall:
         self.prepared = Launchable(sig, module).prepare(*args)
         self.call: Callable[[], object] = _raw_invoke(module, self.prepared) or self.prepared.invoke
 
-    def outputs(self) -> tuple[Any, ...]:
+    def outputs(self) -> Tensors:
         return _as_tensor_tuple(self.prepared.to_torch(self.prepared.invoke()))
 
 
-def _raw_invoke(module: Any, prepared: Any) -> Callable[[], object] | None:
+def _raw_invoke(module: LoadedModule, prepared: Prepared) -> Callable[[], object] | None:
     """invoke(fn, packed args, fresh results list), or None when this IREE's invoker lacks what it needs."""
     import iree.runtime as rt
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from ..errors import BooError
 from ..ops.base import ELEMENT_BYTES, OpSignature
@@ -68,7 +67,7 @@ def host_available() -> int | None:
     return None
 
 
-def gpu_available(device: Any) -> int:
+def gpu_available(device: str) -> int:
     """Free bytes of a torch GPU device (the measuring process's current one when `device` is "cuda")."""
     import torch
 

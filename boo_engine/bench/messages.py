@@ -16,9 +16,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol, TypedDict
 
 from ..results import Backend, CacheMode, NumericsCriteria, NumericsInfo
+
+if TYPE_CHECKING:
+    from ..ops.base import OpSignature
+    from .dispatch_time import DispatchTiming
+    from .gpu_timing import GpuState
 
 
 @dataclass(frozen=True)
@@ -27,7 +32,7 @@ class BenchSpec:
 
     job_id: str
     backend: Backend
-    sig: Any                            # an OpSignature (picklable)
+    sig: OpSignature                    # picklable
     target_name: str = "cpu"            # the device: "cpu", "hip:gfx942", "cuda:sm_80"
     vmfb_path: str | None = None        # iree backend: the compiled artifact
     driver: str = "local-sync"          # IREE runtime driver; on CPU replaced by local-sync/local-task per threads
@@ -51,6 +56,16 @@ class BenchSpec:
     placement: int = 0
 
 
+class DeviceDetail(TypedDict, total=False):
+    """What a measurement says of its device beside the samples (`BenchOutcome.device_detail`): on a GPU its state
+    while measured and the flush; on the CPU the flush where caches were flushed; the dispatches' time where
+    device timing was asked (bench/dispatch_time.py)."""
+
+    gpu_state: GpuState | None
+    flush: str | None                   # how the caches were flushed between calls (cold caches)
+    dispatch: DispatchTiming
+
+
 @dataclass
 class BenchOutcome:
     """What a finished measurement sends back (the samples were already streamed; they come again, complete)."""
@@ -68,7 +83,7 @@ class BenchOutcome:
     overhead_fraction: float | None = None  # estimated harness cost per call / call time
     cache_mode: CacheMode = CacheMode.WARM
     device_us: float | None = None      # median time of the dispatches per call (profiler; device_detail says which)
-    device_detail: dict[str, Any] | None = None   # GPU: dispatch timing detail, GPU state while measured, flush
+    device_detail: DeviceDetail | None = None   # GPU: dispatch timing detail, GPU state while measured, flush
     throttled: bool = False             # GPU: a clock-throttle reason was active while measuring
     #: per sample, the measuring thread's CPU time (us per call) where the kernel runs on that thread alone
     #: (CPU, one thread); None otherwise (boo_engine/disturbance.py)

@@ -23,7 +23,10 @@ from __future__ import annotations
 import mmap
 import os
 import random
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 PAGE = mmap.PAGESIZE
 #: pad pages touched before the inputs: up to 2 MiB on 4 KiB pages
@@ -38,7 +41,7 @@ class Placement:
         self._rng = random.Random(seed) if seed is not None else random.Random(os.urandom(16))
         self._maps: list[mmap.mmap] = []
 
-    def place(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    def place(self, args: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
         """Copies of `args` (torch CPU tensors; anything else is passed through) in fresh memory."""
         import torch
 
@@ -46,7 +49,7 @@ class Placement:
         return tuple(self._copy(a) if isinstance(a, torch.Tensor) and a.device.type == "cpu" and a.numel()
                      and a.is_contiguous() else a for a in args)
 
-    def _copy(self, t: Any) -> Any:
+    def _copy(self, t: torch.Tensor) -> torch.Tensor:
         import numpy as np
         import torch
 
