@@ -54,6 +54,7 @@ _WHERE: dict[str, str] = {
     "one_line": "boo_engine.errors",
     "parse_command": "boo_engine.commands",
     "parse_invocation": "boo_engine.commands",
+    "Peaks": "boo_engine.limits",
     "preflight_variant": "boo_engine.variants",
     "roof_cell": "boo_engine.markdown",
     "run_headless": "boo_engine.cli.headless",
@@ -206,6 +207,9 @@ if TYPE_CHECKING:   # what each name is, for the type checker (`X as X`: re-expo
     )
     from boo_engine.history import (
         run_kernels as run_kernels,
+    )
+    from boo_engine.limits import (
+        Peaks as Peaks,
     )
     from boo_engine.markdown import (
         VERDICT_MARK as VERDICT_MARK,

@@ -6,12 +6,15 @@ import os
 import shlex
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .. import locations
 from ..bench.devices import parse_devices
 from ..errors import BooError, VariantError
 from ..results import IREE, TORCH, CacheMode, Status
+
+if TYPE_CHECKING:
+    from ..variants import Variant
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_REGRESSION = 0, 1, 2, 3
 
@@ -135,7 +138,7 @@ def check_numbers(args: argparse.Namespace) -> None:
         raise bad("--fail-on-regression", f"{fail:g}", "give a percentage >= 0")
 
 
-def env_variant(variants: Sequence[Any]) -> list[Any]:
+def env_variant(variants: Sequence[Variant]) -> list[Variant]:
     """BOO_TUNING_SPEC_PATH's spec as one more variant named after its file (as the README promises; the nn path
     and boo-driver honour it too; the caller says so on stderr, so a variable left set is seen); [] when unset or
     when a --variant already measures that spec. A missing file, a directory: one line (VariantError)."""
@@ -237,7 +240,7 @@ def _target_arg(args: argparse.Namespace):
     return target
 
 
-def _run_variants(args: argparse.Namespace, target) -> list[Any]:
+def _run_variants(args: argparse.Namespace, target) -> list[Variant]:
     """The run's variants (baseline, best, --variant, --variants-file, BOO_TUNING_SPEC_PATH's), each checked."""
     from ..variants import BEST, build_variants, preflight_variant
     from ..variants.parsing import check_names

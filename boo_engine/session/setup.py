@@ -14,6 +14,7 @@ from ..targets import Target, default_target, parse_target
 from .state import SessionState
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..cluster.connect import Cluster
     from ..compile.cache import KernelCache
     from ..compile.interface import CompilingPool
     from ..store import Store
@@ -40,7 +41,7 @@ def tuned_lookup(target: Target, store: Store) -> TunedLookup | None:
 
 def join_cluster(config: SessionConfig, target: Target, cache: KernelCache, state: SessionState,
                  tmp: tempfile.TemporaryDirectory[str]
-                 ) -> tuple[Any, Callable[[], CompilingPool] | None, Any]:
+                 ) -> tuple[Cluster | None, Callable[[], CompilingPool] | None, list[Any] | None]:
     """--ray: (the cluster, a factory of its compile pool, its benchmark workers); (None, None, None) without
     it. A cluster that cannot be used raises its one-line ClusterError (the session's scratch folder removed)."""
     if not config.ray_address:
@@ -55,7 +56,7 @@ def join_cluster(config: SessionConfig, target: Target, cache: KernelCache, stat
 
 
 def run_environment(target: Target, cache: KernelCache, emit: Callable[[ev.Event], None],
-                    cluster: Any = None) -> dict[str, Any]:
+                    cluster: Cluster | None = None) -> dict[str, Any]:
     """What a run records about where it ran (environment.py), with where its per-op flags come from; a damaged
     defaults table is said once through `emit` (the rules decide meanwhile)."""
     from ..cpu_defaults.machine import defaults_in_use

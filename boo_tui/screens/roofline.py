@@ -8,7 +8,7 @@ result): this screen only draws what it is handed, and never measures or writes 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Group
 from rich.text import Text
@@ -21,6 +21,9 @@ from boo_engine.api import DONE, JobResult
 
 from ..cells import fmt_gflops
 from ..plots import RoofPoint, render_roofline, roofline_legend
+
+if TYPE_CHECKING:
+    from boo_engine.api import Peaks
 
 
 def roof_points(results: Iterable[JobResult]) -> list[tuple[RoofPoint, JobResult]]:
@@ -76,7 +79,7 @@ class RooflineScreen(Screen):
 
     BINDINGS = [Binding("escape,p", "app.pop_screen", "Back")]
 
-    def __init__(self, results: Iterable[JobResult], peaks: Any) -> None:
+    def __init__(self, results: Iterable[JobResult], peaks: Peaks | None) -> None:
         super().__init__(id="roofline")
         self.pairs = roof_points(results)
         self.peaks = peaks
