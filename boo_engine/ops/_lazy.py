@@ -3,7 +3,7 @@ kernel and computing its cost must not pay torch's ~1 s import (see OpSignature)
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 
 class _LazyTorch:
@@ -15,4 +15,7 @@ class _LazyTorch:
         return "<torch, imported on first use>"
 
 
-torch: Any = _LazyTorch()
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = _LazyTorch()

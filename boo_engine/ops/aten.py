@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -229,7 +230,7 @@ class AtenSignature(OpSignature):
         views = [apply_view(p, a) for p, a in zip(self.view_plans(), args)]
         return res.call(views)
 
-    def eager(self, *args: torch.Tensor) -> Any:
+    def eager(self, *args: torch.Tensor) -> Callable[[], torch.Tensor | tuple[torch.Tensor, ...]]:
         """The views are made once; the timed call is the op alone (a view costs eager torch ~2 us a tensor)."""
         res = resolve(self)
         views = [apply_view(p, a) for p, a in zip(self.view_plans(), args)]
@@ -291,7 +292,7 @@ def _check_non_tensor(name: str, i: int, dims: tuple, typ: str, strides: tuple) 
         raise _fail(name, f"argument {i} is a {typ or 'non-tensor'} but has dims {list(dims)}")
 
 
-def _check_shape(name: str, i: int, dims: Any, strides: Any) -> None:
+def _check_shape(name: str, i: int, dims: Sequence[int], strides: Sequence[int]) -> None:
     if len(dims) != len(strides):
         raise _fail(name, f"argument {i} has {len(dims)} dims but {len(strides)} strides")
     for d in dims:

@@ -6,7 +6,7 @@ import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from boo_engine.errors import CommandError
 from boo_engine.ops._common import numel
@@ -79,7 +79,7 @@ def _fail(name: str, message: str) -> CommandError:
 class Resolution:
     """The overload a call binds to, how to call it, and what it returns (shapes and dtype names)."""
 
-    overload: Any
+    overload: torch._ops.OpOverload
     overload_name: str
     positional: tuple         # per schema argument: ("t", input index) | ("tl", (indices...)) | ("c", value)
     keywords: tuple           # (name, same encoding) for keyword-only arguments
@@ -88,7 +88,7 @@ class Resolution:
     note: str = ""
 
     def call(self, views: Sequence[torch.Tensor]) -> torch.Tensor | tuple[torch.Tensor, ...]:
-        def value(enc: tuple) -> Any:
+        def value(enc: tuple) -> object:
             kind, v = enc
             if kind == "t":
                 return views[v]
@@ -101,7 +101,7 @@ class Resolution:
         return tuple(tensors) if self.returns_tuple else tensors[0]
 
 
-def _tensors_of(result: Any) -> list:
+def _tensors_of(result: object) -> list[torch.Tensor]:
     if isinstance(result, (tuple, list)):
         return [t for r in result for t in _tensors_of(r)]
     return [result] if isinstance(result, torch.Tensor) else []
@@ -163,7 +163,7 @@ def _resolve(sig: AtenSignature) -> Resolution:
     raise _fail(sig.name, f"no overload takes these {len(sig.types)} arguments ({detail})")
 
 
-def _bind(sig: AtenSignature, schema: Any) -> tuple[tuple, tuple]:
+def _bind(sig: AtenSignature, schema: torch._C.FunctionSchema) -> tuple[tuple, tuple]:
     args = list(schema.arguments)
     n = len(sig.types)
     if n > len(args):
@@ -212,19 +212,17 @@ def _strip_optional(ty: str) -> str:
     return ty[len("Optional["):-1] if ty.startswith("Optional[") else ty
 
 
-def _constant(i: int, typ: str, conc: str, arg: Any, ty: str) -> Any:
+def _constant(i: int, typ: str, conc: str, arg: torch._C.Argument, ty: str) -> object:
     """The value of a non-tensor argument for schema type `ty`; _DEFAULT when the trace did not record it."""
     if conc == "":
         return _unrecorded(i, arg, ty)
     if conc == "None":
-        return _recorded_none(i, arg, ty)
+        _check_none(i, arg, ty)
+        return None
     base = _strip_optional(ty)
     if base == "Tensor":
         raise _NoMatch(f"argument {i} ({arg.name}) is a tensor but the call recorded {typ or 'no tensor'}")
-    try:
-        value = _literal(conc)
-    except ValueError:
-        value = conc
+    value = _literal(conc)
     if base.startswith("List["):
         return _list_constant(i, arg.name, ty, conc, value)
     if base in _NUMBER_LABELS:
@@ -249,10 +247,10 @@ def _unrecorded(i: int, arg: torch._C.Argument, ty: str) -> object:
     raise _NoMatch(f"argument {i} ({arg.name}: {ty}) has no recorded value and no default")
 
 
-def _recorded_none(i: int, arg: torch._C.Argument, ty: str) -> None:
-    """A recorded None: taken by an optional argument or one whose default is None."""
+def _check_none(i: int, arg: torch._C.Argument, ty: str) -> None:
+    """A recorded None must be taken: by an optional argument or one whose default is None."""
     if ty.startswith("Optional[") or arg.has_default_value() and arg.default_value is None:
-        return None
+        return
     raise _NoMatch(f"argument {i} ({arg.name}: {ty}) cannot be None")
 
 
@@ -285,8 +283,9 @@ def _number(i: int, name: str, label: str, conc: str, value: object) -> int | fl
     raise _NoMatch(f"argument {i} ({name}: {label}) got {conc!r}")
 
 
-def _literal(text: str) -> Any:
-    """A recorded concrete value: Python literals, plus `0.` style floats and `True`/`False`/`None`."""
+def _literal(text: str) -> object:
+    """A recorded concrete value: Python literals, plus `0.` style floats and `True`/`False`/`None`; else the
+    text itself."""
     import ast
 
     try:
@@ -295,10 +294,10 @@ def _literal(text: str) -> Any:
         try:
             return float(text)
         except ValueError:
-            raise ValueError(text) from None
+            return text
 
 
-def _known_outputs(sig: AtenSignature, overload: Any, positional: tuple,
+def _known_outputs(sig: AtenSignature, overload: torch._ops.OpOverload, positional: tuple,
                    keywords: tuple) -> tuple[tuple[tuple[int, ...], str], ...] | None:
     """`aten_shapes.known_outputs` for this binding: its tensors' (shape, dtype) in argument order and its
     constants by name; None for a binding it does not cover (a tensor list, a tensor given by keyword)."""
@@ -308,7 +307,7 @@ def _known_outputs(sig: AtenSignature, overload: Any, positional: tuple,
         return None
     tensors = [(tuple(shape), dtype) for _, shape, _, dtype in sig._tensor_args()]
     given: list[int] = []
-    constants: dict[str, Any] = {}
+    constants: dict[str, object] = {}
     for arg, (kind, value) in zip(schema.arguments, positional):
         if kind == "t":
             given.append(value)
@@ -323,7 +322,7 @@ def _known_outputs(sig: AtenSignature, overload: Any, positional: tuple,
     return known_outputs(name, [tensors[k] for k in given], constants)
 
 
-def _output_specs(sig: AtenSignature, overload: Any, positional: tuple,
+def _output_specs(sig: AtenSignature, overload: torch._ops.OpOverload, positional: tuple,
                   keywords: tuple) -> tuple[tuple[tuple[tuple[int, ...], str], ...], bool]:
     """The outputs' shapes and dtype names, and whether it returns several: by rule for the few common ops whose
     meta kernel is slow Python (`aten_shapes`), else by running the call on meta tensors (shapes and dtypes, no
@@ -333,7 +332,7 @@ def _output_specs(sig: AtenSignature, overload: Any, positional: tuple,
         return known, False
     res = Resolution(overload, "", positional, keywords, (), True)
 
-    def run() -> Any:
+    def run() -> torch.Tensor | tuple[torch.Tensor, ...]:
         bufs = [torch.empty(s, dtype=DTYPES[d], device="meta")
                 for s, d in zip(sig.input_shapes(), sig.input_dtype_names())]
         return res.call([apply_view(p, b) for p, b in zip(sig.view_plans(), bufs)])

@@ -15,8 +15,7 @@ No torch here: the rules read shapes and dtype names.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
 
 Shape = tuple[int, ...]
 Spec = tuple[Shape, str]
@@ -102,7 +101,7 @@ _CONSTANTS: dict[str, tuple[str, ...]] = {"addmm.default": ("beta", "alpha"), "g
                                            "linear.default": ("bias",)}
 
 
-def _constants_ok(name: str, constants: dict[str, Any]) -> bool:
+def _constants_ok(name: str, constants: Mapping[str, object]) -> bool:
     """Only the arguments the rule knows, with values the op takes whatever the shapes (numbers; gelu's two
     approximations; no bias given as a constant)."""
     if set(constants) - set(_CONSTANTS.get(name, ())):
@@ -119,7 +118,7 @@ def _constants_ok(name: str, constants: dict[str, Any]) -> bool:
     return True
 
 
-def known_outputs(name: str, tensors: Sequence[Spec], constants: dict[str, Any]) -> tuple[Spec, ...] | None:
+def known_outputs(name: str, tensors: Sequence[Spec], constants: Mapping[str, object]) -> tuple[Spec, ...] | None:
     """The outputs of overload `name` ("addmm.default") on `tensors` ((shape, dtype name) per tensor argument, in
     order) with the non-tensor arguments `constants` (name -> value, defaults left out): None when no rule here
     answers for certain."""

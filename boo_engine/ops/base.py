@@ -133,7 +133,7 @@ class OpSignature(abc.ABC):
         numerics can call it with float64 copies. Must be traceable by torch.export (no data-dependent Python
         control flow), because `as_module()` wraps it for export to MLIR."""
 
-    def eager(self, *args: torch.Tensor) -> Callable[[], Any]:
+    def eager(self, *args: torch.Tensor) -> Callable[[], torch.Tensor | tuple[torch.Tensor, ...]]:
         """A zero-argument callable running the op on `args` as eager torch does in a model: what the torch
         backend times. Work that belongs to making the inputs (an aten call's strided views of its buffers) is
         done here, once, not in every timed call."""

@@ -267,12 +267,15 @@ class ConvSignature(OpSignature):
         mask = list(self.grad_mask)
         dx, dw, db = forms.gradients(dy, x, w, mask, self.transposed, self.in_spatial, self.fil_spatial,
                                      *geometry, formulation)
-        results = []
+        results = []      # the gradients the mask selects: computed (the others may be None, or computed anyway)
         if mask[0]:
+            assert dx is not None
             results.append(_permute(dx, tl, self.in_layout))
         if mask[1]:
+            assert dw is not None
             results.append(_permute(dw, tl, self.fil_layout))
         if mask[2]:
+            assert db is not None
             results.append(db)
         return results[0] if len(results) == 1 else tuple(results)
 
