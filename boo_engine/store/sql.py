@@ -19,11 +19,13 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..results import FINAL_STATUSES, JobResult
 from .connection import StoreError, connect
 from .rows import BARE_COLUMNS, BARE_STATUS, dumps, kernel_row, result_row, variant_row
+
+T = TypeVar("T")
 
 #: where a bare row holds its func_name
 BARE_FUNC_NAME = 3 + BARE_COLUMNS.index("func_name")
@@ -100,7 +102,7 @@ class WriteConnection:
                     self.conn.execute("ROLLBACK")
             raise
 
-    def execute(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
+    def execute(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         with self.transaction() as c:
             return fn(c)
 

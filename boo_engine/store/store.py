@@ -25,9 +25,9 @@ import sqlite3
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, TypeVar
 
 from sqlite_utils import Database
 
@@ -56,6 +56,7 @@ from .write_items import (
 from .writer import WriterThread
 
 log = logging.getLogger("boo_engine.store")
+T = TypeVar("T")
 
 DEFAULT_DB_NAME = locations.DEFAULT_DB_NAME
 DB_ENV_VAR = locations.DB_ENV
@@ -115,7 +116,9 @@ class Store:
     def start_run(self, *, command_line: str, target: str, config: dict[str, Any],
                   environment: dict[str, Any]) -> int:
         """Record a new run (status running) and return its id."""
-        return int(self._call(StartRun(command_line, target, config, environment)))
+        call = StartRun(command_line, target, config, environment)
+        self._call(call)
+        return call.reply.result()
 
     def record_result(self, run_id: int, result: JobResult) -> None:
         """Queue the current state of `result` (a snapshot is taken now). Upsert by (run_id, job_id): write a
@@ -175,12 +178,16 @@ class Store:
     def mark_interrupted(self, run_id: int) -> int:
         """Repair a run whose process died: every job not in a final status becomes interrupted, and the run
         (if still marked running) becomes interrupted. Returns how many jobs changed."""
-        return int(self._call(MarkInterrupted(run_id)))
+        call = MarkInterrupted(run_id)
+        self._call(call)
+        return call.reply.result()
 
-    def execute(self, what: str, fn: Callable[[sqlite3.Connection], Any]) -> Any:
+    def execute(self, what: str, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run `fn(connection)` in one write transaction on the writer thread (after everything queued before
         it) and return its value: for tables the writer has no verb for (the tuner's). `what` names it in errors."""
-        return self._call(Execute(what, fn))
+        call = Execute(what, fn)
+        self._call(call)
+        return call.reply.result()
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until everything queued so far is written. Returns False if `timeout` expired first.
@@ -209,7 +216,8 @@ class Store:
     def __enter__(self) -> Store:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         self.close()
 
     # --- reads (any thread) ------------------------------------------------------------------------------
@@ -281,23 +289,25 @@ class Store:
             return   # the file takes no more writes; the failure was reported
         self._writer.put(item)
 
-    def _call(self, call: Call) -> Any:
-        """Queue `call` and wait for the writer's answer (its error raised here, as a StoreError)."""
+    def _call(self, call: Call) -> None:
+        """Queue `call` and wait for the writer's answer (its error raised here, as a StoreError): its value is
+        then `call.reply.result()`."""
         self._put(call)
-        fut = call.reply
-        while not fut.done():
+        while not call.reply.done():
             if not self._writer.is_alive():
                 self._raise_pending_error()
                 raise StoreError(f"results database {self.path}: the writer thread stopped")
             try:
-                return self._result_of(fut, 0.5)
+                self._answered(call, 0.5)
+                return
             except TimeoutError:
                 continue
-        return self._result_of(fut, None)
+        self._answered(call, None)
 
-    def _result_of(self, fut: Future[Any], timeout: float | None) -> Any:
+    def _answered(self, call: Call, timeout: float | None) -> None:
+        """Wait up to `timeout` for the writer's answer to `call` (TimeoutError: none yet); its error raised."""
         try:
-            return fut.result(timeout)
+            call.reply.result(timeout)
         except (TimeoutError, StoreError):   # StoreWriteError included: its one line is the message
             raise
         except Exception as e:

@@ -8,10 +8,12 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from ..results import JobResult, RunStatus
 from .rows import result_from_bare
+
+T = TypeVar("T")
 
 #: results queued for the writer at most: a caller queueing more waits until the writer catches up (a caller with
 #: 200,000 rows to store otherwise holds a snapshot of each in the queue: memory grows with the file, and a stop
@@ -92,35 +94,36 @@ class StartRun:
     target: str
     config: dict[str, Any]
     environment: dict[str, Any]
-    reply: Future[Any] = field(default_factory=Future, compare=False)
+    reply: Future[int] = field(default_factory=Future, compare=False)   # the new run's id
 
 
 @dataclass(frozen=True)
 class FinishRun:
     run_id: int
     status: RunStatus
-    reply: Future[Any] = field(default_factory=Future, compare=False)
+    reply: Future[None] = field(default_factory=Future, compare=False)
 
 
 @dataclass(frozen=True)
 class ResumeRun:
     run_id: int
-    reply: Future[Any] = field(default_factory=Future, compare=False)
+    reply: Future[None] = field(default_factory=Future, compare=False)
 
 
 @dataclass(frozen=True)
 class MarkInterrupted:
     run_id: int
-    reply: Future[Any] = field(default_factory=Future, compare=False)
+    reply: Future[int] = field(default_factory=Future, compare=False)   # the results marked
 
 
 @dataclass(frozen=True)
-class Execute:
-    """Run `fn(connection)` in one write transaction (tables the writer has no verb for: the tuner's)."""
+class Execute(Generic[T]):
+    """Run `fn(connection)` in one write transaction (tables the writer has no verb for: the tuner's); `reply`
+    gets its value."""
 
     what: str
-    fn: Callable[[sqlite3.Connection], Any]
-    reply: Future[Any] = field(default_factory=Future, compare=False)
+    fn: Callable[[sqlite3.Connection], T]
+    reply: Future[T] = field(default_factory=Future, compare=False)
 
 
 Call = StartRun | FinishRun | ResumeRun | MarkInterrupted | Execute

@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import logging
 import queue
+import sqlite3
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
+from typing import ParamSpec, TypeVar
 
 from . import run_sql
 from .connection import StoreError, StoreWriteError, unwritable_reason
@@ -54,6 +56,8 @@ from .write_items import (
 )
 
 log = logging.getLogger("boo_engine.store")
+P = ParamSpec("P")
+T = TypeVar("T")
 
 __all__ = ["WAL_CHECKPOINT_PAGES", "WAL_SIZE_LIMIT", "WriteConnection", "WriterThread"]
 
@@ -242,37 +246,42 @@ class WriterThread:
 
     def _answer(self, conn: WriteConnection, call: Call) -> None:
         """Run a call and hand its result or error to the caller waiting on `reply`."""
-        value: Any = None
         if self.failure is not None:
             call.reply.set_exception(self.failure)
             return
+        what = type(call).__name__
+        match call:
+            case StartRun():
+                self._reply(conn, what, call.reply, lambda c: run_sql.start_run(
+                    c, call.command_line, call.target, call.config, call.environment))
+            case FinishRun():
+                self._reply(conn, what, call.reply,
+                            lambda c: run_sql.finish_run(c, call.run_id, call.status, conn.path))
+            case ResumeRun():
+                self._reply(conn, what, call.reply, lambda c: run_sql.resume_run(c, call.run_id, conn.path))
+            case MarkInterrupted():
+                self._reply(conn, what, call.reply, lambda c: run_sql.mark_interrupted(c, call.run_id, conn.path))
+            case Execute():
+                self._reply(conn, what, call.reply, call.fn)
+
+    def _reply(self, conn: WriteConnection, what: str, reply: Future[T], fn: Callable[[sqlite3.Connection], T]) -> None:
+        """Run `fn` in one transaction and hand its value or error to the caller waiting on `reply`."""
         try:
-            match call:
-                case StartRun():
-                    value = conn.execute(lambda c: run_sql.start_run(c, call.command_line, call.target, call.config,
-                                                                     call.environment))
-                case FinishRun():
-                    conn.execute(lambda c: run_sql.finish_run(c, call.run_id, call.status, conn.path))
-                case ResumeRun():
-                    conn.execute(lambda c: run_sql.resume_run(c, call.run_id, conn.path))
-                case MarkInterrupted():
-                    value = conn.execute(lambda c: run_sql.mark_interrupted(c, call.run_id, conn.path))
-                case Execute():
-                    value = conn.execute(call.fn)
+            value = conn.execute(fn)
         except Exception as e:  # noqa: BLE001 (the caller waits on this one: it gets the error directly)
-            log.debug("results store %s: %s failed: %s", self.path, type(call).__name__, e)
+            log.debug("results store %s: %s failed: %s", self.path, what, e)
             if unwritable_reason(e) is not None:
                 self._fail(e)
-                call.reply.set_exception(self.failure or e)
+                reply.set_exception(self.failure or e)
             else:
-                call.reply.set_exception(e)
+                reply.set_exception(e)
         else:
-            call.reply.set_result(value)
+            reply.set_result(value)
 
-    def _guard(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
-        """`fn(*args)`'s value; None when it failed (the error recorded, or the store failed)."""
+    def _guard(self, what: str, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T | None:
+        """`fn(*args, **kwargs)`'s value; None when it failed (the error recorded, or the store failed)."""
         try:
-            return fn(*args)
+            return fn(*args, **kwargs)
         except Exception as e:  # noqa: BLE001 (the writer thread records every failure, never dies of one)
             if unwritable_reason(e) is not None:
                 self._fail(e)
