@@ -11,15 +11,14 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 from .. import events as ev
-from ..commands import Command, iter_commands_file, looks_like_commands_file, parse_invocation, split_words
-from ..commands.driver_flags import ignored_flags_note
+from ..commands import Command
 from ..config import SessionConfig
-from ..errors import BooError, CommandError, elide
+from ..errors import BooError
 from ..results import (
     CANCELLED,
     FAILED,
@@ -33,7 +32,8 @@ from ..variants import BASELINE, Variant
 from .compiling import CompileStage
 from .device_stages import DeviceStages
 from .finalize import Finalizer, compare_columns, model_lines_of
-from .plan import InputEntry, Plan
+from .intake import Intake
+from .plan import Plan
 from .recording import RunRecorder, store_halt_reason
 from .runner import Runner
 from .setup import join_cluster, run_environment, session_target, tuned_lookup
@@ -72,7 +72,6 @@ class Session:
 
         self.config = config or SessionConfig()
         self.target: Target = session_target(self.config)
-        self.variants: list[Variant] = list(self.config.variants) or [BASELINE]
         self._plan = Plan(self.target.name, self.config.backends, self.config.iters)
         self._state = SessionState(self._plan, listener)
         self.jobs: dict[str, JobResult] = self._plan.jobs
@@ -81,8 +80,6 @@ class Session:
         self.cache_notice: str | None = self._cache.notice
         if self.cache_notice:
             self._state.emit(ev.Log(level="warning", message=self.cache_notice))
-        #: said once per run, for the first command carrying MIOpenDriver flags that change nothing here (-w, -s...)
-        self.driver_flags_note: str | None = None
         self._closed = False
         self._stopped = False       # the work stopped (interrupt() or close()): no job runs any more
         self._interrupted = False   # interrupt(): the run ends INTERRUPTED even if it was idle
@@ -94,6 +91,8 @@ class Session:
         self._environment_thread = threading.Thread(target=self._collect_environment, name="boo-env", daemon=True)
         self._environment_thread.start()
         self._recorder = RunRecorder(self.store, self._state, self.config, self.target.name)
+        self._intake = Intake(self._plan, self._state, self._recorder, self.config,
+                              list(self.config.variants) or [BASELINE])
         if self.config.resume is not None:   # (a resumed run keeps the build it was measured with: its target)
             self._plan.resumed = self._recorder.resume(self.config.resume, self.environment)
         self.target = session_target(self.config)
@@ -120,78 +119,37 @@ class Session:
         """The run in the store: set by the first start() (or by a resume), None before."""
         return self._recorder.run_id
 
-    # ------------------------------------------------------------------ inputs
+    # ------------------------------------------------------------------ inputs (intake.py)
+    @property
+    def variants(self) -> list[Variant]:
+        """The session's variants: the configured ones, a resumed run's own, and any added since."""
+        return self._intake.variants
+
+    @property
+    def driver_flags_note(self) -> str | None:
+        """Said once per run, for the first command carrying MIOpenDriver flags that change nothing here."""
+        return self._intake.driver_flags_note
+
     def add_inputs(self, inputs: Sequence[str]) -> list[JobResult]:
-        """Commands files (a path to an existing file, or any *.txt / *.tsv) and command strings. A bad line of a
-        file becomes a FAILED job naming file:line; a bad command string or a missing file raises CommandError."""
-        added: list[JobResult] = []
-        for item in inputs:
-            if looks_like_commands_file(item):
-                for _, jobs in self._add_lines(item):
-                    added += jobs
-            else:
-                added += self.add_command(item)
-        return added
+        """Commands files and command strings (`Intake.add_inputs`); a bad command string or a missing file
+        raises CommandError, a bad line of a file becomes a FAILED job naming file:line."""
+        return self._intake.add_inputs(inputs)
 
     def add_file(self, path: str, extra_args: Sequence[str] = ()) -> list[tuple[str, list[JobResult]]]:
-        """Every line of a commands file, as (line text, its jobs); a bad line gets one FAILED job naming
-        file:line. A missing or unreadable file raises CommandError."""
-        return list(self._add_lines(path, extra_args))
-
-    def _add_lines(self, path: str, extra_args: Sequence[str] = ()) -> Iterator[tuple[str, list[JobResult]]]:
-        """`add_file`, a line at a time (what each line was read as is gone once its jobs are made)."""
-        extra = list(extra_args) + list(self.config.extra_args)
-        with collector_paused():
-            for line in iter_commands_file(path, extra):
-                yield line.text, self._add_entry(InputEntry.from_line(line))
+        """Every line of a commands file, as (line text, its jobs)."""
+        return list(self._intake.lines(path, extra_args))
 
     def add_command(self, text: str | Sequence[str], *, source: str | None = None) -> list[JobResult]:
         """One command string; raises CommandError (one line) when it does not parse."""
-        if isinstance(text, str):
-            try:
-                tokens = split_words(text)
-            except ValueError as e:  # an unbalanced quote
-                raise CommandError(f"cannot split command {elide(text)!r}: {e}") from None
-        else:
-            tokens = list(text)
-        command = parse_invocation(tokens + list(self.config.extra_args))
-        return self._add_entry(InputEntry.from_command(command, source))
+        return self._intake.add_command(text, source=source)
 
     def add_resumed_commands(self) -> list[JobResult]:
-        """`--resume` given no inputs: the resumed run's own commands, as recorded with it, on its backends,
-        with its variants (unless variants were given) and its session-wide --iter (unless one was given)."""
-        entries, variants, backends, iters = self._recorder.resumed_inputs()
-        with self._state.lock:
-            if variants and all(v.is_baseline or v.best for v in self.variants):   # no --variant: the run's own
-                self.variants = variants
-            if backends:
-                self._plan.backends = backends
-            self._plan.iters = self._plan.iters or iters
-        added: list[JobResult] = []
-        for entry in entries:
-            added += self._add_entry(entry)
-        return added
+        """`--resume` given no inputs: the resumed run's own commands, backends, variants and --iter."""
+        return self._intake.add_resumed_commands()
 
     def add_variant(self, variant: Variant) -> list[JobResult]:
         """Add a variant mid-session: it gets a (queued, not started) job for every command so far it applies to."""
-        with self._state.lock:
-            if any(v.name == variant.name for v in self.variants):
-                raise BooError(f"variant {variant.name!r} already exists")
-            self.variants.append(variant)
-            self._recorder.register_variant(variant)
-            return self._announce(self._plan.add_variant(variant))
-
-    def _add_entry(self, entry: InputEntry) -> list[JobResult]:
-        if entry.command is not None and entry.command.ignored_flags and self.driver_flags_note is None:
-            self.driver_flags_note = ignored_flags_note(entry.command.ignored_flags)
-            self._state.emit(ev.Log(level="info", message=self.driver_flags_note))
-        with self._state.lock:
-            return self._announce(self._plan.add_entry(entry, self.variants))
-
-    def _announce(self, added: list[JobResult]) -> list[JobResult]:
-        for result in added:
-            self._state.emit(ev.JobQueued(job_id=result.job_id, result=result))
-        return added
+        return self._intake.add_variant(variant)
 
     # ------------------------------------------------------------------ control
     def start(self, job_ids: Iterable[str] | None = None, *, iters: int | None = None,
@@ -219,18 +177,7 @@ class Session:
         `fresh`: in new worker processes, as a new session would; returns whether (a Ray node's is kept)."""
         with self._state.lock:
             renewed = fresh and not self._state.in_flight and self._measuring.fresh_workers()
-            ids = []
-            for job_id in job_ids:
-                result = self.jobs.get(job_id)
-                if result is None or self._state.job(job_id).command is None:
-                    continue
-                if result.status == QUEUED:   # not measured yet: started with the others, in the same batch
-                    ids.append(job_id)
-                if result.status not in FINAL_STATUSES:
-                    continue
-                self._plan.requeue(job_id)
-                ids.append(job_id)
-                self._state.emit(ev.JobStatus(job_id=job_id, status=QUEUED))
+            ids = requeue_finished(self._state, job_ids)
         self.start(ids, iters=iters, min_time_s=min_time_s)
         return renewed
 
@@ -353,6 +300,24 @@ class Session:
 
     def _collect_environment(self) -> None:
         self._environment = run_environment(self.target, self._cache, self._state.emit, self.cluster)
+
+
+def requeue_finished(state: SessionState, job_ids: Iterable[str]) -> list[str]:
+    """rerun()'s work under the state lock: the given jobs that can run again, finished ones reset to QUEUED (and
+    said), queued ones as they are (started with the others, in the same batch); bad input lines never."""
+    ids = []
+    for job_id in job_ids:
+        result = state.jobs.get(job_id)
+        if result is None or state.job(job_id).command is None:
+            continue
+        if result.status == QUEUED:
+            ids.append(job_id)
+        if result.status not in FINAL_STATUSES:
+            continue
+        state.plan.requeue(job_id)
+        ids.append(job_id)
+        state.emit(ev.JobStatus(job_id=job_id, status=QUEUED))
+    return ids
 
 
 def queue_and_store(state: SessionState, recorder: RunRecorder, ids: list[str], iters: int | None,
