@@ -4,7 +4,7 @@ outcome (`classify`)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..compare import Comparison, Verdict, compare_measured, next_run_interval
 from ..compile.artifact import entry_binary_digest, entry_configs_dir
@@ -25,7 +25,8 @@ from .records import (
     Tried,
     TunedKernel,
 )
-from .space import Candidate, GlobalChoice, SearchSpace, new_study
+from .space import Candidate, GlobalChoice, SearchSpace
+from .tiles import tile_search
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -139,47 +140,9 @@ class KernelSearch:
         self.update(stage)
         return out
 
-    # ---- tile search ------------------------------------------------------------------------------------
     def tile_search(self, choice: GlobalChoice, space: SearchSpace, budget: int) -> None:
-        """Propose tile configurations with optuna's TPE sampler, `batch` at a time, telling it each ratio."""
-        import optuna
-
-        s = self.ctx.settings
-        study = new_study(s.seed, budget)
-        names = list(space.choices)
-        proposed = 0
-        stale = 0
-        while proposed < budget and not self.ctx.out_of_time() and stale < 3 * s.batch:
-            trials: list[tuple[Any, Candidate]] = []
-            want = min(s.batch, budget - proposed)   # (counted before the batch: `proposed` grows inside it)
-            while len(trials) < want and stale < 3 * s.batch:
-                trial = study.ask()
-                params = {n: trial.suggest_categorical(n, list(space.choices[n])) for n in names}
-                cand = space.candidate(self.k.func_name, choice, params)
-                if isinstance(cand, str):   # breaks a constraint of the target (shared memory, divisibility)
-                    stale += 1
-                    study.tell(trial, state=optuna.trial.TrialState.PRUNED)
-                    continue
-                if cand.key in self.tried_keys:   # a configuration already tried: tell its result again
-                    stale += 1
-                    old = next((t for t in self.k.tried if t.key == cand.key), None)
-                    _tell(study, trial, old)
-                    continue
-                trials.append((trial, cand))
-                proposed += 1
-            if not trials:
-                break
-            tried = {t.key: t for t in self.screen([c for _, c in trials], stage="tiles")}
-            for trial, cand in trials:
-                _tell(study, trial, tried.get(cand.key))
-            built = [t for t in tried.values() if t.status != COMPILE_FAILED]
-            if built and all(t.status == NOT_APPLIED for t in built):
-                # seen on batch-1 convolutions: a later rewrite of the op drops what the spec set, so no tile
-                # configuration can take effect; the rest of the budget would be spent on the default kernel
-                self.ctx.emit(TuneLog(level="warning", message=(
-                    f"{self.k.func_name}: no tile configuration survives the compiler's rewrite of "
-                    f"{space.root.op_name} (spec not applied); tile search stopped")))
-                break
+        """The tile stage (tiles.py): configurations proposed by optuna's TPE sampler, screened here."""
+        tile_search(self, choice, space, budget)
 
     # ---- successive halving and the final ---------------------------------------------------------------
     def narrow(self) -> None:
@@ -376,15 +339,6 @@ def binary_hash(r: JobResult | None) -> str | None:
     if r is None or r.compile is None or not r.compile.artifact:
         return None
     return entry_binary_digest(r.compile.artifact)
-
-
-def _tell(study: Any, trial: Any, t: Tried | None) -> None:
-    import optuna
-
-    if t is not None and t.ratio is not None and t.status in (MEASURED, DUPLICATE):
-        study.tell(trial, float(t.ratio))
-    else:
-        study.tell(trial, state=optuna.trial.TrialState.FAIL)
 
 
 def _ratio_key(t: Tried) -> float:
