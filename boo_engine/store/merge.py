@@ -25,7 +25,6 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from sqlite_utils import Database
 
@@ -33,6 +32,7 @@ from . import schema
 from .connection import StoreError
 from .owner import effective_status, owner_alive, owner_of
 from .readonly import check_schema, copy_database, current_copy
+from .rows import Row
 
 
 class MergeError(StoreError):
@@ -126,7 +126,7 @@ def _columns(conn: sqlite3.Connection, table: str) -> list[str]:
     return [r[1] for r in conn.execute(f"PRAGMA main.table_info({table})") if r[1] != "id"]
 
 
-def _insert(conn: sqlite3.Connection, table: str, row: dict[str, Any], cols: list[str]) -> int:
+def _insert(conn: sqlite3.Connection, table: str, row: Row, cols: list[str]) -> int:
     cur = conn.execute(f"INSERT INTO main.{table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
                        [row.get(c) for c in cols])
     if cur.lastrowid is None:   # pragma: no cover - sqlite3 always sets it after an INSERT
@@ -134,7 +134,7 @@ def _insert(conn: sqlite3.Connection, table: str, row: dict[str, Any], cols: lis
     return int(cur.lastrowid)
 
 
-def _run_identity(started_at: Any, command_line: Any, env_hash: Any) -> tuple[str, str, str]:
+def _run_identity(started_at: str, command_line: str | None, env_hash: str | None) -> tuple[str, str, str]:
     return (str(started_at), str(command_line or ""), str(env_hash or ""))
 
 

@@ -9,6 +9,11 @@ from typing import Any
 
 from ..results import CacheMode, CompileInfo, JobResult, NumericsInfo, NumericsVerdict, Stats, Status
 
+#: a value of a column as sqlite3 binds and returns it (the Python types of SQLite's storage classes)
+SqlValue = str | int | float | bytes | None
+#: a table row by column name, as written
+Row = dict[str, SqlValue]
+
 STAT_FIELDS = ("n", "min_us", "median_us", "mean_us", "max_us", "stddev_us", "p10_us", "p90_us", "iqr_us",
                "gflops", "gbps")
 
@@ -17,7 +22,7 @@ STAT_FIELDS = ("n", "min_us", "median_us", "mean_us", "max_us", "stddev_us", "p1
 _ENCODER = json.JSONEncoder(sort_keys=True, default=str)
 
 
-def dumps(value: Any) -> str | None:
+def dumps(value: object) -> str | None:
     """JSON text for a nested column; NULL for None so 'not known' stays distinguishable from '{}'."""
     if value is None:
         return None
@@ -28,17 +33,17 @@ def loads(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
-def sha256_json(value: Any) -> str:
+def sha256_json(value: object) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def _bool_or_none(v: Any) -> bool | None:
+def _bool_or_none(v: int | None) -> bool | None:
     return None if v is None else bool(v)
 
 
-def result_row(result: JobResult) -> dict[str, Any]:
+def result_row(result: JobResult) -> Row:
     """The `results` columns a JobResult fills (ids are added by the writer)."""
-    row: dict[str, Any] = {
+    row: Row = {
         "job_id": result.job_id,
         "target": result.target,
         "backend": result.backend,
@@ -107,7 +112,7 @@ def bare_row(result: JobResult) -> tuple[Any, ...] | None:
     return tuple(values)
 
 
-def stored_status(text: Any) -> Status:
+def stored_status(text: str) -> Status:
     """A stored status as the vocabulary's: a database may come from someone else (or a newer boo-tui), and a value
     outside it is read as a failed job rather than carried as text nothing else knows."""
     try:
@@ -116,7 +121,7 @@ def stored_status(text: Any) -> Status:
         return Status.FAILED
 
 
-def stored_cache_mode(text: Any) -> CacheMode:
+def stored_cache_mode(text: str | None) -> CacheMode:
     try:
         return CacheMode(text or CacheMode.WARM)
     except ValueError:
@@ -137,7 +142,7 @@ def result_from_bare(bare: tuple[Any, ...]) -> JobResult:
                      finished_at=row["finished_at"])
 
 
-def kernel_row(result: JobResult, variant_id: int) -> dict[str, Any] | None:
+def kernel_row(result: JobResult, variant_id: int) -> Row | None:
     c = result.compile
     if c is None:
         return None
@@ -160,11 +165,11 @@ def kernel_row(result: JobResult, variant_id: int) -> dict[str, Any] | None:
 
 
 def variant_row(name: str, *, flags: list[str] | None = None, spec_text: str | None = None,
-                details: dict[str, Any] | None = None) -> dict[str, Any]:
+                details: dict[str, Any] | None = None) -> Row:
     """A variants row, identified by its content: the same name, flags, spec and details map to the same row,
     and editing a spec between runs gives a new row (so old results keep pointing at what they measured)."""
     flags_list = list(flags) if flags else []
-    row = {
+    row: Row = {
         "name": name,
         "flags": dumps(flags_list),
         "spec_text": spec_text,
@@ -175,7 +180,7 @@ def variant_row(name: str, *, flags: list[str] | None = None, spec_text: str | N
     return row
 
 
-def environment_row(env: dict[str, Any]) -> dict[str, Any]:
+def environment_row(env: dict[str, Any]) -> Row:
     return {
         "hash": sha256_json(env),
         "host": env.get("host"),

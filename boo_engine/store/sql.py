@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from ..results import FINAL_STATUSES, JobResult
 from .connection import StoreError, connect
-from .rows import BARE_COLUMNS, BARE_STATUS, dumps, kernel_row, result_row, variant_row
+from .rows import BARE_COLUMNS, BARE_STATUS, Row, kernel_row, result_row, variant_row
 
 T = TypeVar("T")
 
@@ -41,7 +41,7 @@ WRITE_CACHE_KIB = 16384
 COMMAND_IDS_KEPT = 4096
 
 
-def upsert_returning_id(c: sqlite3.Connection, table: str, row: dict[str, Any], unique: str) -> int:
+def upsert_returning_id(c: sqlite3.Connection, table: str, row: Row, unique: str) -> int:
     """Insert `row` unless a row with the same `unique` value exists; the id either way."""
     cols = list(row)
     c.execute(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
@@ -72,7 +72,7 @@ class WriteConnection:
         self.conn.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_PAGES}")
         self.conn.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
         self.conn.execute(f"PRAGMA cache_size={-WRITE_CACHE_KIB}")   # 200,000 queued rows: 8% faster to store
-        self.variants: dict[tuple[int, str], dict[str, Any]] = {}   # registered descriptions
+        self.variants: dict[tuple[int, str], Row] = {}              # registered descriptions
         self._variant_ids: dict[tuple[int, str], int] = {}          # (run, name) -> variants.id
         self._command_ids: dict[str, int] = {}                      # text -> commands.id (the recent ones)
         self._upsert_sql: dict[tuple[str, ...], str] = {}           # the results upsert, per column list
@@ -108,13 +108,9 @@ class WriteConnection:
 
     # descriptions
 
-    def variant(self, run_id: int, name: str, row: dict[str, Any]) -> None:
+    def variant(self, run_id: int, name: str, row: Row) -> None:
         self.variants[(run_id, name)] = row
         self._variant_ids.pop((run_id, name), None)   # the next result looks up (or makes) this description's row
-
-    def command(self, text: str, op: str | None, func_name: str | None, signature: dict[str, Any] | None) -> None:
-        with self.transaction() as c:
-            self.command_in(c, text, op, func_name, dumps(signature))
 
     def command_in(self, c: sqlite3.Connection, text: str, op: str | None, func_name: str | None,
                    signature: str | None) -> None:

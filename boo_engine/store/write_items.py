@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from ..results import JobResult, RunStatus
-from .rows import result_from_bare
+from .rows import Row, result_from_bare
 
 T = TypeVar("T")
 
@@ -53,7 +53,7 @@ class WriteNew:
 class RegisterVariant:
     run_id: int
     name: str
-    row: dict[str, Any]                 # rows.variant_row()
+    row: Row                            # rows.variant_row()
 
 
 @dataclass(frozen=True)
