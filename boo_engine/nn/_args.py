@@ -4,7 +4,6 @@ typed)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import torch
 
@@ -18,7 +17,7 @@ DTYPE_NAMES: dict[torch.dtype, str] = {
 }
 
 
-def check_tensors(op: str, named: Sequence[tuple[str, Any]]) -> str:
+def check_tensors(op: str, named: Sequence[tuple[str, torch.Tensor | None]]) -> str:
     """The dtype name shared by the (name, tensor-or-None) arguments; one supported dtype, one device."""
     present = [(n, t) for n, t in named if t is not None]
     for name, t in present:
@@ -37,24 +36,26 @@ def check_tensors(op: str, named: Sequence[tuple[str, Any]]) -> str:
     return DTYPE_NAMES[t0.dtype]
 
 
-def int_tuple(op: str, name: str, value: Any, n: int, minimum: int) -> tuple[int, ...]:
-    """`value` (an int, or a sequence of n ints) as n ints, each >= minimum."""
+def int_tuple(op: str, name: str, value: object, n: int, minimum: int) -> tuple[int, ...]:
+    """`value` (a caller's argument, checked here: an int, or a sequence of n ints) as n ints, each >= minimum."""
     if isinstance(value, int) and not isinstance(value, bool):
-        values: tuple[Any, ...] = (value,) * n
+        values: tuple[object, ...] = (value,) * n
     elif isinstance(value, Sequence) and not isinstance(value, str):
         values = tuple(value)
         if len(values) != n:
             raise BooNNError(f"{op}: {name} {list(values)} has {len(values)} values for a {n}-D convolution")
     else:
         raise BooNNError(f"{op}: {name} must be an int or a sequence of {n} ints, got {value!r}")
+    ints: list[int] = []
     for v in values:
         if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
             raise BooNNError(f"{op}: {name} {value!r} must hold ints >= {minimum}")
-    return tuple(values)
+        ints.append(v)
+    return tuple(ints)
 
 
-def shape_tuple(op: str, name: str, value: Any) -> tuple[int, ...]:
-    """A normalized shape given as an int or a sequence of ints."""
+def shape_tuple(op: str, name: str, value: object) -> tuple[int, ...]:
+    """A normalized shape given (a caller's argument, checked here) as an int or a sequence of ints."""
     if isinstance(value, int) and not isinstance(value, bool):
         return (value,)
     if isinstance(value, (Sequence, torch.Size)) and not isinstance(value, str) and all(

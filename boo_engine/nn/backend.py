@@ -21,10 +21,11 @@ import logging
 import operator
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.fx as fx
+from torch._ops import OpOverload, OpOverloadPacket
 
 from ..errors import BooError
 from ..ops.base import OpSignature
@@ -32,7 +33,15 @@ from ..variants import Variant
 from . import fusion
 from .kernels import BooNNError, _log_var, as_variant, current_variant, kernels_variant, launchable_for, target_for
 
+if TYPE_CHECKING:
+    from torch._inductor.output_code import OutputCode
+
 log = logging.getLogger("boo_engine.nn")
+
+#: a compiled graph: called with the graph's inputs, returns its outputs (torch's `CompiledFn`)
+CompiledFn = Callable[..., Any]
+#: a torch.compile backend (torch's `CompilerFn`): a graph and its example inputs -> the compiled graph
+CompilerFn = Callable[[fx.GraphModule, list[torch.Tensor]], CompiledFn]
 
 #: a kernel call behind the custom op, by key (the custom op's string argument)
 _REGISTRY: dict[str, KernelCall] = {}
@@ -63,7 +72,7 @@ class KernelCall:
         # shapes and dtypes are the graph's (static, guarded by dynamo): on a CPU driver the bound call skips the
         # launchable's per-argument checks (7 us of its 23 us per call on this project's EPYC, a tiny conv)
         fast = getattr(self.launch, "_call_cpu", None) if getattr(self.launch, "_vm", None) is not None else None
-        self._call: Callable[[Sequence[torch.Tensor]], Any] = (
+        self._call: Callable[[Sequence[torch.Tensor]], torch.Tensor | tuple[torch.Tensor, ...]] = (
             fast if fast is not None else (lambda a: self.launch(*a)))
         self.device = device
         self._on_cpu = device.type == "cpu"
@@ -90,7 +99,7 @@ class KernelCall:
             logged.add(self.sig, self.variant_name, time.perf_counter_ns() - t0)
         if not self._on_cpu:
             out = tuple(o.to(self.device) for o in out) if isinstance(out, tuple) else out.to(self.device)
-        return list(out) if type(out) is tuple else [out]
+        return list(out) if isinstance(out, tuple) else [out]
 
 
 @torch.library.custom_op("boo::kernel", mutates_args=())
@@ -113,7 +122,7 @@ class BooBackend:
     it called (first use order, each once), `fallbacks` the (aten op, reason) pairs left to the nested backend,
     `compile_s` the seconds spent compiling (or loading) our kernels."""
 
-    def __init__(self, nested_backend: str | Callable[..., Any] = "eager", fusions: Sequence[str] | None = None,
+    def __init__(self, nested_backend: str | CompilerFn = "eager", fusions: Sequence[str] | None = None,
                  variant: Variant | str | None = None, kernels: str | None = None) -> None:
         if not callable(nested_backend) and nested_backend not in ("eager", "inductor"):
             raise BooNNError(f"nested_backend {nested_backend!r}: expected 'eager', 'inductor' or a callable")
@@ -184,7 +193,7 @@ class BooBackend:
         return item
 
     # ---- torch.compile ------------------------------------------------------------------------------------
-    def __call__(self, gm: fx.GraphModule, example_inputs: list[Any]) -> Any:
+    def __call__(self, gm: fx.GraphModule, example_inputs: list[torch.Tensor]) -> CompiledFn:
         if callable(self.nested_backend):
             nested = self.nested_backend
             return self._aot(lambda g, ex: nested(self.rewrite(g, as_custom_op=True), ex))(gm, example_inputs)
@@ -192,20 +201,20 @@ class BooBackend:
             return self._aot(None)(gm, example_inputs)
         return self._inductor(gm, example_inputs)
 
-    def _aot(self, compiler: Callable[..., Any] | None) -> Callable[..., Any]:
+    def _aot(self, compiler: CompilerFn | None) -> CompilerFn:
         from functorch.compile import make_boxed_func
         from torch._dynamo.backends.common import aot_autograd
 
-        def eager(g: fx.GraphModule, _ex: list[Any]) -> Any:
+        def eager(g: fx.GraphModule, _ex: list[torch.Tensor]) -> CompiledFn:
             return make_boxed_func(self.rewrite(g, as_custom_op=False).forward)
 
         return aot_autograd(fw_compiler=compiler or eager, bw_compiler=compiler or eager)
 
-    def _inductor(self, gm: fx.GraphModule, example_inputs: list[Any]) -> Any:
+    def _inductor(self, gm: fx.GraphModule, example_inputs: list[torch.Tensor]) -> Any:
         from torch._inductor.compile_fx import compile_fx, compile_fx_inner
         from torch._inductor.decomposition import select_decomp_table
 
-        def inner(g: fx.GraphModule, ex: list[Any], **kwargs: Any) -> Any:
+        def inner(g: fx.GraphModule, ex: list[torch.Tensor], **kwargs: Any) -> OutputCode:
             return compile_fx_inner(self.rewrite(g, as_custom_op=True), ex, **kwargs)
 
         ours = {op for m in fusion.FUSED_OPS for op in _overloads(m)}
@@ -264,7 +273,7 @@ def _index_results(graph: fx.Graph, new: fx.Node, m: fusion.Match, outputs: dict
             user.meta["val"] = new.meta["val"][j]
 
 
-def _overloads(op: Any) -> list[Any]:
+def _overloads(op: OpOverload) -> list[OpOverload | OpOverloadPacket]:
     """The op overload and its packet (a decomposition table may be keyed by either)."""
     return [op, getattr(op, "overloadpacket", op)]
 
@@ -277,7 +286,7 @@ def _first_device(m: fusion.Match) -> torch.device:
     return torch.device("cpu")
 
 
-def backend(nested_backend: str | Callable[..., Any] = "eager", fusions: Sequence[str] | None = None,
+def backend(nested_backend: str | CompilerFn = "eager", fusions: Sequence[str] | None = None,
             variant: Variant | str | None = None, kernels: str | None = None) -> BooBackend:
     """A torch.compile backend running our kernels for the ops `fusion` matches (all of them, or only the aten
     ops named in `fusions`, e.g. ["aten.convolution"]) and `nested_backend` for the rest. `kernels`: "best"

@@ -12,8 +12,9 @@ dtypes or devices, wrong ranks, channels not divisible by groups, a bad layout) 
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Protocol, TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -36,8 +37,33 @@ def _needs_autograd(*tensors: torch.Tensor | None) -> bool:
     return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
 
 
-def _as_tuple(out: Any) -> tuple[torch.Tensor, ...]:
+def _as_tuple(out: torch.Tensor | tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
     return out if isinstance(out, tuple) else (out,)
+
+
+def _one(out: torch.Tensor | tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """A single-result kernel's result (a launchable returns one result bare, several as a tuple)."""
+    assert isinstance(out, torch.Tensor), "a single-result kernel returned a tuple"
+    return out
+
+
+S = TypeVar("S", ConvSignature, LayerNormSignature, GemmSignature)
+
+
+class _Ctx(Protocol[S]):
+    """An autograd Function's ctx as ours use it: torch's bookkeeping, plus the call's signature and variant
+    (set in forward, read in backward)."""
+
+    saved_tensors: tuple[torch.Tensor, ...]
+    needs_input_grad: tuple[bool, ...]
+    sig: S
+    variant: Variant | str | None
+
+    def save_for_backward(self, *tensors: torch.Tensor | None) -> None: ...
+
+
+class _LayerNormCtx(_Ctx[LayerNormSignature], Protocol):
+    has: tuple[bool, bool]     # (weight given, bias given)
 
 
 # ---- convolution --------------------------------------------------------------------------------------------
@@ -94,17 +120,17 @@ class _BooConvFn(torch.autograd.Function):
     """y = conv(x, w, b); backward: one backward-conv kernel for the gradients autograd asks for."""
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, sig: ConvSignature,
+    def forward(ctx: _Ctx[ConvSignature], x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, sig: ConvSignature,
                 variant: Variant | str | None) -> torch.Tensor:
         ctx.save_for_backward(x, w)
         ctx.sig, ctx.variant = sig, variant
         args = (x, w) if b is None else (x, w, b)
-        return kernels.run(sig, *args, variant=variant)
+        return _one(kernels.run(sig, *args, variant=variant))
 
     @staticmethod
-    def backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+    def backward(ctx: _Ctx[ConvSignature], dy: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         x, w = ctx.saved_tensors
-        sig: ConvSignature = ctx.sig
+        sig = ctx.sig
         mask = (ctx.needs_input_grad[0], ctx.needs_input_grad[1], sig.bias and ctx.needs_input_grad[2])
         grads: list[torch.Tensor | None] = [None, None, None]
         if any(mask):
@@ -114,8 +140,9 @@ class _BooConvFn(torch.autograd.Function):
         return grads[0], grads[1], grads[2], None, None
 
 
-def boo_conv(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None, stride: Any = 1, padding: Any = 0,
-             dilation: Any = 1, groups: int = 1, shared_layout: str | None = None, input_layout: str | None = None,
+def boo_conv(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None, stride: int | Sequence[int] = 1,
+             padding: int | Sequence[int] | str = 0, dilation: int | Sequence[int] = 1, groups: int = 1,
+             shared_layout: str | None = None, input_layout: str | None = None,
              kernel_layout: str | None = None, output_layout: str | None = None, *,
              variant: Variant | str | None = None) -> torch.Tensor:
     """A differentiable 1-D, 2-D or 3-D convolution (the rank comes from `w`), as iree-turbine BOO's `boo_conv`.
@@ -156,7 +183,7 @@ def boo_conv(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None, st
     b = None if b is None else b.contiguous()
     if _needs_autograd(x, w, b):
         return _BooConvFn.apply(x, w, b, sig, variant)
-    return kernels.run(sig, x, w, *(() if b is None else (b,)), variant=variant)
+    return _one(kernels.run(sig, x, w, *(() if b is None else (b,)), variant=variant))
 
 
 # ---- layer norm ---------------------------------------------------------------------------------------------
@@ -165,7 +192,7 @@ class _BooLayerNormFn(torch.autograd.Function):
     """(y, mean, rstd) = layer_norm(x[, weight, bias]); backward: one backward kernel for the grads asked for."""
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
+    def forward(ctx: _LayerNormCtx, x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
                 sig: LayerNormSignature, variant: Variant | str | None) -> torch.Tensor:
         w_arg, b_arg = _affine_args(x, weight, bias, sig)
         y, mean, rstd = kernels.run(sig, x, *w_arg, *b_arg, variant=variant)
@@ -175,9 +202,9 @@ class _BooLayerNormFn(torch.autograd.Function):
         return y
 
     @staticmethod
-    def backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+    def backward(ctx: _LayerNormCtx, dy: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         x, weight, mean, rstd = ctx.saved_tensors
-        sig: LayerNormSignature = ctx.sig
+        sig = ctx.sig
         mask = (ctx.needs_input_grad[0], ctx.has[0] and ctx.needs_input_grad[1],
                 ctx.has[1] and ctx.needs_input_grad[2])
         grads: list[torch.Tensor | None] = [None, None, None]
@@ -204,7 +231,7 @@ def _affine_args(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tenso
     return (w,), (b,)
 
 
-def boo_layer_norm(x: torch.Tensor, normalized_shape: Any, weight: torch.Tensor | None = None,
+def boo_layer_norm(x: torch.Tensor, normalized_shape: int | Sequence[int], weight: torch.Tensor | None = None,
                    bias: torch.Tensor | None = None, eps: float = 1e-5, *,
                    variant: Variant | str | None = None) -> torch.Tensor:
     """`torch.nn.functional.layer_norm` on our kernels: normalize over the trailing `normalized_shape` dims.
@@ -242,26 +269,27 @@ class _BooLinearFn(torch.autograd.Function):
     """y2 = x2 @ W^T (+ b) on (M, K) x (N, K); dX and dW by our GEMM backward kernels, db by torch's sum."""
 
     @staticmethod
-    def forward(ctx: Any, x2: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, sig: GemmSignature,
-                variant: Variant | str | None) -> torch.Tensor:
+    def forward(ctx: _Ctx[GemmSignature], x2: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                sig: GemmSignature, variant: Variant | str | None) -> torch.Tensor:
         ctx.save_for_backward(x2, weight)
         ctx.sig, ctx.variant = sig, variant
         return _linear_forward(x2, weight, bias, sig, variant)
 
     @staticmethod
-    def backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+    def backward(ctx: _Ctx[GemmSignature], dy: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         x2, weight = ctx.saved_tensors
-        sig: GemmSignature = ctx.sig
+        sig = ctx.sig
         dy = dy.contiguous()
-        dx = kernels.run(replace(sig, forw=2), dy, weight, variant=ctx.variant) if ctx.needs_input_grad[0] else None
-        dw = kernels.run(replace(sig, forw=3), dy, x2, variant=ctx.variant) if ctx.needs_input_grad[1] else None
+        need_dx, need_dw = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        dx = _one(kernels.run(replace(sig, forw=2), dy, weight, variant=ctx.variant)) if need_dx else None
+        dw = _one(kernels.run(replace(sig, forw=3), dy, x2, variant=ctx.variant)) if need_dw else None
         db = dy.sum(0) if ctx.needs_input_grad[2] else None
         return dx, dw, db, None, None
 
 
 def _linear_forward(x2: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, sig: GemmSignature,
                     variant: Variant | str | None) -> torch.Tensor:
-    y = kernels.run(sig, x2, weight, variant=variant)
+    y = _one(kernels.run(sig, x2, weight, variant=variant))
     return y if bias is None else y + bias
 
 

@@ -19,12 +19,14 @@ What matches (forward and backward graphs alike):
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 import torch.fx as fx
+from torch._ops import OpOverload
+from torch.fx.node import Argument
 
 from ..errors import BooError
 from ..ops.aten import AtenSignature, view_plan
@@ -79,7 +81,7 @@ class Skip:
     reason: str
 
 
-def _val(n: Any) -> torch.Tensor:
+def _val(n: Argument) -> torch.Tensor:
     v = n.meta.get("val") if isinstance(n, fx.Node) else None
     if not isinstance(v, torch.Tensor):
         raise _Unsupported("no static tensor metadata on an operand")
@@ -100,7 +102,7 @@ def _args(node: fx.Node) -> tuple[Any, ...]:
     return tuple(node.args)
 
 
-def _dtype(*nodes: Any) -> str:
+def _dtype(*nodes: Argument) -> str:
     vals = [_val(n) for n in nodes if n is not None]
     name = FLOAT_DTYPES.get(vals[0].dtype)
     if name is None:
@@ -112,9 +114,9 @@ def _dtype(*nodes: Any) -> str:
     return name
 
 
-def _spatial(seq: Any, nd: int) -> tuple[int, ...]:
-    seq = [int(s) for s in seq]
-    return tuple(seq * nd) if len(seq) == 1 else tuple(seq)
+def _spatial(seq: Sequence[int], nd: int) -> tuple[int, ...]:
+    ints = [int(s) for s in seq]
+    return tuple(ints * nd) if len(ints) == 1 else tuple(ints)
 
 
 def _conv(node: fx.Node) -> Match:
@@ -220,8 +222,8 @@ def _matmul(node: fx.Node) -> Match:
     return Match(f"aten.{name}", sig, node, list(tensors), perms=perms)
 
 
-def _bnorm_common(node: fx.Node, x: Any, params: list[Any], eps: Any,
-                  momentum: Any = 0.1) -> tuple[str, tuple[int, ...]]:
+def _bnorm_common(node: fx.Node, x: Argument, params: list[Argument], eps: float,
+                  momentum: float = 0.1) -> tuple[str, tuple[int, ...]]:
     """What every batch-norm kernel of ours needs: NC(D)HW contiguous data in one of our dtypes, float32
     weight / bias / statistics all present, and BOO's fixed epsilon 1e-5 and momentum 0.1."""
     if any(p is None for p in params):
@@ -276,7 +278,7 @@ def _bnorm_backward(node: fx.Node) -> Match:
                  outputs={i: i for i in selected})
 
 
-MATCHERS: dict[Any, Callable[[fx.Node], Match]] = {
+MATCHERS: dict[OpOverload, Callable[[fx.Node], Match]] = {
     aten.convolution.default: _conv,
     aten.convolution_backward.default: _conv_backward,
     aten.native_layer_norm.default: _layer_norm,

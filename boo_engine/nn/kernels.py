@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -40,6 +40,9 @@ from ..targets import BOO_BUILD, Target, default_target, parse_target
 from ..variants import BEST, Variant
 from ..variants.best import best_variant, is_unresolved
 from ..variants.parsing import parse_variant_arg, variant_from_env
+
+if TYPE_CHECKING:
+    from ..store.tuned import TunedLookup
 
 
 class BooNNError(BooError, ValueError):
@@ -144,10 +147,10 @@ def tuning_aliases(sig: OpSignature) -> tuple[str, ...]:
     return ()
 
 
-_tuned: Any = None
+_tuned: TunedLookup | None = None
 
 
-def tuned_lookup() -> Any:
+def tuned_lookup() -> TunedLookup:
     """The best column's first source for torch's calls: a finished tune's winners measured on this machine,
     read (once per process, never written) from the results database $BOO_DB names (default ./boo-results.db)."""
     global _tuned
@@ -285,7 +288,7 @@ def record_calls(log: CallLog | None = None) -> Iterator[CallLog]:
 # ---- the call -----------------------------------------------------------------------------------------------
 
 def run(sig: OpSignature, *tensors: torch.Tensor, variant: Variant | str | None = None,
-        device: torch.device | None = None) -> Any:
+        device: torch.device | None = None) -> torch.Tensor | tuple[torch.Tensor, ...]:
     """Call sig's kernel on `tensors` (as `sig.reference(*tensors)` would) and return its result(s) on `device`
     (default: the first tensor's device)."""
     if device is None:

@@ -15,7 +15,7 @@ dtypes other than float32 / float16 / bfloat16 raise `BooNNError` (no silent fal
 """
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -28,22 +28,48 @@ __all__ = ["BooConv1d", "BooConv2d", "BooConv3d", "BooLayerNorm", "BooLinear", "
            "replace_with_boo"]
 
 
+class _BooConv(Protocol):
+    """What the conv mixin's forward reads: the Boo attributes and those of the nn.ConvNd base class."""
+
+    @property
+    def variant(self) -> Variant | str | None: ...
+    @property
+    def _nd(self) -> int: ...
+    @property
+    def weight(self) -> torch.Tensor: ...
+    @property
+    def bias(self) -> torch.Tensor | None: ...
+    @property
+    def stride(self) -> tuple[int, ...]: ...
+    @property
+    def padding(self) -> str | tuple[int, ...]: ...
+    @property
+    def dilation(self) -> tuple[int, ...]: ...
+    @property
+    def groups(self) -> int: ...
+    @property
+    def padding_mode(self) -> str: ...
+    @property
+    def _reversed_padding_repeated_twice(self) -> list[int]: ...
+
+
 class _BooConvMixin:
     """forward() of the Boo conv modules (the nn.ConvNd attributes come from the torch base class)."""
 
     variant: Variant | str | None
     _nd: int
 
-    def forward(self, input: torch.Tensor) -> torch.Tensor:
-        m: Any = self
+    def forward(self: _BooConv, input: torch.Tensor) -> torch.Tensor:
         unbatched = input.dim() == self._nd + 1
         x = input.unsqueeze(0) if unbatched else input
-        if m.padding_mode != "zeros":
-            x = F.pad(x, m._reversed_padding_repeated_twice, mode=m.padding_mode)
-            padding: Any = 0
+        padding: str | tuple[int, ...] | int
+        if self.padding_mode != "zeros":
+            x = F.pad(x, self._reversed_padding_repeated_twice, mode=self.padding_mode)
+            padding = 0
         else:
-            padding = m.padding
-        y = boo_conv(x, m.weight, m.bias, m.stride, padding, m.dilation, m.groups, variant=self.variant)
+            padding = self.padding
+        y = boo_conv(x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups,
+                     variant=self.variant)
         return y.squeeze(0) if unbatched else y
 
     def extra_repr(self) -> str:
@@ -128,20 +154,17 @@ def _boo_version(m: nn.Module, convs: bool, layer_norms: bool, linears: bool,
     """The Boo module for `m` (sharing its parameters), or None to leave it. Only the exact torch classes are
     swapped: a user subclass may override forward, and ConvTranspose is not a conv our forward kernels run."""
     kind = type(m)
-    if convs and kind in _CONVS:
-        c: Any = m
-        new_conv = _CONVS[kind](c.in_channels, c.out_channels, c.kernel_size, stride=c.stride, padding=c.padding,
-                                dilation=c.dilation, groups=c.groups, bias=c.bias is not None,
-                                padding_mode=c.padding_mode, device="meta", variant=variant)
+    if convs and kind in _CONVS and isinstance(m, (nn.Conv1d, nn.Conv2d, nn.Conv3d)):
+        new_conv = _CONVS[kind](m.in_channels, m.out_channels, m.kernel_size, stride=m.stride, padding=m.padding,
+                                dilation=m.dilation, groups=m.groups, bias=m.bias is not None,
+                                padding_mode=m.padding_mode, device="meta", variant=variant)
         return _shared(new_conv, m)
-    if layer_norms and kind is nn.LayerNorm:
-        ln: Any = m
-        new_ln = BooLayerNorm(ln.normalized_shape, eps=ln.eps, elementwise_affine=ln.elementwise_affine,
-                              bias=ln.bias is not None, device="meta", variant=variant)
+    if layer_norms and type(m) is nn.LayerNorm:
+        new_ln = BooLayerNorm(m.normalized_shape, eps=m.eps, elementwise_affine=m.elementwise_affine,
+                              bias=m.bias is not None, device="meta", variant=variant)
         return _shared(new_ln, m)
-    if linears and kind is nn.Linear:
-        lin: Any = m
-        new_lin = BooLinear(lin.in_features, lin.out_features, bias=lin.bias is not None, device="meta",
+    if linears and type(m) is nn.Linear:
+        new_lin = BooLinear(m.in_features, m.out_features, bias=m.bias is not None, device="meta",
                             variant=variant)
         return _shared(new_lin, m)
     return None
