@@ -17,7 +17,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..compile.artifact import Artifact, artifact_from_meta
 from ..compile.build import DEFAULT_TIMEOUT_S, kernel_key_material
@@ -32,7 +32,10 @@ from ..ops.base import OpSignature
 from ..targets import Target
 from ..variants import BASELINE, Variant
 from .connect import Cluster
-from .remote import CompileOrder, Shipped, compile_remote, variant_files
+from .remote import CompileOrder, CompileReply, Shipped, compile_remote, variant_files
+
+if TYPE_CHECKING:
+    from ray import ObjectRef
 
 #: how long the collecting thread waits on Ray before it looks at cancels and the cluster again
 WAIT_S = 0.5
@@ -48,8 +51,9 @@ class RayCompilePool:
         self._node_cache = node_cache or str(cache.root)
         self.timeout_s = timeout_s
         self._lock = threading.Lock()
-        self._pending: dict[Any, tuple[concurrent.futures.Future[Any], OpSignature, Target, Variant,
-                                       tuple[str, ...]]] = {}
+        #: a compile task's reply -> (its future, the sig, target, variant and extra flags it compiles)
+        self._pending: dict[ObjectRef[CompileReply], tuple[concurrent.futures.Future[Artifact], OpSignature, Target,
+                                                           Variant, tuple[str, ...]]] = {}
         self._closed = False
         #: this host's share of the work, for benchmarks/bench_ray.py: entries landed and the seconds it took
         self.landed = 0
@@ -63,10 +67,10 @@ class RayCompilePool:
 
     def submit(self, sig: OpSignature, target: Target | str = "cpu", variant: Variant = BASELINE, *,
                extra_flags: Sequence[str] = (), on_start: Callable[[], None] | None = None
-               ) -> concurrent.futures.Future[Any]:
+               ) -> concurrent.futures.Future[Artifact]:
         """Queue one compile on the cluster. `on_start` is called at once: Ray does not say when a task starts."""
         target, variant = as_target(target), variant or BASELINE
-        fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        fut: concurrent.futures.Future[Artifact] = concurrent.futures.Future()
         if self._closed:
             raise RuntimeError("RayCompilePool is shut down")
         self.cluster.check()
@@ -116,7 +120,7 @@ class RayCompilePool:
             for ref in done:
                 self._finish(ref)
 
-    def _finish(self, ref: Any) -> None:
+    def _finish(self, ref: ObjectRef[CompileReply]) -> None:
         import ray
 
         with self._lock:
@@ -192,7 +196,7 @@ class RayCompilePool:
         meta["command"] = [part.replace(there, here) for part in meta.get("command", [])]
         cache.commit(staging, func, key, meta)
 
-    def _drop(self, ref: Any) -> None:
+    def _drop(self, ref: ObjectRef[CompileReply]) -> None:
         """A compile whose future was cancelled: forgotten here, its task told to stop."""
         import ray
 

@@ -10,6 +10,7 @@ Both reuse what a local run does, in the node's own processes:
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import socket
@@ -18,10 +19,19 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypedDict
 
 from ..compile.entry import META
 from . import node_label
+
+if TYPE_CHECKING:
+    from ray._private.worker import RemoteFunction0
+
+    from ..bench.messages import BenchOutcome, BenchSpec
+    from ..compile.messages import Failed
+    from ..ops.base import OpSignature
+    from ..targets import Target
+    from ..variants import Variant
 
 #: what one poll waits for new samples before it answers with none
 POLL_WAIT_S = 0.25
@@ -31,9 +41,9 @@ POLL_WAIT_S = 0.25
 class CompileOrder:
     """One compile, as a task receives it."""
 
-    sig: Any
-    target: Any
-    variant: Any
+    sig: OpSignature
+    target: Target
+    variant: Variant
     extra_flags: tuple[str, ...]
     cache_root: str            # this host's kernel cache: the node uses the same folder where it can
     share_token: str           # a file in that folder: a node that sees it shares this host's cache
@@ -41,7 +51,7 @@ class CompileOrder:
     files: dict[str, bytes] = field(default_factory=dict)   # the variant's spec and substituted files, by path
 
 
-def variant_files(variant: Any) -> dict[str, bytes]:
+def variant_files(variant: Variant) -> dict[str, bytes]:
     """The files a variant's kernel is built from (tuning specs, substituted dispatches), for nodes that lack
     them: the cache key hashes their content, never their path."""
     paths = (list(variant.tuning_specs) + [path for _, _, path in variant.substitutions]
@@ -49,7 +59,7 @@ def variant_files(variant: Any) -> dict[str, bytes]:
     return {p: Path(p).read_bytes() for p in paths}
 
 
-def _materialize(variant: Any, files: dict[str, bytes]) -> Any:
+def _materialize(variant: Variant, files: dict[str, bytes]) -> Variant:
     """The variant with its files present on this node: at the same path where the node has them or can write
     them there (the flags, and so the key, are then the caller's), else in a folder of this node's."""
     moved: dict[str, str] = {}
@@ -88,6 +98,32 @@ class Shipped:
     nice: int = 0              # the niceness the node compiled at
 
 
+#: what a compile task answers: where it ran (a no-op order), the failure, or the entry to land
+CompileReply: TypeAlias = "str | Failed | Shipped"
+#: how a measurement on the actor ended: its outcome, a cancel, or a failure (one line)
+RunEnd: TypeAlias = "tuple[Literal['done'], BenchOutcome] | tuple[Literal['cancelled']] | tuple[Literal['failed'], str]"
+
+
+class ActorInfo(TypedDict, total=False):
+    """What a measuring actor says of itself when it starts (`MeasureActor.info`: every key; `RayBenchWorker.
+    actor_info` is empty until then)."""
+
+    node: str
+    pid: int
+    worker_pid: int | None     # its benchmark worker process
+    cpu: str                   # hostcpu.host_cpu_identity()
+    gpus: list[int] | list[str]   # the GPUs Ray lets it see
+    nice: int
+
+
+class _Run(TypedDict):
+    """One measurement on the actor: the samples not yet polled, how it ended (None: running), its cancel."""
+
+    samples: list[float]
+    end: RunEnd | None
+    cancel: threading.Event
+
+
 def _node_label() -> str:
     try:
         import ray
@@ -97,7 +133,7 @@ def _node_label() -> str:
         return socket.gethostname()
 
 
-def compile_task(order: CompileOrder | None) -> Any:
+def compile_task(order: CompileOrder | None) -> CompileReply:
     """Compile one kernel on this node (None: a no-op that answers where it ran, sent when joining)."""
     if order is None:
         return _node_label()
@@ -163,18 +199,18 @@ class MeasureActor:
         self._nice = os.getpriority(os.PRIO_PROCESS, 0)
         self._worker = BenchWorker(threads=threads, device=device)   # its torch import starts now
         self._cond = threading.Condition()
-        self._runs: dict[int, dict[str, Any]] = {}
+        self._runs: dict[int, _Run] = {}
         self._next = 0
         self._scratch = tempfile.mkdtemp(prefix="boo-ray-measure-")
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> ActorInfo:
         from ..hostcpu import host_cpu_identity
 
-        gpus: list[Any] = []
+        gpus: list[int] | list[str] = []
         with contextlib.suppress(Exception):
             import ray
 
-            gpus = list(ray.get_gpu_ids())
+            gpus = ray.get_gpu_ids()   # a new list every call
         return {"node": _node_label(), "pid": os.getpid(), "worker_pid": self._worker.pid,
                 "cpu": host_cpu_identity(), "gpus": gpus, "nice": self._nice}
 
@@ -208,13 +244,13 @@ class MeasureActor:
         return os.path.join(self._scratch, os.path.basename(path))
 
     # ---- one measurement ----------------------------------------------------------------------------------
-    def start(self, spec: Any) -> int:
+    def start(self, spec: BenchSpec) -> int:
         spec = replace(spec, save_outputs_to=self._local(spec.save_outputs_to),
                        compare_outputs_with=self._local(spec.compare_outputs_with))
         with self._cond:
             self._next += 1
             rid = self._next
-            run: dict[str, Any] = {"samples": [], "end": None, "cancel": threading.Event()}
+            run: _Run = {"samples": [], "end": None, "cancel": threading.Event()}
             self._runs[rid] = run
 
         def sink(batch: list[float]) -> None:
@@ -226,7 +262,7 @@ class MeasureActor:
             from ..bench.worker import BenchCancelled, BenchFailed
 
             try:
-                end: tuple[Any, ...] = ("done", self._worker.run(spec, on_samples=sink, cancel=run["cancel"]))
+                end: RunEnd = ("done", self._worker.run(spec, on_samples=sink, cancel=run["cancel"]))
             except BenchCancelled:
                 end = ("cancelled",)
             except BenchFailed as e:
@@ -240,7 +276,7 @@ class MeasureActor:
         threading.Thread(target=measure, name=f"boo-ray-measure-{rid}", daemon=True).start()
         return rid
 
-    def poll(self, rid: int, wait_s: float = POLL_WAIT_S) -> tuple[list[float], tuple[Any, ...] | None]:
+    def poll(self, rid: int, wait_s: float = POLL_WAIT_S) -> tuple[list[float], RunEnd | None]:
         """The samples taken since the last poll, and how the measurement ended (None: still running)."""
         deadline = time.monotonic() + wait_s
         with self._cond:
@@ -267,27 +303,25 @@ class MeasureActor:
 
 # ---- the Ray wrappers ------------------------------------------------------------------------------------------
 
-_remotes: dict[str, Any] = {}
+@functools.cache
+def compile_remote() -> RemoteFunction0[CompileReply, CompileOrder | None]:
+    """The compile task: 1 CPU; retried once by Ray when its node or worker process dies. Made once per process."""
+    import ray
+
+    return ray.remote(num_cpus=1, max_retries=1)(compile_task)
 
 
-def compile_remote() -> Any:
-    """The compile task: 1 CPU; retried once by Ray when its node or worker process dies."""
-    if "compile" not in _remotes:
-        import ray
-
-        _remotes["compile"] = ray.remote(num_cpus=1, max_retries=1)(compile_task)
-    return _remotes["compile"]
-
-
+@functools.cache
 def actor_class() -> Any:
     """The measuring actor: threaded (a poll and a cancel run beside the measurement), never restarted by Ray
-    (a dead actor is a failed result here, and a fresh actor takes the next job)."""
-    if "actor" not in _remotes:
-        import ray
+    (a dead actor is a failed result here, and a fresh actor takes the next job). Made once per process.
 
-        decorate: Any = ray.remote
-        _remotes["actor"] = decorate(max_concurrency=4, max_restarts=0)(MeasureActor)
-    return _remotes["actor"]
+    Any: Ray 2.60's `ray.remote` overloads take no actor options (max_concurrency), and its ActorClass makes
+    handles whose methods it types as Never (measuring.ActorRef)."""
+    import ray
+
+    decorate: Any = ray.remote
+    return decorate(max_concurrency=4, max_restarts=0)(MeasureActor)
 
 
 def export_all() -> str:
