@@ -3,7 +3,7 @@ compile pool (session/core.py asks for both when `SessionConfig.ray_address` is 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .. import events as ev
 from ..config import SessionConfig
@@ -12,11 +12,13 @@ from . import ClusterError
 from .connect import Cluster
 
 if TYPE_CHECKING:
+    from ..bench.messages import MeasuringWorker
+    from ..compile.cache import KernelCache
     from ..compile.interface import CompilingPool
 
 
-def attach(config: SessionConfig, target: Target, cache: Any, emit: Callable[[ev.Event], None]
-           ) -> tuple[Cluster, Callable[[], CompilingPool], list[Any]]:
+def attach(config: SessionConfig, target: Target, cache: KernelCache, emit: Callable[[ev.Event], None]
+           ) -> tuple[Cluster, Callable[[], CompilingPool], list[MeasuringWorker]]:
     """(the cluster, a factory of its compile pool, its benchmark workers). Raises ClusterError (one line) when
     ray is missing, no cluster answers, or no node has the target's device."""
     from .compiling import RayCompilePool
@@ -37,7 +39,8 @@ def attach(config: SessionConfig, target: Target, cache: Any, emit: Callable[[ev
     def warn(message: str) -> None:
         emit(ev.Log(level="warning", message=message))
 
-    workers = [RayBenchWorker(cluster, s, threads=config.threads, host_cpu=host_cpu, warn=warn) for s in slots]
+    workers: list[MeasuringWorker] = [RayBenchWorker(cluster, s, threads=config.threads, host_cpu=host_cpu,
+                                                     warn=warn) for s in slots]
     nodes = {s.node.label for s in slots}
     emit(ev.Log(level="info", message=f"Ray cluster at {config.ray_address}: compiling on its CPUs, measuring on "
                                       f"{len(slots)} device(s) of {len(nodes)} node(s)"))

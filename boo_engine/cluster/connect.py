@@ -17,7 +17,7 @@ import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from ..errors import ClusterLost, one_line
 from . import AUTH_MODE_ENV, LOCAL, ClusterError, is_client, loopback_host, node_label, require_ray
@@ -49,6 +49,26 @@ class Node:
     @property
     def label(self) -> str:
         return node_label(self.host, self.node_id)
+
+
+class NodeRecord(TypedDict):
+    node: str                 # Node.label
+    ip: str
+    cpus: float
+    gpus: float
+
+
+class ClusterRecord(TypedDict):
+    """What a run records about the cluster it ran on (`Cluster.describe`: the run's environment, "ray")."""
+
+    address: str
+    nodes: list[NodeRecord]
+
+
+class _LocalInit(TypedDict, total=False):
+    """What `ray.init` is told beside the address for a cluster of our own (--ray local)."""
+
+    include_dashboard: bool
 
 
 @dataclass(frozen=True)
@@ -91,7 +111,7 @@ class Cluster:
                 return
             os.environ.setdefault(RECONNECT_ENV, RECONNECT_S)
             # --ray local: no dashboard (a web server that runs jobs), and every process on loopback (require_ray)
-            local: dict[str, Any] = {"include_dashboard": False} if self.address == LOCAL else {}
+            local: _LocalInit = {"include_dashboard": False} if self.address == LOCAL else {}
             try:
                 _bounded(is_client(self.address), lambda: ray.init(
                     address=self.address, namespace=NAMESPACE, log_to_driver=False, logging_level=logging.ERROR,
@@ -101,7 +121,7 @@ class Cluster:
                     f" (a cluster with Ray's token authentication needs {AUTH_MODE_ENV}=token here too)")
                 raise ClusterError(f"cannot join the Ray cluster at {self.address}: {_why(e)}{hint}") from None
             if local:
-                _check_on_loopback(ray)
+                _check_on_loopback()
             Cluster._joined = self.address
         from . import remote
 
@@ -150,7 +170,7 @@ class Cluster:
             return [Slot(n, "cpu", False) for n in nodes if n.cpus >= 1]
         return [Slot(n, f"{kind}:{i}", True) for n in nodes for i in range(int(n.gpus))]
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> ClusterRecord:
         """What a run records about the cluster it ran on."""
         nodes = self.nodes()
         return {"address": self.address, "nodes": [
@@ -206,8 +226,10 @@ def _head_endpoint(address: str) -> tuple[str, int] | None:
     return _split_host_port(address)
 
 
-def _check_on_loopback(ray: Any) -> None:
+def _check_on_loopback() -> None:
     """--ray local: refuse a cluster that Ray put on a network address after all (a Ray without the switch)."""
+    import ray
+
     gcs = _split_host_port(ray.get_runtime_context().gcs_address or "")
     hosts = {str(n.get("NodeManagerAddress")) for n in ray.nodes()} | {gcs[0] if gcs else "?"}
     exposed = sorted(h for h in hosts if not loopback_host(h))

@@ -28,8 +28,11 @@ from ..bench.worker import BenchCancelled, BenchFailed
 from ..compile.cache import file_sha256
 from ..errors import ClusterLost
 from .connect import Cluster, Slot
-from .remote import POLL_WAIT_S, actor_class
+from .remote import POLL_WAIT_S, ActorInfo, actor_class
 
+#: a `remote.MeasureActor`'s Ray handle. Any: Ray 2.60 types an ActorHandle's methods as Never (its __getattr__),
+#: so with ActorHandle[MeasureActor] mypy would read the code after each `actor.<method>.remote()` as unreachable
+ActorRef = Any
 #: how long one Ray call may take beyond its own wait before the node is suspected
 CALL_TIMEOUT_S = 60.0
 #: how long a new actor may take to start (its process, then its benchmark worker's torch import)
@@ -60,9 +63,9 @@ class RayBenchWorker:
         self._threads = threads
         self._host_cpu = host_cpu
         self._warn = warn
-        self._actor: Any = None
+        self._actor: ActorRef | None = None
         #: what the actor said when it started: its node, pid, its benchmark worker's pid, CPU, GPUs
-        self.actor_info: dict[str, Any] = {}
+        self.actor_info: ActorInfo = {}
         self._lock = threading.Lock()
         self._sent: dict[str, str] = {}       # our vmfb path -> the actor's copy
         self._digests: dict[str, tuple[int, str]] = {}
@@ -73,7 +76,7 @@ class RayBenchWorker:
         with self._lock:
             self._ensure_actor()
 
-    def _ensure_actor(self) -> Any:
+    def _ensure_actor(self) -> ActorRef:
         if self._actor is not None:
             return self._actor
         import ray
@@ -83,16 +86,15 @@ class RayBenchWorker:
         if not self.cluster.node_alive(self.slot.node.node_id):
             raise WorkerLost(f"node {self.node} left the Ray cluster", self.node, False)
         kind = self.slot.device.partition(":")[0]
-        options: dict[str, Any] = {
-            "scheduling_strategy": NodeAffinitySchedulingStrategy(self.slot.node.node_id, soft=False),
-            "num_cpus": 0,                 # compiles may use the node's CPUs between batches
-            "num_gpus": 1 if self.slot.gpu else 0,
-            "name": f"boo-measure-{os.getpid()}-{id(self):x}",
-        }
         local = f"{kind}:0" if self.slot.gpu else "cpu"   # the one GPU Ray lets the actor see
-        actor = actor_class().options(**options).remote(local, self._threads)
+        actor = actor_class().options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(self.slot.node.node_id, soft=False),
+            num_cpus=0,                    # compiles may use the node's CPUs between batches
+            num_gpus=1 if self.slot.gpu else 0,
+            name=f"boo-measure-{os.getpid()}-{id(self):x}",
+        ).remote(local, self._threads)
         try:
-            info = ray.get(actor.info.remote(), timeout=START_TIMEOUT_S)
+            info: ActorInfo = ray.get(actor.info.remote(), timeout=START_TIMEOUT_S)
         except Exception as e:  # noqa: BLE001 - it never came up
             with contextlib.suppress(Exception):
                 ray.kill(actor)
@@ -107,7 +109,7 @@ class RayBenchWorker:
             self._warn(f"the measuring actor on node {self.node} runs at nice {info['nice']} (Ray's worker "
                        f"niceness; it may not be lowered there): start that node with RAY_worker_niceness=0, or "
                        f"its measurements lose the CPU to anything else running there")
-        self.actor_info = dict(info)
+        self.actor_info = info.copy()
         self._actor = actor
         return actor
 
@@ -125,7 +127,7 @@ class RayBenchWorker:
 
                 ray.kill(actor)
 
-    def _stop_actor(self, actor: Any) -> None:
+    def _stop_actor(self, actor: ActorRef | None) -> None:
         if actor is None or not self.cluster.alive():
             return
         import ray
@@ -188,7 +190,7 @@ class RayBenchWorker:
         where = f"node {self.node}" if up else f"node {self.node} (which left the cluster)"
         raise WorkerLost(f"the Ray actor measuring on {where} died {when} ({what})", self.node, up) from None
 
-    def _with_kernel(self, actor: Any, spec: BenchSpec) -> BenchSpec:
+    def _with_kernel(self, actor: ActorRef, spec: BenchSpec) -> BenchSpec:
         """`spec` with its kernel where the actor's node has it: sent once per actor unless the node sees it."""
         import ray
 
