@@ -24,13 +24,16 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from .. import locations
 from ..fsutil import atomic_write
 from ..ops.base import OpSignature
 from ..targets import OUR_BUILD
 from ..variants import BEST_NAME, Variant
+
+if TYPE_CHECKING:
+    from .store import Store
 
 #: the tune_kernels status of a kernel whose tune found a significantly faster configuration
 IMPROVED = "improved"
@@ -54,7 +57,16 @@ class TunedWinner:
                        kernel_formulations=((func, self.formulation),) if self.formulation else ())
 
 
-def this_machine() -> dict[str, Any]:
+class TuneMachine(TypedDict):
+    """What a tune's stored environment must say to count on this machine (`same_machine`)."""
+
+    target: str
+    cpu_name: str | None              # LLVM's name for the resolved host CPU (None: the compiler was not asked)
+    cpu_features: list[str]           # its key features (hostcpu.KEY_FEATURES present)
+    iree_compile_version: str | None  # `iree-compile --version`, as the tune stored it
+
+
+def this_machine() -> TuneMachine:
     """What a tune's environment must say to count here: the target, resolved CPU and compiler."""
     from ..cpu_defaults.machine import host_cpu
     from ..iree_tools import compiler_here, compiler_version
@@ -65,9 +77,10 @@ def this_machine() -> dict[str, Any]:
             "iree_compile_version": version}
 
 
-def same_machine(env: Mapping[str, Any], machine: Mapping[str, Any]) -> bool:
-    """The tune's stored environment is this machine's (see the module docstring)."""
-    def first(v: Any) -> str:
+def same_machine(env: Mapping[str, Any], machine: TuneMachine) -> bool:
+    """The tune's stored environment (its JSON: `collect_environment()`'s dict) is this machine's (see the module
+    docstring)."""
+    def first(v: object) -> str:
         return (str(v or "").strip().splitlines() or [""])[0]
 
     return (bool(machine.get("cpu_name")) and env.get("cpu_name") == machine.get("cpu_name")
@@ -102,7 +115,7 @@ ORDER BY t.id DESC
 """
 
 
-def tuned_winners(conn: sqlite3.Connection, machine: Mapping[str, Any]) -> dict[str, TunedWinner]:
+def tuned_winners(conn: sqlite3.Connection, machine: TuneMachine) -> dict[str, TunedWinner]:
     """func_name -> the newest winner measured on `machine` (this_machine()), from an open database."""
     out: dict[str, TunedWinner] = {}
     for row in conn.execute(_WINNERS, (IMPROVED,)).fetchall():
@@ -129,7 +142,7 @@ class TunedLookup:
     """The best column's lookup (variants.best.TunedLookup): kernel -> its winner's variant, or None. Reads the
     winners once, on first use (a database that cannot be read has none: the table and rules decide)."""
 
-    def __init__(self, winners: Mapping[str, TunedWinner] | None = None, *, store: Any = None,
+    def __init__(self, winners: Mapping[str, TunedWinner] | None = None, *, store: Store | None = None,
                  path: str | Path | None = None) -> None:
         """`store`: the session's Store; or `path`: a results database read as it is (never created or
         migrated: one without tune tables has no winners)."""
