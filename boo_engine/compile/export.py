@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
 
 import torch
 
@@ -36,7 +35,7 @@ def export_mlir(sig: OpSignature, formulation: str = DEFAULT_FORMULATION) -> str
 
     check_formulation(sig, formulation)
 
-    def import_text(program: Any) -> str:
+    def import_text(program: torch.export.ExportedProgram) -> str:
         importer = FxImporter(context=ir.Context())
         with user_outputs_only(program):
             importer.import_frozen_program(program, func_name=FUNC_NAME)
@@ -57,7 +56,7 @@ def export_mlir(sig: OpSignature, formulation: str = DEFAULT_FORMULATION) -> str
 
 
 @contextlib.contextmanager
-def user_outputs_only(program: Any) -> Iterator[None]:
+def user_outputs_only(program: torch.export.ExportedProgram) -> Iterator[None]:
     """While it is imported, the program's graph returns the op's results alone. A call that writes into its
     inputs (a training-mode aten::batch_norm updates its running statistics in place; its schema does not say so)
     is functionalized by torch.export into extra outputs, the inputs' new values, placed BEFORE the results: the

@@ -8,18 +8,19 @@ from __future__ import annotations
 
 import concurrent.futures
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from ..ops.base import OpSignature
     from ..targets import Target
     from ..variants import Variant
+    from .artifact import Artifact
 
 
 class CompilingPool(Protocol):
     def submit(self, sig: OpSignature, target: Target | str = ..., variant: Variant = ..., *,
                extra_flags: Sequence[str] = (), on_start: Callable[[], None] | None = None
-               ) -> concurrent.futures.Future[Any]:
+               ) -> concurrent.futures.Future[Artifact]:
         """Queue one compile of `sig` for `target` as `variant` builds it; the future's result is the
         compile.artifact.Artifact, its exception a CompileError (CompileCancelled when cancelled). `on_start`: called
         when the compile starts (at once where the pool cannot tell)."""

@@ -15,9 +15,13 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..errors import CompileError
+
+if TYPE_CHECKING:
+    from torch._ops import OperatorBase, OpOverload
+    from torch.export import ExportedProgram
 
 #: the most rounds of decompose-and-check (a decomposition may emit ops that need one of their own)
 MAX_ROUNDS = 8
@@ -32,7 +36,7 @@ _LEFT = re.compile(rf"= ({_OP}) ")
 _ILLEGAL_OPERATOR = re.compile(rf"failed to legalize operation 'torch\.operator'[^\n]*?name = \"({_OP})\"")
 
 
-def mlir_name(op: Any) -> str:
+def mlir_name(op: OpOverload) -> str:
     """The torch-dialect name IREE's importer gives an aten OpOverload: `torch.aten.NAME[.OVERLOAD]`."""
     schema = op._schema
     namespace, _, name = schema.name.partition("::")
@@ -64,7 +68,7 @@ def unlowered(text: str) -> list[str]:
     return sorted(names)
 
 
-def decomposition_of(op: Any) -> Callable | None:
+def decomposition_of(op: OpOverload) -> Callable | None:
     """Torch's decomposition of one OpOverload: its registered one (torch._decomp), else its
     CompositeImplicitAutograd kernel, else one of ours (`ours()`, for an op torch has none of); None when there
     is none."""
@@ -79,7 +83,7 @@ def decomposition_of(op: Any) -> Callable | None:
     return ours().get(op)
 
 
-def ours() -> dict[Any, Callable]:
+def ours() -> dict[OpOverload, Callable]:
     """Our decompositions of ops torch has none of, written with ops IREE lowers: convolution_backward (IREE
     3.13 lowers no transposed conv's backward) as forward convolutions, the way the conv kernels' `fwdconv`
     formulation writes them; the backward ops of CPU attention, 3-D max pooling, average pooling and bilinear
@@ -98,14 +102,14 @@ def ours() -> dict[Any, Callable]:
     }
 
 
-def lower(label: str, program: Any, decompose_default: bool,
-          import_text: Callable[[Any], str]) -> tuple[str, tuple[str, ...]]:
+def lower(label: str, program: ExportedProgram, decompose_default: bool,
+          import_text: Callable[[ExportedProgram], str]) -> tuple[str, tuple[str, ...]]:
     """MLIR text of `program` (a torch.export ExportedProgram) that IREE's torch input can lower, and the ops
     decomposed to get there (sorted `aten.NAME.OVERLOAD`). `import_text` imports a program to MLIR text.
 
     Raises CompileError `LABEL: IREE's torch input cannot lower torch.aten.X (no decomposition in torch either)`
     when an op is left that neither IREE nor torch can break down."""
-    chosen: dict[Any, Callable] = {}
+    chosen: dict[OpOverload, Callable] = {}
     first: list[str] = []   # what the frontend could not lower in the export as it was
     for _ in range(MAX_ROUNDS):
         current = _decomposed(program, decompose_default, chosen)
@@ -118,7 +122,7 @@ def lower(label: str, program: Any, decompose_default: bool,
         for name in left:
             op = by_name.get(name)
             fn = decomposition_of(op) if op is not None and op not in chosen else None
-            if fn is None:
+            if op is None or fn is None:
                 raise CompileError(f"{label}: {_cannot(name, first, op in chosen)}")
             chosen[op] = fn
     else:
@@ -144,7 +148,8 @@ def decompositions_in(text: str) -> tuple[str, ...]:
     return tuple(n for n in line.split(", ") if n)
 
 
-def _decomposed(program: Any, decompose_default: bool, chosen: dict[Any, Callable]) -> Any:
+def _decomposed(program: ExportedProgram, decompose_default: bool,
+                chosen: dict[OpOverload, Callable]) -> ExportedProgram:
     """`program` through torch's default decompositions (when asked) and `chosen`. A decomposition may call an op
     that mutates (torch's of _native_batch_norm_legit_no_training calls _native_batch_norm_legit, whose running
     statistics are in-place), which export refuses in a functional graph: that op's own decomposition joins
@@ -154,7 +159,7 @@ def _decomposed(program: Any, decompose_default: bool, chosen: dict[Any, Callabl
     import warnings
 
     for _ in range(MAX_ROUNDS):
-        table: Any = {}
+        table: dict[OperatorBase, Callable] = {}
         if decompose_default:
             from torch.export import default_decompositions
 
@@ -170,15 +175,15 @@ def _decomposed(program: Any, decompose_default: bool, chosen: dict[Any, Callabl
                     result = _retraced(result, ignored).run_decompositions(table)
                 return result
         except Exception as e:
-            op = _mutating_op(str(e))
-            inner = decomposition_of(op) if op is not None and op not in chosen else None
-            if inner is None:
+            mutating = _mutating_op(str(e))
+            inner = decomposition_of(mutating) if mutating is not None and mutating not in chosen else None
+            if mutating is None or inner is None:
                 raise
-            chosen[op] = inner
+            chosen[mutating] = inner
     raise CompileError(f"torch's decompositions still call mutating ops after {MAX_ROUNDS} rounds")
 
 
-def _retraced(program: Any, table: dict[Any, Callable]) -> Any:
+def _retraced(program: ExportedProgram, table: dict[OpOverload, Callable]) -> ExportedProgram:
     """`program` traced again by make_fx with `table` applied, and exported. run_decompositions ignores the
     decomposition of an op with a CompositeImplicitAutograd kernel beside its backend kernels (aten.silu_backward:
     export moves it to its CIA override, which the CPU and Autograd kernels shadow), so such an op was left for
@@ -196,7 +201,7 @@ def _retraced(program: Any, table: dict[Any, Callable]) -> Any:
 _NOT_FUNCTIONAL = re.compile(r"entirely functional graph, but found .*?target=torch\.ops\.aten\.(\w+)\.(\w+)")
 
 
-def _mutating_op(message: str) -> Any:
+def _mutating_op(message: str) -> OpOverload | None:
     """The OpOverload export names when a decomposition left a mutating op in a graph that must be functional."""
     import torch
 
@@ -205,11 +210,11 @@ def _mutating_op(message: str) -> Any:
     return getattr(packet, m.group(2), None) if m and packet is not None else None
 
 
-def _overloads(program: Any) -> dict[str, Any]:
+def _overloads(program: ExportedProgram) -> dict[str, OpOverload]:
     """torch-dialect name -> OpOverload, for every aten call in the program's graph."""
     import torch
 
-    found: dict[str, Any] = {}
+    found: dict[str, OpOverload] = {}
     for node in program.graph_module.graph.nodes:
         if node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload):
             found.setdefault(mlir_name(node.target), node.target)

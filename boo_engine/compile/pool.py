@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..errors import CompileError
@@ -60,6 +61,7 @@ class CompileCancelled(CompileError):
 @dataclass
 class _Job:
     request: Request
+    #: the result: an Artifact for a CompileRequest, a list[Path] for a DumpRequest (submit / submit_dump say which)
     future: concurrent.futures.Future[Any]
     on_start: Callable[[], None] | None = None
     started: float = 0.0
@@ -104,14 +106,14 @@ class CompilePool:
     # ---- public API ----------------------------------------------------------------------------------
     def submit(self, sig: OpSignature, target: Target | str = "cpu", variant: Variant = BASELINE, *,
                extra_flags: Sequence[str] = (), on_start: Callable[[], None] | None = None
-               ) -> concurrent.futures.Future[Any]:
+               ) -> concurrent.futures.Future[Artifact]:
         """Queue one compile. `on_start` (optional) is called from the pool's thread when a worker takes it."""
         return self._queue(CompileRequest(sig, as_target(target), variant or BASELINE, tuple(extra_flags)),
                            on_start)
 
     def submit_dump(self, sig: OpSignature, target: Target | str, out_dir: str | os.PathLike[str],
                     variant: Variant = BASELINE, *, on_start: Callable[[], None] | None = None
-                    ) -> concurrent.futures.Future[Any]:
+                    ) -> concurrent.futures.Future[list[Path]]:
         """Queue a dispatch dump of `sig` into `out_dir/<func_name>/` (compile.dump.dump_dispatches, run by a
         worker under the pool's timeout). The future's result is the list of written files; its exception a
         CompileError, or a VariantError when the folder holds edits a dump would overwrite."""
@@ -140,11 +142,11 @@ class CompilePool:
             if not job.future.cancel():  # already running (being dispatched)
                 _fail(job, _cancelled(job))
         for w in running:
-            job, w.job = w.job, None
+            held, w.job = w.job, None
             w.kill()
-            if job is not None:
-                self._sweep(job, w)
-                _fail(job, _cancelled(job))
+            if held is not None:
+                self._sweep(held, w)
+                _fail(held, _cancelled(held))
         self._wake()
 
     def shutdown(self, wait: bool = True, *, cancel: bool = False) -> None:
@@ -176,7 +178,7 @@ class CompilePool:
     def __enter__(self) -> CompilePool:
         return self
 
-    def __exit__(self, exc_type: Any, *_: Any) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
         self.shutdown(wait=exc_type is None, cancel=exc_type is not None)
 
     # ---- the dispatcher thread -----------------------------------------------------------------------
@@ -264,13 +266,14 @@ class CompilePool:
         _resolve(job, art)
         return True
 
-    def _collect(self, conn: Any) -> None:
+    def _collect(self, conn: object) -> None:
+        """Take the reply on `conn` (a ready connection, found by identity among the workers' ends)."""
         w = next((w for w in self._workers if w.conn is conn), None)
         if w is None or w.job is None:
             return
         job = w.job
         try:
-            reply = conn.recv()
+            reply = w.conn.recv()
         except (EOFError, OSError):
             code = w.proc.exitcode
             w.job = None
@@ -319,7 +322,7 @@ def _cancelled(job: _Job) -> CompileCancelled:
     return CompileCancelled(f"{job.func_name}: {job.request.what} cancelled")
 
 
-def _resolve(job: _Job, result: Any) -> None:
+def _resolve(job: _Job, result: Artifact | list[Path]) -> None:
     with contextlib.suppress(concurrent.futures.InvalidStateError):
         job.future.set_result(result)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..errors import BooError, first_line
 from ..ops.base import OpSignature
@@ -17,6 +17,9 @@ from ..variants import BASELINE, Variant
 from .cache import KernelCache
 from .flags import as_target
 from .pool import CompilePool
+
+if TYPE_CHECKING:
+    from ..commands.command import Command
 
 COMPILED, CACHED, FAILED = "compiled", "cached", "failed"
 
@@ -51,19 +54,19 @@ class PreloadSummary:
         return [i for i in self.items if i.status == FAILED]
 
 
-def _signature(cmd: Any) -> OpSignature:
+def _signature(cmd: Command | OpSignature | str) -> OpSignature:
     """A signature from a Command (has .signature), an OpSignature, or command text."""
     if isinstance(cmd, OpSignature):
         return cmd
-    sig = getattr(cmd, "signature", None)
-    if isinstance(sig, OpSignature):
-        return sig
-    from ..commands import parse_command
+    if isinstance(cmd, str):
+        from ..commands import parse_command
 
-    return parse_command(cmd)
+        return parse_command(cmd)
+    return cmd.signature
 
 
-def preload(commands: Iterable[Any], target: Target | str, variants: Sequence[Variant] = (BASELINE,), *,
+def preload(commands: Iterable[Command | OpSignature | str], target: Target | str,
+            variants: Sequence[Variant] = (BASELINE,), *,
             workers: int | None = None, cache: KernelCache | None = None,
             progress: Callable[[int, int, PreloadItem], None] | None = None,
             timeout_s: float = 600.0, extra_flags: Sequence[str] = ()) -> PreloadSummary:

@@ -32,10 +32,13 @@ import importlib.util
 import re
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import locations
 from ..ops.base import DEFAULT_FORMULATION, OpSignature
+
+if TYPE_CHECKING:
+    import torch
 
 #: the distribution that holds BOO
 TURBINE_DIST = "iree-turbine"
@@ -182,7 +185,7 @@ def shim_mlir_bindings() -> list[str]:
     return added
 
 
-def _isinstance_of(cls: type) -> Any:
+def _isinstance_of(cls: type) -> Callable[[object], bool]:
     def check(value: object) -> bool:
         if isinstance(value, cls):
             return True
@@ -325,7 +328,7 @@ def _why(e: BaseException) -> str:
     return f"{type(e).__name__}: {first[:200]}" if first else type(e).__name__
 
 
-def _turbine_asm(tsig: Any, args: tuple[Any, ...], func_name: str) -> str:
+def _turbine_asm(tsig: Any, args: tuple[torch.Tensor, ...], func_name: str) -> str:
     """turbine's `runtime.get_module_asm` of the signature's custom module (its file cache off: it shares the
     name $BOO_CACHE_ON with ours and must never serve us), its warnings and torch's error logs kept quiet (an
     export that fails is one line from the caller)."""
@@ -350,7 +353,7 @@ def _turbine_asm(tsig: Any, args: tuple[Any, ...], func_name: str) -> str:
             lg.setLevel(level)
 
 
-def _fake_args(tsig: Any) -> tuple[Any, ...]:
+def _fake_args(tsig: Any) -> tuple[torch.Tensor, ...]:
     """BOO exports with `get_sample_args(splat_value=0)`; the same shapes and dtypes as fake tensors (no
     storage: a kernel too big for this machine's memory exports as cheaply as a small one). Same MLIR as the
     real tensors (checked on a conv, its gradients, a gemm and a layer norm)."""

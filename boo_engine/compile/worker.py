@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing.connection
+import multiprocessing.context
 import os
 import signal
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..errors import CompileError, VariantError
 from ..process_setup import ignore_stop_signals, redirect_output_if_asked
@@ -24,19 +25,22 @@ from .messages import Compiled, CompileRequest, Dumped, DumpRequest, Failed, Rep
 from .procs import kill_tree
 from .storage import CacheStoreError
 
+if TYPE_CHECKING:
+    from .pool import _Job
+
 COMPILE_NICENESS = 5
 
 
 class Worker:
     """One spawned worker process and the pool's end of its pipe; `job` is what it is working on (None: idle)."""
 
-    def __init__(self, ctx: Any, cache: KernelCache, timeout_s: float):
+    def __init__(self, ctx: multiprocessing.context.SpawnContext, cache: KernelCache, timeout_s: float):
         self.conn, child = ctx.Pipe(duplex=True)
         self.proc = ctx.Process(target=worker_main, args=(child, cache, timeout_s), daemon=True,
                                 name="boo-compile-worker")
         self.proc.start()
         child.close()
-        self.job: Any = None
+        self.job: _Job | None = None
 
     def kill(self) -> None:
         # exitcode None: still running, or dead but not reaped, so the pid is still ours (a reaped pid may be
