@@ -66,7 +66,7 @@ def render_csv(cmp: RunComparison) -> str:
     for key, c in cmp.comparisons.items():
         target, command, label = key
         ev = cmp.evidence.get(key)
-        sides: list[Any] = []
+        sides: list[str | int] = []
         for field in ("rounds", "disturbed", "host_load", "steal", "noisy"):
             sides += [_csv_value(getattr(e, field)) for e in ev] if ev else ["", ""]
         w.writerow([target, command, label, c.baseline_median_us, c.variant_median_us,
@@ -75,7 +75,8 @@ def render_csv(cmp: RunComparison) -> str:
     return buf.getvalue()
 
 
-def _csv_value(v: Any) -> Any:
+def _csv_value(v: float | None) -> str | int:
+    """An evidence field (a count, cores, a flag) as its CSV cell."""
     if v is None:
         return ""
     if isinstance(v, bool):

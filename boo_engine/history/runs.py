@@ -138,7 +138,8 @@ class EnvDifference:
     b: str
 
 
-def _show(value: Any) -> str:
+def _show(value: object) -> str:
+    """A value of a stored environment or config (any JSON) as the comparison shows it."""
     if value is None or value == [] or value == "":
         return "-"
     if isinstance(value, list):

@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..compare import bootstrap_medians
 from ..disturbance import effective_samples, round_medians
 from ..store.readonly import open_readonly
+
+if TYPE_CHECKING:
+    from ..store import Store
 
 #: bootstrap resamples for a run's median CI (1000: the CI's ends move < 1% between seeds on 20+ samples)
 N_BOOT = 1000
@@ -74,10 +78,16 @@ def _ci(samples: list[float], rounds: list[int] | None = None, seed: int = 0) ->
     return float(lo), float(hi)
 
 
-def kernel_trend(db: Any, command: str, variant: str, backend: str, target: str) -> list[TrendPoint]:
+def _db_path(db: Store | str | os.PathLike[str]) -> Path:
+    """The database file: a path as given, a Store's own."""
+    return Path(db) if isinstance(db, (str, os.PathLike)) else db.path
+
+
+def kernel_trend(db: Store | str | os.PathLike[str], command: str, variant: str, backend: str,
+                 target: str) -> list[TrendPoint]:
     """The kernel (command, variant, backend, target) in every run of the database `db` (a Store, or a path)
     that finished it, oldest first. A run that measured it twice (a resumed run) gives one point per result."""
-    path = Path(getattr(db, "path", db))
+    path = _db_path(db)
     with open_readonly(path) as conn:
         rows = [dict(r) for r in conn.execute(_SELECT, (command, variant, backend, target))]
         samples: dict[int, list[float]] = {r["result_id"]: [] for r in rows}
@@ -105,9 +115,9 @@ def kernel_trend(db: Any, command: str, variant: str, backend: str, target: str)
     return points
 
 
-def run_kernels(db: Any, run_id: int) -> list[tuple[str, str, str, str]]:
+def run_kernels(db: Store | str | os.PathLike[str], run_id: int) -> list[tuple[str, str, str, str]]:
     """The (command, variant, backend, target) keys a run finished: what a trend can be asked for."""
-    path = Path(getattr(db, "path", db))
+    path = _db_path(db)
     with open_readonly(path) as conn:
         rows = conn.execute(
             "SELECT DISTINCT c.text, v.name, r.backend, r.target FROM results r JOIN commands c ON c.id = r.command_id"
