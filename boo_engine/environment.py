@@ -15,12 +15,14 @@ import signal
 import socket
 import subprocess
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from . import iree_tools
 from .cpu_defaults.machine import host_cpu
 
 PROBE_TIMEOUT_S = 2.0
+T = TypeVar("T")
 
 
 def collect_environment(target_name: str, *, compiler_version: str | None = None,
@@ -64,7 +66,7 @@ def collect_environment(target_name: str, *, compiler_version: str | None = None
     return env
 
 
-def _safe(probe: Any) -> Any:
+def _safe(probe: Callable[[], T]) -> T | None:
     try:
         return probe()
     except Exception:  # noqa: BLE001 (a probe is best effort by design: a missing fact is None, never a failed run)
