@@ -17,7 +17,13 @@ check of modelbench/judge.py): the result says how far from exact a correct kern
 """
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TypeGuard
+
+if TYPE_CHECKING:
+    import torch
+    from torch._ops import OpOverload
+    from torch.utils._python_dispatch import TorchDispatchMode
 
 #: ops whose every output element is a sum of products, each linear in every floating argument: on the arguments'
 #: absolute values they give the sum of the terms' absolute values, on ones the number of terms
@@ -32,7 +38,7 @@ F32_UNIT_ROUNDOFF = 2.0 ** -24
 _NO_ARITHMETIC = frozenset({"clone", "_to_copy", "detach", "lift_fresh", "copy", "empty_like", "zeros_like"})
 
 
-def jitter_mode(u: float, seed: int) -> Any:
+def jitter_mode(u: float, seed: int) -> TorchDispatchMode:
     """A dispatch mode under which every aten op computes in its inputs' dtype with rounding noise of unit
     roundoff `u` added, as the module's docstring says; `seed` seeds the noise."""
     u_acc = min(u, F32_UNIT_ROUNDOFF)
@@ -42,19 +48,21 @@ def jitter_mode(u: float, seed: int) -> Any:
 
     gen = torch.Generator().manual_seed(seed)
 
-    def is_float(t: Any) -> bool:
+    def is_float(t: object) -> TypeGuard[torch.Tensor]:
         return isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel() > 0
 
-    def jitter(t: Any) -> Any:
+    def jitter(t: object) -> object:   # a leaf of an op's outputs: a floating tensor jittered, the rest as is
         return t * (1 + u * (2 * torch.rand(t.shape, dtype=t.dtype, generator=gen) - 1)) if is_float(t) else t
 
-    def accumulation(out: Any, total: Any, count: Any) -> Any:
+    def accumulation(out: object, total: torch.Tensor, count: torch.Tensor) -> object:
         if not is_float(out):
             return out
         return out + u_acc * count.clamp(min=0).sqrt() * total * torch.randn(out.shape, dtype=out.dtype, generator=gen)
 
     class Jitter(TorchDispatchMode):
-        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        # (an aten op's arguments and results: pytrees of tensors, numbers, lists, dtypes, None...)
+        def __torch_dispatch__(self, func: OpOverload, types: Sequence[type], args: tuple[Any, ...] = (),
+                               kwargs: dict[str, Any] | None = None) -> Any:
             schema, kwargs = func._schema, kwargs or {}
             name = func.__name__.split(".")[0]
             if (schema.is_mutable or any(r.alias_info is not None for r in schema.returns)
