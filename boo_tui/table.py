@@ -18,15 +18,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
-from rich.style import Style
-from textual.geometry import Region, Size, Spacing
+from textual.geometry import Region, Size
 from textual.message import Message
 from textual.strip import Strip
 from textual.timer import Timer
 from textual.widget import Widget
 
-from .table_lines import Cell, Column, TableRows, line_segments
+from .table_lines import Cell, Column, TableRows
 from .table_nav import TableNavigation
+from .table_strips import CURSOR, EVEN, HEADER, HOVER, ODD, RowLook, TableStrips
 
 MEASURE_CHUNK = 100          # rows measured per timer tick (~50 us a row: a few ms of the event loop)
 MEASURE_EVERY_S = 0.01       # how often the measuring timer ticks while rows wait to be measured
@@ -92,9 +92,7 @@ class ResultsTable(TableNavigation, can_focus=True):
 
     ALLOW_SELECT = False      # (as DataTable: a drag selects no text; a click moves the cursor)
 
-    COMPONENT_CLASSES: ClassVar[set[str]] = {
-        "results-table--header", "results-table--cursor", "results-table--hover", "results-table--even-row",
-        "results-table--odd-row"}
+    COMPONENT_CLASSES: ClassVar[set[str]] = {HEADER, CURSOR, HOVER, EVEN, ODD}
     DEFAULT_CSS = _CSS
 
     class RowHighlighted(_TableMessage):
@@ -114,13 +112,10 @@ class ResultsTable(TableNavigation, can_focus=True):
         self._rows = TableRows(source or (lambda key: {}))
         self.zebra_stripes = zebra_stripes
         self.cursor_row = 0
-        self._strips: dict[str, tuple[tuple[Any, ...], Strip]] = {}   # drawn rows, with what they were drawn for
-        self._header: tuple[tuple[Any, ...], Strip] | None = None
-        self._layout = 0                            # bumped when a column's width or label changes
+        self._strips = TableStrips(self.get_component_rich_style)   # the lines drawn, with what they were drawn for
         self._hover_row: int | None = None
         self._measurer: Timer | None = None
-        #: work done (tests and benchmarks count it): rows drawn, and the measuring timer's ticks that measured rows
-        self.rows_rendered = 0
+        #: work done (tests and benchmarks count it): the measuring timer's ticks that measured rows
         self.measure_ticks = 0
 
     # ---- what the table holds ----------------------------------------------------------------------------
@@ -150,6 +145,11 @@ class ResultsTable(TableNavigation, can_focus=True):
     def cursor_key(self) -> str | None:
         keys = self._rows.keys
         return keys[self.cursor_row] if 0 <= self.cursor_row < len(keys) else None
+
+    @property
+    def rows_rendered(self) -> int:
+        """Rows drawn so far (tests and benchmarks count them)."""
+        return self._strips.rendered
 
     @property
     def measured(self) -> bool:
@@ -230,26 +230,9 @@ class ResultsTable(TableNavigation, can_focus=True):
             self._relayout()
         self._measure_later()
 
-    # ---- the cursor --------------------------------------------------------------------------------------
-    def move_cursor(self, row: int, *, scroll: bool = True, animate: bool = False) -> None:
-        row = max(0, min(row, len(self._rows.keys) - 1))
-        old, self.cursor_row = self.cursor_row, row
-        if row != old:
-            self._refresh_row(old)
-            self._refresh_row(row)
-        if scroll:
-            self._scroll_to_cursor(animate)
-        if row != old and self.cursor_key is not None:
-            self._post("highlighted", self.cursor_key)
-
     def _post(self, kind: str, key: str) -> None:
         message = {"highlighted": self.RowHighlighted, "selected": self.RowSelected, "header": self.HeaderSelected}
         self.post_message(message[kind](self, key))
-
-    def _scroll_to_cursor(self, animate: bool = False) -> None:
-        if self._rows.keys:
-            region = Region(int(self.scroll_x), self.header_height + self.cursor_row, max(1, self.size.width), 1)
-            self.scroll_to_region(region, animate=animate, spacing=Spacing(self.header_height, 0, 0, 0), force=True)
 
     # ---- measuring ---------------------------------------------------------------------------------------
     def _cells_of(self, key: str) -> tuple[Cell, ...]:
@@ -291,9 +274,7 @@ class ResultsTable(TableNavigation, can_focus=True):
     # ---- drawing -----------------------------------------------------------------------------------------
     def _relayout(self) -> None:
         """Columns changed width or label: every line is drawn again, and the scrollable size follows."""
-        self._layout += 1
-        self._strips.clear()
-        self._header = None
+        self._strips.relayout()
         self._set_virtual_size(Size(self._rows.width, self.header_height + len(self._rows.keys)))
         self.refresh()
 
@@ -312,13 +293,12 @@ class ResultsTable(TableNavigation, can_focus=True):
     def _refresh_row(self, row: int) -> None:
         """Draw a row again: now if it is on screen (a refresh is not free: ~0.5 ms), else when scrolled to."""
         if 0 <= row < len(self._rows.keys):
-            self._strips.pop(self._rows.keys[row], None)
+            self._strips.forget(self._rows.keys[row])
             if row in self._visible_rows():
                 self.refresh_line(self.header_height + row)
 
     def notify_style_update(self) -> None:
         self._strips.clear()
-        self._header = None
         super().notify_style_update()
 
     def render_lines(self, crop: Region) -> list[Strip]:
@@ -347,33 +327,10 @@ class ResultsTable(TableNavigation, can_focus=True):
         return max(0, width - self._rows.width)
 
     def _header_strip(self, width: int) -> Strip:
-        stamp = (self._layout, width, self.has_focus)
-        if self._header is None or self._header[0] != stamp:
-            style = self.get_component_rich_style("results-table--header")
-            labels = [c.label for c in self._rows.columns]
-            self._header = (stamp, Strip(line_segments(self.app.console, self._rows.columns, labels, style, None,
-                                                       self._fill(width))).simplify())
-        return self._header[1]
+        return self._strips.header(self.app.console, self._rows.columns, self._fill(width), width, self.has_focus)
 
     def _row_strip(self, row: int, width: int) -> Strip:
         key = self._rows.keys[row]
-        cursor, hover = row == self.cursor_row, row == self._hover_row
-        stamp = (self._layout, width, self.has_focus, row % 2, cursor, hover)
-        cached = self._strips.get(key)
-        if cached is not None and cached[0] == stamp:
-            return cached[1]
-        style = self.get_component_rich_style(
-            ("results-table--odd-row" if row % 2 else "results-table--even-row") if self.zebra_stripes
-            else "results-table--odd-row")
-        post: Style | None = None
-        if hover:
-            style += self.get_component_rich_style("results-table--hover")
-        if cursor:
-            cursor_style = self.get_component_rich_style("results-table--cursor")
-            style += cursor_style
-            post = Style(color=cursor_style.color) if cursor_style.color else None
-        strip = Strip(line_segments(self.app.console, self._rows.columns, self._cells_of(key), style, post,
-                                    self._fill(width))).simplify()
-        self._strips[key] = (stamp, strip)
-        self.rows_rendered += 1
-        return strip
+        look = RowLook(row, row == self.cursor_row, row == self._hover_row, self.zebra_stripes)
+        return self._strips.row(key, look, lambda: self._cells_of(key), self.app.console, self._rows.columns,
+                                self._fill(width), width, self.has_focus)

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from textual import events
 from textual.binding import Binding, BindingType
+from textual.geometry import Region, Spacing
 from textual.scroll_view import ScrollView
 
 from .table_lines import TableRows, column_at
@@ -37,9 +38,25 @@ class TableNavigation(ScrollView):
     if TYPE_CHECKING:
         @property
         def cursor_key(self) -> str | None: ...
-        def move_cursor(self, row: int, *, scroll: bool = True, animate: bool = False) -> None: ...
         def _refresh_row(self, row: int) -> None: ...
         def _post(self, kind: str, key: str) -> None: ...
+
+    # ---- the cursor and the keys -------------------------------------------------------------------------
+    def move_cursor(self, row: int, *, scroll: bool = True, animate: bool = False) -> None:
+        row = max(0, min(row, len(self._rows.keys) - 1))
+        old, self.cursor_row = self.cursor_row, row
+        if row != old:
+            self._refresh_row(old)
+            self._refresh_row(row)
+        if scroll:
+            self._scroll_to_cursor(animate)
+        if row != old and self.cursor_key is not None:
+            self._post("highlighted", self.cursor_key)
+
+    def _scroll_to_cursor(self, animate: bool = False) -> None:
+        if self._rows.keys:
+            region = Region(int(self.scroll_x), self.header_height + self.cursor_row, max(1, self.size.width), 1)
+            self.scroll_to_region(region, animate=animate, spacing=Spacing(self.header_height, 0, 0, 0), force=True)
 
     def _keyboard(self, row: int) -> None:
         self._set_hover(None)
