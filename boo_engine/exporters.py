@@ -61,6 +61,8 @@ MODEL_STATUS = "model"
 _STAT_COLUMNS = ("n", "min_us", "median_us", "mean_us", "max_us", "stddev_us", "p10_us", "p90_us", "iqr_us",
                  "gflops", "gbps")
 Comparisons = Mapping[tuple[str, str, str], Comparison]
+#: a value of a CSV record before `csv_cell` writes it (a bool is an int: written true / false)
+CsvValue = str | int | float | None
 
 
 class ExportError(BooError):
@@ -193,7 +195,7 @@ def export_results(
 
 # --- CSV -----------------------------------------------------------------------------------------------------
 
-def csv_cell(v: Any) -> str:
+def csv_cell(v: CsvValue) -> str:
     if v is None:
         return ""
     if isinstance(v, bool):
@@ -203,7 +205,7 @@ def csv_cell(v: Any) -> str:
     return str(v)
 
 
-def csv_text(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+def csv_text(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(header)
@@ -211,8 +213,8 @@ def csv_text(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     return buf.getvalue()
 
 
-def _result_record(r: JobResult, comparisons: Comparisons, vs_torch: Mapping[str, float]) -> dict[str, Any]:
-    d: dict[str, Any] = {
+def _result_record(r: JobResult, comparisons: Comparisons, vs_torch: Mapping[str, float]) -> dict[str, CsvValue]:
+    d: dict[str, CsvValue] = {
         "command": r.command, "func_name": r.func_name, "op": r.op, "variant": r.variant, "target": r.target,
         "device": r.device,
         "node": r.node,
@@ -246,8 +248,8 @@ def weighted_us(r: JobResult) -> float | None:
     return r.calls * r.stats.median_us
 
 
-def _model_record(line: ModelLine) -> dict[str, Any]:
-    d: dict[str, Any] = dict.fromkeys(CSV_COLUMNS)
+def _model_record(line: ModelLine) -> dict[str, CsvValue]:
+    d: dict[str, CsvValue] = dict.fromkeys(CSV_COLUMNS)
     d.update(command=MODEL_COMMAND, variant=line.label, target=line.target, status=MODEL_STATUS, n=line.commands,
              backend=TORCH if line.label == TORCH else IREE,
              median_us=line.total_us, ratio_vs_baseline=line.ratio, ci_low=line.ci_low, ci_high=line.ci_high,

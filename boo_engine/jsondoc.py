@@ -26,8 +26,9 @@ Comparisons = Mapping[tuple[str, str, str], Comparison]
 _SLOTS = ("\x00results\x00", "\x00comparisons\x00")
 
 
-def json_safe(v: Any) -> Any:
-    """JSON has no NaN / inf: they become null, so every JSON parser reads the file."""
+def json_safe(v: object) -> object:
+    """`v` (any JSON-able value) with every NaN / inf made null (JSON has none), so every JSON parser reads the
+    file."""
     if isinstance(v, float) and not math.isfinite(v):
         return None
     if isinstance(v, dict):
@@ -37,7 +38,7 @@ def json_safe(v: Any) -> Any:
     return v
 
 
-def _dumps(value: Any) -> str:
+def _dumps(value: object) -> str:
     return json.dumps(json_safe(value), indent=1, allow_nan=False, default=str)
 
 
@@ -57,9 +58,12 @@ def _comparison_doc(key: tuple[str, str, str], c: Comparison) -> dict[str, Any]:
     return {"target": t, "command": cmd, "variant": label, "baseline": BASELINE_LABEL, **c.to_dict()}
 
 
-def _document(all_results: Sequence[JobResult], results: Any, comparisons_doc: Any, *,
+def _document(all_results: Sequence[JobResult], results: list[dict[str, Any]] | str,
+              comparisons_doc: list[dict[str, Any]] | str, *,
               environment: dict[str, Any] | None, run: Mapping[str, Any] | None, comparisons: Comparisons,
               model: Sequence[ModelLine] | None) -> dict[str, Any]:
+    """The document, its results and comparisons given as their docs (`render_json`) or as the slot text
+    `write_json` writes them in place of."""
     return {
         "format": "boo-tui-results",
         "format_version": 1,

@@ -120,7 +120,7 @@ def _header_lines(results: Sequence[JobResult], environment: dict[str, Any] | No
                                                                  else [])]
 
 
-def _when(started_at: Any) -> str:
+def _when(started_at: str | float | None) -> str:
     """The run's start (ISO text from the store, or Unix seconds) as "YYYY-MM-DD HH:MM UTC"; now if unknown."""
     t = None
     if isinstance(started_at, (int, float)):
