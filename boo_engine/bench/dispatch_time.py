@@ -8,39 +8,14 @@ import os
 import statistics
 import tempfile
 from collections.abc import Callable
-from typing import TypedDict
 
 from ..errors import BooError, one_line
 from ..results import IREE, CacheMode
 from ..targets import runtime_driver
-from .messages import BenchSpec
+from .messages import BenchSpec, DispatchTiming
 
 #: device timing of an IREE kernel: its profiled calls take about this long at most (`_profiled_calls`)
 PROFILE_BUDGET_S = 2.0
-
-
-class DispatchTiming(TypedDict, total=False):
-    """The dispatches' time per call (the result's `device_detail["dispatch"]`), as either profiler gives it:
-    the figures (CUPTI's `gpu_timing.summarize_dispatches`: device_us to source; IREE's `ireeprof.summarize`
-    adds event_type to host_events_ignored, and `ireeprof.profile` the capture's mode, wall_us and capture_s),
-    or {"error": why} (with the source when IREE's profiler said it). "iree_profile_error": why IREE's profiler
-    was not used for a figure CUPTI gave."""
-
-    device_us: float                  # median over calls of the dispatches' summed time
-    dispatches: float                 # median number of dispatches per call
-    per_dispatch_us: dict[str, float]  # each dispatch's median, by name
-    calls: int
-    source: str                       # "torch.profiler (CUPTI)" or "iree-profile"
-    event_type: str
-    timing_source: str
-    dropped_calls: int
-    invalid_events: int
-    host_events_ignored: int
-    mode: str                         # --device_profiling_mode
-    wall_us: float | None             # iree-benchmark-module's time per call while profiling
-    capture_s: float
-    error: str
-    iree_profile_error: str
 
 
 def dispatch_time(spec: BenchSpec, device: str, samples_us: list[float],

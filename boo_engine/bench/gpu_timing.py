@@ -27,10 +27,9 @@ import time
 import warnings
 from collections.abc import Callable
 from types import ModuleType
-from typing import TYPE_CHECKING, Literal, TypedDict
+from typing import Literal
 
-if TYPE_CHECKING:
-    from .dispatch_time import DispatchTiming
+from .messages import DispatchTiming, GpuState
 
 #: NVML clock-event reasons that mean the GPU slowed itself (power cap, thermal, HW slowdown, power brake)
 THROTTLE_BITS = {0x4: "sw power cap", 0x8: "hw slowdown", 0x20: "sw thermal", 0x40: "hw thermal",
@@ -40,23 +39,6 @@ _MARK = "boo_tui_call"
 WARM_S = 0.2
 MIN_PROFILED_S = 0.1
 MAX_PROFILED_CALLS = 200
-
-
-class GpuState(TypedDict):
-    """The GPU's state while a job measured (`GpuMonitor.summary()`, `merge_gpu_state` of its rounds): kept in the
-    result's `device_detail["gpu_state"]`. `before` / `after` are single readings (sm_mhz, mem_mhz, temp_c,
-    power_w, reasons, t)."""
-
-    before: dict[str, float] | None
-    after: dict[str, float] | None
-    polls: int
-    sm_mhz_min: float | None
-    sm_mhz_max: float | None
-    temp_c_max: float | None
-    power_w_max: float | None
-    throttled_share: float
-    throttle_reasons: list[str]
-    source: str | None             # "nvml" or "nvidia-smi" (None: a merge of states that did not say)
 
 
 #: the GpuState figures a merge takes the extreme of

@@ -38,13 +38,10 @@ import subprocess
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from ..errors import BooError, elide
 from ..iree_tools import find_runtime_tool
-
-if TYPE_CHECKING:
-    from .dispatch_time import DispatchTiming
+from .messages import DispatchTiming
 
 #: one JSON record of `iree-profile dispatch --format=jsonl`, as parsed: its fields vary with the event type and
 #: the IREE version, so each value is checked (isinstance) where it is read

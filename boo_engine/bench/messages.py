@@ -22,8 +22,47 @@ from ..results import Backend, CacheMode, NumericsCriteria, NumericsInfo
 
 if TYPE_CHECKING:
     from ..ops.base import OpSignature
-    from .dispatch_time import DispatchTiming
-    from .gpu_timing import GpuState
+
+
+class DispatchTiming(TypedDict, total=False):
+    """The dispatches' time per call (the result's `device_detail["dispatch"]`), as either profiler gives it:
+    the figures (CUPTI's `gpu_timing.summarize_dispatches`: device_us to source; IREE's `ireeprof.summarize`
+    adds event_type to host_events_ignored, and `ireeprof.profile` the capture's mode, wall_us and capture_s),
+    or {"error": why} (with the source when IREE's profiler said it). "iree_profile_error": why IREE's profiler
+    was not used for a figure CUPTI gave."""
+
+    device_us: float                  # median over calls of the dispatches' summed time
+    dispatches: float                 # median number of dispatches per call
+    per_dispatch_us: dict[str, float]  # each dispatch's median, by name
+    calls: int
+    source: str                       # "torch.profiler (CUPTI)" or "iree-profile"
+    event_type: str
+    timing_source: str
+    dropped_calls: int
+    invalid_events: int
+    host_events_ignored: int
+    mode: str                         # --device_profiling_mode
+    wall_us: float | None             # iree-benchmark-module's time per call while profiling
+    capture_s: float
+    error: str
+    iree_profile_error: str
+
+
+class GpuState(TypedDict):
+    """The GPU's state while a job measured (`GpuMonitor.summary()`, `merge_gpu_state` of its rounds): kept in the
+    result's `device_detail["gpu_state"]`. `before` / `after` are single readings (sm_mhz, mem_mhz, temp_c,
+    power_w, reasons, t)."""
+
+    before: dict[str, float] | None
+    after: dict[str, float] | None
+    polls: int
+    sm_mhz_min: float | None
+    sm_mhz_max: float | None
+    temp_c_max: float | None
+    power_w_max: float | None
+    throttled_share: float
+    throttle_reasons: list[str]
+    source: str | None             # "nvml" or "nvidia-smi" (None: a merge of states that did not say)
 
 
 @dataclass(frozen=True)
