@@ -16,7 +16,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,7 @@ from .dump import dump_dispatches, sweep_dump_leftovers
 from .flags import RUN_FLAGS, as_target, compile_flags, run_flags
 from .messages import Compiled, CompileRequest, Dumped, DumpRequest, Failed, Request
 from .procs import kill_tree
-from .worker import COMPILE_NICENESS, Worker
+from .worker import COMPILE_NICENESS, PoolJob, Worker
 
 __all__ = [
     "COMPILE_NICENESS",
@@ -58,19 +57,6 @@ class CompileCancelled(CompileError):
     """The job was cancelled (CompilePool.cancel_all / shutdown) before it finished."""
 
 
-@dataclass
-class _Job:
-    request: Request
-    #: the result: an Artifact for a CompileRequest, a list[Path] for a DumpRequest (submit / submit_dump say which)
-    future: concurrent.futures.Future[Any]
-    on_start: Callable[[], None] | None = None
-    started: float = 0.0
-
-    @property
-    def func_name(self) -> str:
-        return self.request.sig.func_name
-
-
 class CompilePool:
     """Compiles many kernels at once in worker processes (default: one per core), through a shared cache.
 
@@ -89,10 +75,10 @@ class CompilePool:
         self.cache = cache or cache_mod.default_cache()
         self._ctx = multiprocessing.get_context("spawn")
         self._lock = threading.Lock()
-        self._pending: list[_Job] = []
+        self._pending: list[PoolJob] = []
         self._workers: list[Worker] = []
         self._closed = False
-        self._dispatching: _Job | None = None
+        self._dispatching: PoolJob | None = None
         self._wake_r, self._wake_w = multiprocessing.Pipe(duplex=False)
         self._thread = threading.Thread(target=self._loop, name="boo-compile-pool", daemon=True)
         self._thread.start()
@@ -121,7 +107,7 @@ class CompilePool:
 
     def _queue(self, request: Request, on_start: Callable[[], None] | None) -> concurrent.futures.Future[Any]:
         fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        job = _Job(request, fut, on_start)
+        job = PoolJob(request, fut, on_start)
         with self._lock:
             if self._closed:
                 raise RuntimeError("CompilePool is shut down")
@@ -225,7 +211,7 @@ class CompilePool:
                 with self._lock:
                     self._dispatching = None
 
-    def _dispatch_one(self, job: _Job, idle: Worker | None) -> None:
+    def _dispatch_one(self, job: PoolJob, idle: Worker | None) -> None:
         if not job.future.set_running_or_notify_cancel() or self._resolve_from_cache(job):
             return
         if idle is None:
@@ -252,7 +238,7 @@ class CompilePool:
             with contextlib.suppress(Exception):
                 job.on_start()
 
-    def _resolve_from_cache(self, job: _Job) -> bool:
+    def _resolve_from_cache(self, job: PoolJob) -> bool:
         r = job.request
         if not isinstance(r, CompileRequest):
             return False  # a dump always compiles: its files are not kept in the cache
@@ -302,7 +288,7 @@ class CompilePool:
                 self._sweep(job, w)
                 _fail(job, CompileError(f"{job.func_name}: compile job exceeded {limit:g} s and was killed"))
 
-    def _sweep(self, job: _Job, w: Worker) -> None:
+    def _sweep(self, job: PoolJob, w: Worker) -> None:
         """A worker killed mid-job leaves its staging (or dump) folder behind: remove it (the worker is dead)."""
         with contextlib.suppress(Exception):
             if isinstance(job.request, DumpRequest):
@@ -318,16 +304,16 @@ class CompilePool:
         w.kill()
 
 
-def _cancelled(job: _Job) -> CompileCancelled:
+def _cancelled(job: PoolJob) -> CompileCancelled:
     return CompileCancelled(f"{job.func_name}: {job.request.what} cancelled")
 
 
-def _resolve(job: _Job, result: Artifact | list[Path]) -> None:
+def _resolve(job: PoolJob, result: Artifact | list[Path]) -> None:
     with contextlib.suppress(concurrent.futures.InvalidStateError):
         job.future.set_result(result)
 
 
-def _fail(job: _Job, exc: BaseException) -> None:
+def _fail(job: PoolJob, exc: BaseException) -> None:
     if not job.future.done():
         with contextlib.suppress(concurrent.futures.InvalidStateError):
             job.future.set_exception(exc)

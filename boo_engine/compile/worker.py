@@ -9,12 +9,15 @@ where the compilers' nice +5 would mean nothing next to the dashboard's UI threa
 """
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import multiprocessing.connection
 import multiprocessing.context
 import os
 import signal
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from ..errors import CompileError, VariantError
 from ..process_setup import ignore_stop_signals, redirect_output_if_asked
@@ -25,10 +28,22 @@ from .messages import Compiled, CompileRequest, Dumped, DumpRequest, Failed, Rep
 from .procs import kill_tree
 from .storage import CacheStoreError
 
-if TYPE_CHECKING:
-    from .pool import _Job
-
 COMPILE_NICENESS = 5
+
+
+@dataclass
+class PoolJob:
+    """A request in the pool: queued, then on a worker (`Worker.job`) until its future is resolved."""
+
+    request: Request
+    #: the result: an Artifact for a CompileRequest, a list[Path] for a DumpRequest (submit / submit_dump say which)
+    future: concurrent.futures.Future[Any]
+    on_start: Callable[[], None] | None = None
+    started: float = 0.0
+
+    @property
+    def func_name(self) -> str:
+        return self.request.sig.func_name
 
 
 class Worker:
@@ -40,7 +55,7 @@ class Worker:
                                 name="boo-compile-worker")
         self.proc.start()
         child.close()
-        self.job: _Job | None = None
+        self.job: PoolJob | None = None
 
     def kill(self) -> None:
         # exitcode None: still running, or dead but not reaped, so the pid is still ours (a reaped pid may be
