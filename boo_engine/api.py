@@ -32,7 +32,7 @@ _WHERE: dict[str, str] = {
     "describe_model_line": "boo_engine.markdown",
     "DONE": "boo_engine.results",
     "events": "boo_engine.events",
-    "fail": "boo_engine.cli.common",
+    "fail": "boo_engine.cli.exits",
     "FINAL_STATUSES": "boo_engine.results",
     "find_tune": "boo_engine.tune.records",
     "format_us": "boo_engine.markdown",
@@ -40,7 +40,7 @@ _WHERE: dict[str, str] = {
     "geomean": "boo_engine.compare",
     "glue_flag_values": "boo_engine.cli.common",
     "IMPROVED": "boo_engine.tune.records",
-    "internal_error": "boo_engine.cli.common",
+    "internal_error": "boo_engine.cli.exits",
     "JobResult": "boo_engine.results",
     "KERNEL_FAILED": "boo_engine.tune.records",
     "kernel_trend": "boo_engine.history",
@@ -117,12 +117,12 @@ if TYPE_CHECKING:   # what each name is, for the type checker (`X as X`: re-expo
         config_from_args as config_from_args,
     )
     from boo_engine.cli.common import (
-        fail as fail,
-    )
-    from boo_engine.cli.common import (
         glue_flag_values as glue_flag_values,
     )
-    from boo_engine.cli.common import (
+    from boo_engine.cli.exits import (
+        fail as fail,
+    )
+    from boo_engine.cli.exits import (
         internal_error as internal_error,
     )
     from boo_engine.cli.headless import (

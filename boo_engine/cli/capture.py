@@ -16,7 +16,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .common import EXIT_OK, RaisingParser, UsageError, run_subcommand
+from .common import RaisingParser, UsageError
+from .exits import EXIT_OK, run_subcommand
 
 PROG = "boo-tui capture"
 

@@ -5,7 +5,7 @@ import argparse
 import os
 import shlex
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .. import locations
@@ -15,8 +15,6 @@ from ..results import IREE, TORCH, CacheMode, Status
 
 if TYPE_CHECKING:
     from ..variants import Variant
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_REGRESSION = 0, 1, 2, 3
 
 DEVICES_HELP = ("GPUs to measure on, one benchmark worker each: ids 0,1, a range 0-3, or all (default: the first "
                 "GPU; the cpu target has one device, cpu). Commands are spread over them, a free device taking the "
@@ -345,57 +343,3 @@ def gpu_id_devices(text: str, target, *, runs: bool = True) -> tuple[tuple[str, 
 def job_succeeded(r) -> bool:
     """Measured AND correct: a kernel whose numerics check failed is a failed job for the exit code."""
     return r.status == Status.DONE and not (r.numerics is not None and r.numerics.failed)
-
-
-def internal_error(prog: str, e: BaseException) -> int:
-    """An error that is a bug of ours, not the user's: one line, and the traceback with BOO_DEBUG=1. (Standard
-    output that cannot be written is not one: its one line, exit 1.)"""
-    from .output import OutputError
-
-    if isinstance(e, OutputError):
-        return fail(prog, str(e), EXIT_FAILED)
-    if locations.debug():
-        import traceback
-
-        traceback.print_exception(e)
-    else:
-        print(f"{prog}: internal error: {type(e).__name__}: {e} (set BOO_DEBUG=1 for the traceback)",
-              file=sys.stderr)
-    return EXIT_FAILED
-
-
-def fail(prog: str, message: str, code: int = EXIT_USAGE) -> int:
-    print(f"{prog}: error: {message}", file=sys.stderr)
-    return code
-
-
-def run_subcommand(prog: str, parser: argparse.ArgumentParser, run: Callable[[argparse.Namespace], int],
-                   argv: Sequence[str] | None) -> int:
-    """A subcommand's main (capture, peak): parse `argv` with its RaisingParser (a bad argument is a UsageError,
-    `--help` its exit code), then `run(args)`, both `guarded`."""
-    def body() -> int:
-        try:
-            args = parser.parse_args(argv)
-        except SystemExit as e:  # --help
-            return int(e.code or 0)
-        return run(args)
-
-    return guarded(prog, body)
-
-
-def guarded(prog: str, body: Callable[[], int]) -> int:
-    """Run a front end's work: its exit code; Ctrl-C 130; a BooError one line and exit 2; anything else a bug of
-    ours, one line (internal_error)."""
-    from .output import OutputError, checked_stdout
-
-    try:
-        with checked_stdout():
-            return body()
-    except KeyboardInterrupt:
-        return 130
-    except OutputError as e:
-        return fail(prog, str(e), EXIT_FAILED)
-    except BooError as e:
-        return fail(prog, str(e))
-    except Exception as e:  # noqa: BLE001 - a bug of ours: one line, the traceback on request
-        return internal_error(prog, e)

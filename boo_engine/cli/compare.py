@@ -17,7 +17,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from .common import EXIT_OK, EXIT_REGRESSION, RaisingParser, UsageError, run_subcommand
+from .common import RaisingParser, UsageError
+from .exits import EXIT_OK, EXIT_REGRESSION, run_subcommand
 
 PROG = "boo-tui compare"
 

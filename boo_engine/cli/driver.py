@@ -18,18 +18,9 @@ from typing import TYPE_CHECKING
 
 from ..errors import BooError
 from ..results import IREE, CacheMode, JobResult
-from .common import (
-    EXIT_FAILED,
-    EXIT_OK,
-    UsageError,
-    check_measurable,
-    fail,
-    gpu_id_devices,
-    internal_error,
-    parse_run_flags,
-    ray_address_arg,
-)
+from .common import UsageError, check_measurable, gpu_id_devices, parse_run_flags, ray_address_arg
 from .driver_output import BACKENDS, BEST_BACKEND, PROG, measure_and_print
+from .exits import EXIT_FAILED, EXIT_OK, fail, internal_error
 from .output import OutputError, checked_stdout
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 from .. import events as ev
 from ..errors import BooError
 from ..results import DONE, FAILED, FINAL_STATUSES, INTERRUPTED, JobResult
-from .common import EXIT_FAILED, EXIT_OK, EXIT_REGRESSION, config_from_args, fail, job_succeeded
+from .common import config_from_args, job_succeeded
+from .exits import EXIT_FAILED, EXIT_OK, EXIT_REGRESSION, fail
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.progress import Progress, TaskID

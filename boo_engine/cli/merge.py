@@ -11,7 +11,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from .common import EXIT_OK, RaisingParser, run_subcommand
+from .common import RaisingParser
+from .exits import EXIT_OK, run_subcommand
 
 PROG = "boo-tui merge"
 

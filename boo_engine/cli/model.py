@@ -21,7 +21,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import locations
-from .common import EXIT_FAILED, EXIT_OK, EXIT_REGRESSION, RaisingParser, UsageError, run_subcommand
+from .common import RaisingParser, UsageError
+from .exits import EXIT_FAILED, EXIT_OK, EXIT_REGRESSION, run_subcommand
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..markdown import Comparisons

@@ -20,16 +20,8 @@ from typing import TYPE_CHECKING
 
 from .. import locations
 from ..errors import BooError
-from .common import (
-    EXIT_FAILED,
-    EXIT_OK,
-    RAY_HELP,
-    UsageError,
-    check_cache_root,
-    fail,
-    guarded,
-    ray_address_arg,
-)
+from .common import RAY_HELP, UsageError, check_cache_root, ray_address_arg
+from .exits import EXIT_FAILED, EXIT_OK, fail, guarded
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
