@@ -67,6 +67,19 @@ def _permute(t: torch.Tensor, src: str, dst: str) -> torch.Tensor:
     return t.permute(_perm(src, dst)).contiguous()
 
 
+def _selected(grads: tuple[torch.Tensor | None, ...], mask: list[bool], torch_layout: str,
+              layouts: tuple[str | None, ...]) -> torch.Tensor | tuple[torch.Tensor, ...]:
+    """The gradients the mask selects, each from torch's layout into its own (None: a bias gradient, no layout).
+    Those are computed; the others may be None, or computed anyway (eager convolution_backward returns dW
+    whatever the mask), so the mask decides."""
+    results = []
+    for grad, on, layout in zip(grads, mask, layouts):
+        if on:
+            assert grad is not None
+            results.append(grad if layout is None else _permute(grad, torch_layout, layout))
+    return results[0] if len(results) == 1 else tuple(results)
+
+
 @dataclass(frozen=True)
 class ConvSignature(OpSignature):
     """One convolution kernel. Spatial tuples are in D, H, W order (only the dims the conv has)."""
@@ -265,19 +278,9 @@ class ConvSignature(OpSignature):
         x = _permute(args[1], self.in_layout, tl)
         w = _permute(args[2], self.fil_layout, tl)
         mask = list(self.grad_mask)
-        dx, dw, db = forms.gradients(dy, x, w, mask, self.transposed, self.in_spatial, self.fil_spatial,
-                                     *geometry, formulation)
-        results = []      # the gradients the mask selects: computed (the others may be None, or computed anyway)
-        if mask[0]:
-            assert dx is not None
-            results.append(_permute(dx, tl, self.in_layout))
-        if mask[1]:
-            assert dw is not None
-            results.append(_permute(dw, tl, self.fil_layout))
-        if mask[2]:
-            assert db is not None
-            results.append(db)
-        return results[0] if len(results) == 1 else tuple(results)
+        grads = forms.gradients(dy, x, w, mask, self.transposed, self.in_spatial, self.fil_spatial, *geometry,
+                                formulation)
+        return _selected(grads, mask, tl, (self.in_layout, self.fil_layout, None))
 
     # ---- cost model -----------------------------------------------------------------------------------
     @property
