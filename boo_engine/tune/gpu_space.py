@@ -35,8 +35,8 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from .dispatch import RootOp

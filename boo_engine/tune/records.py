@@ -9,8 +9,8 @@ from __future__ import annotations
 import datetime
 import json
 import sqlite3
-from dataclasses import asdict, dataclass, field
 from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 from typing import Any, TypedDict
 
 from ..compare import geomean
@@ -232,8 +232,8 @@ def list_tunes(store: Store, limit: int = 50) -> list[TuneSummary]:
     """Newest first: each tune's row (settings parsed) with `kernels`, `improved` and `geomean`, the geometric
     mean of each kernel's time against its default (1.0 where nothing better was found), as report.md gives it."""
     with store._reader() as c:
-        rows = [_tune_row(r) for r in c.execute("SELECT * FROM tunes ORDER BY julianday(started_at) DESC, id DESC LIMIT ?",
-                                           (limit,)).fetchall()]   # newest first by time, also after a merge
+        rows = [_tune_row(r) for r in c.execute(   # newest first by time, also after a merge
+            "SELECT * FROM tunes ORDER BY julianday(started_at) DESC, id DESC LIMIT ?", (limit,)).fetchall()]
         ids = [int(r["id"]) for r in rows]
         marks = ", ".join("?" for _ in ids)
         kernels = c.execute(f"SELECT tune_id, status, ratio, baseline_us FROM tune_kernels WHERE tune_id IN ({marks})",

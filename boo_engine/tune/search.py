@@ -45,9 +45,9 @@ from .offline import space_for
 from .records import (
     IMPROVED,
     KERNEL_FAILED,
-    KernelRoot,
     NO_BETTER,
     RUNNING,
+    KernelRoot,
     TunedKernel,
     TuneRecords,
     find_tune,
