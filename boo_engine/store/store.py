@@ -70,6 +70,26 @@ def default_db_path() -> Path:
     return locations.db_path()
 
 
+def prepare_database(path: Path) -> None:
+    """Make `path` a results database this boo-tui can write (created, migrated, in WAL mode), before the writer
+    thread opens it; StoreError (one line) when it cannot be."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        db = Database(connect(path))
+        # Never write into a file a newer boo-tui made (its rows would be half understood and its migrations
+        # skipped) or into someone else's SQLite file (not even its journal mode): the refusal compare and merge
+        # give, one line.
+        writable_schema(db.conn, path)
+        db.enable_wal()
+        db.execute("PRAGMA synchronous=NORMAL")   # as the writer: no fsync per commit under WAL
+        schema.apply(db)
+        db.conn.close()
+    except SchemaError as e:
+        raise StoreError(str(e)) from None
+    except (OSError, sqlite3.Error) as e:
+        raise StoreError(f"results database {path}: {e}") from e
+
+
 class Store:
     """Results database at `path` (default: `default_db_path()`).
 
@@ -83,21 +103,7 @@ class Store:
                  on_failure: Callable[[StoreWriteError], None] | None = None):
         """`on_failure`: told once, from the writer thread, when the file stops taking writes (see `failure`)."""
         self.path = Path(path) if path is not None else default_db_path()
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = Database(connect(self.path))
-            # Never write into a file a newer boo-tui made (its rows would be half understood and its migrations
-            # skipped) or into someone else's SQLite file (not even its journal mode): the refusal compare and
-            # merge give, one line.
-            writable_schema(db.conn, self.path)
-            db.enable_wal()
-            db.execute("PRAGMA synchronous=NORMAL")   # as the writer: no fsync per commit under WAL
-            schema.apply(db)
-            db.conn.close()
-        except SchemaError as e:
-            raise StoreError(str(e)) from None
-        except (OSError, sqlite3.Error) as e:
-            raise StoreError(f"results database {self.path}: {e}") from e
+        prepare_database(self.path)
         self._closed = False
         self._on_failure = on_failure
         self._writer = WriterThread(self.path, on_failure)
