@@ -37,7 +37,6 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from .dispatch import RootOp
 from .gpu_dispatch import (
@@ -107,14 +106,14 @@ class GpuSpace:
     padded: bool                      # IREE pads the op to the tiles (tiles need not divide it)
 
     # ---- a choice -> a candidate ----------------------------------------------------------------------------
-    def candidate(self, func_name: str, choice: GlobalChoice, params: Mapping[str, Any]) -> Candidate | str:
+    def candidate(self, func_name: str, choice: GlobalChoice, params: Mapping[str, Choice]) -> Candidate | str:
         """The candidate for one choice of every parameter, or why that choice is not a configuration."""
         cfg = self.configuration(params)
         if isinstance(cfg, str):
             return cfg
         return Candidate(func_name, choice, self.root, cfg.summary(), self.compilation_info(cfg))
 
-    def configuration(self, params: Mapping[str, Any]) -> GpuChoice | str:
+    def configuration(self, params: Mapping[str, Choice]) -> GpuChoice | str:
         """The configuration one choice of every parameter sets, or the first constraint it breaks."""
         v = self.view
         mma = self.intrinsics.get(str(params.get("mma")))
@@ -135,7 +134,7 @@ class GpuSpace:
         prefetch = int(params["prefetch"]) if "prefetch" in params else None
         return GpuChoice(mma, tuple(wg), tuple(sg), tuple(red), padding, subgroups * sg_size, sg_size, prefetch)
 
-    def _tiles(self, mma: Intrinsic, params: Mapping[str, Any]) -> tuple[list[int], list[int], list[int], int] | str:
+    def _tiles(self, mma: Intrinsic, params: Mapping[str, Choice]) -> tuple[list[int], list[int], list[int], int] | str:
         """The workgroup, subgroup and reduction tiles the parameters give, and the subgroups, or why not."""
         v = self.view
         rank = len(v.bounds)

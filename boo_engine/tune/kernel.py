@@ -261,9 +261,9 @@ class KernelSearch:
         session = self.session
         if t.job_id is not None and t.job_id in session.jobs:
             return
-        root = t.params.get("root") or {}
+        root = t.params.get("root")
         variant = self.ctx.candidate_variant(t.func_name, t.key, t.spec, t.params.get("flags") or (),
-                                               t.params.get("formulation"), root.get("dispatch"))
+                                               t.params.get("formulation"), root.get("dispatch") if root else None)
         base = session.jobs[self.base_id]
         jobs = [j for j in session.add_variant(variant) if j.command == base.command]
         t.job_id = jobs[0].job_id if jobs else None

@@ -16,7 +16,7 @@ from ..errors import BooError, first_line
 from ..variants import spec_applied
 from .dispatch import RootOp, read_root
 from .records import COMPILE_FAILED, KERNEL_FAILED, NOT_APPLIED, Tried, TunedKernel
-from .space import Candidate, GlobalChoice, SearchSpace, global_choices, new_study, tile_space
+from .space import Candidate, GlobalChoice, SearchSpace, global_choices, new_study, suggest, tile_space
 
 if TYPE_CHECKING:
     from ..commands import Command
@@ -51,8 +51,7 @@ def propose(space: SearchSpace, func_name: str, choice: GlobalChoice, budget: in
     proposed = stale = 0
     while proposed < min(batch, budget) and stale < 3 * batch:
         trial = study.ask()
-        params = {n: trial.suggest_categorical(n, list(v)) for n, v in space.choices.items()}
-        cand = space.candidate(func_name, choice, params)
+        cand = space.candidate(func_name, choice, suggest(trial, space.choices))
         if isinstance(cand, str):
             stale += 1
             study.tell(trial, state=optuna.trial.TrialState.PRUNED)

@@ -11,11 +11,14 @@ import json
 import sqlite3
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from ..compare import geomean
 from ..errors import BooError
 from ..store import Store
+
+if TYPE_CHECKING:
+    from .space import CandidateParams
 
 #: a candidate's status
 MEASURED, COMPILE_FAILED, NOT_APPLIED, NUMERICS_FAILED, FAILED, DUPLICATE = (
@@ -65,7 +68,7 @@ class Tried:
 
     func_name: str
     key: str
-    params: Mapping[str, Any]      # a Candidate's CandidateParams, as stored (JSON)
+    params: CandidateParams        # a Candidate's, as stored (JSON)
     variant: str
     description: str = ""
     spec: str | None = None

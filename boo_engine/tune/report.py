@@ -113,13 +113,14 @@ def _substituted(k: TunedKernel) -> tuple[str, str] | None:
     best = k.best
     if best is None or not best.spec or "hal.executable" not in best.spec:
         return None
-    exe = (best.params.get("root") or {}).get("dispatch")
+    root = best.params.get("root")
+    exe = root.get("dispatch") if root else None
     return (str(exe), best.spec) if exe else None
 
 
 def _root_from(k: TunedKernel, best: Tried) -> RootOp | None:
     """The winner's root op, rebuilt from its own spec's matcher inputs (stored with the candidate)."""
-    r = best.params.get("root") or {}
+    r = best.params.get("root")
     if not r:
         return None
     return RootOp(dispatch=r.get("dispatch", ""), op_name=r["op"], kind=r["kind"], maps=tuple(r["maps"]),

@@ -18,7 +18,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NotRequired, Protocol, TypedDict
+from typing import TYPE_CHECKING, NotRequired, Protocol, TypedDict
 
 from ..cpu_defaults.machine import per_op_default_flags
 from ..cpu_defaults.rules import DATA_TILING, IM2COL
@@ -177,9 +177,8 @@ class SearchSpace(Protocol):
     @property
     def choices(self) -> Mapping[str, tuple[Choice, ...]]: ...
 
-    def candidate(self, func_name: str, choice: GlobalChoice, params: Mapping[str, Any]) -> Candidate | str: ...
-    # (`params`: one value per parameter as optuna's suggest_categorical hands it back, typed by optuna as any
-    # categorical value, None and float included; each space reads its own as the int or str it offered)
+    def candidate(self, func_name: str, choice: GlobalChoice, params: Mapping[str, Choice]) -> Candidate | str: ...
+    # (`params`: one of its `choices` per parameter, as `suggest` has optuna pick them)
 
 
 @dataclass(frozen=True)
@@ -193,9 +192,9 @@ class TileSpace:
     red: int | None             # the innermost reduction dim
     lanes: int
 
-    def candidate(self, func_name: str, choice: GlobalChoice, params: Mapping[str, Any]) -> Candidate | str:
+    def candidate(self, func_name: str, choice: GlobalChoice, params: Mapping[str, Choice]) -> Candidate | str:
         """The candidate for one choice of every parameter (a string: why that choice is not a configuration)."""
-        tiles = self.tiles(params)
+        tiles = self.tiles({name: int(value) for name, value in params.items()})   # (its choices are all ints)
         return Candidate(func_name, choice, self.root, tiles, cpu_compilation_info(self.root, tiles))
 
     def tiles(self, params: Mapping[str, int]) -> dict[str, tuple[int, ...]]:
@@ -281,3 +280,14 @@ def new_study(seed: int, budget: int) -> optuna.Study:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=min(10, max(2, budget // 3)), multivariate=True)
     return optuna.create_study(direction="minimize", sampler=sampler)
+
+
+def suggest(trial: optuna.trial.Trial, choices: Mapping[str, tuple[Choice, ...]]) -> dict[str, Choice]:
+    """The trial's pick of one of `choices` for every parameter (a space's `choices`), in their order. (optuna
+    types a categorical suggestion as any categorical value, None and float included: it is one of those offered.)"""
+    picked: dict[str, Choice] = {}
+    for name, values in choices.items():
+        value = trial.suggest_categorical(name, list(values))
+        assert isinstance(value, (int, str)), (name, value)
+        picked[name] = value
+    return picked

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from .events import TuneLog
 from .records import COMPILE_FAILED, DUPLICATE, MEASURED, NOT_APPLIED, Tried, TunedKernel
-from .space import Candidate, GlobalChoice, SearchSpace, new_study
+from .space import Candidate, GlobalChoice, SearchSpace, new_study, suggest
 
 if TYPE_CHECKING:
     import optuna
@@ -61,12 +61,10 @@ def _propose(search: Screening, study: optuna.Study, choice: GlobalChoice, space
     import optuna
 
     batch = search.ctx.settings.batch
-    names = list(space.choices)
     trials: list[tuple[optuna.trial.Trial, Candidate]] = []
     while len(trials) < want and stale < 3 * batch:
         trial = study.ask()
-        params = {n: trial.suggest_categorical(n, list(space.choices[n])) for n in names}
-        cand = space.candidate(search.k.func_name, choice, params)
+        cand = space.candidate(search.k.func_name, choice, suggest(trial, space.choices))
         if isinstance(cand, str):
             stale += 1
             study.tell(trial, state=optuna.trial.TrialState.PRUNED)
