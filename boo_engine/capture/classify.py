@@ -7,7 +7,7 @@ data (aten::contiguous, aten::clone, aten::copy_, aten::_to_copy): they are layo
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .calls import OpCall
@@ -39,7 +39,8 @@ NON_TENSOR_TYPES = frozenset({"", "Scalar", "ScalarList", "GenericList", "None",
                               "MemoryFormat", "String"})
 
 
-def _has_dims(dims: Any, type_name: str) -> bool:
+def _has_dims(dims: object, type_name: str) -> bool:
+    """An input's recorded dims (unchecked: whatever the trace holds) name a tensor of rank >= 1."""
     if type_name == "TensorList":
         return isinstance(dims, list) and any(isinstance(d, list) and len(d) > 0 for d in dims)
     if type_name in NON_TENSOR_TYPES:

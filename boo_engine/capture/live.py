@@ -33,11 +33,16 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
 from .allocator import SteadyHeap, steady_malloc
 from .errors import CaptureError, first_line
 from .trace import TraceCalls, outermost_calls
+
+if TYPE_CHECKING:
+    import torch
+
+T = TypeVar("T")
 
 #: --input dtype names -> torch attribute names
 DTYPES = {
@@ -75,7 +80,7 @@ def parse_input(text: str) -> InputSpec:
     return InputSpec(tuple(int(d) for d in shape_text.split("x")), dtype)
 
 
-def load_factory(spec: str) -> tuple[Callable[[], Any], str]:
+def load_factory(spec: str) -> tuple[Callable[[], object], str]:
     """`path/to/file.py:factory` or `package.module:factory` -> (the factory, where it came from). CaptureError
     when the spec has no `:factory`, the module fails to import (its message) or has no such callable."""
     where, sep, name = spec.rpartition(":")
@@ -158,7 +163,7 @@ def _exit_refused() -> Iterator[None]:
         os._exit = real
 
 
-def _call_user(what: str, fn: Callable[[], Any]) -> Any:
+def _call_user(what: str, fn: Callable[[], T]) -> T:
     try:
         return fn()
     except KeyboardInterrupt:
@@ -192,9 +197,10 @@ def _capture(model_spec: str, inputs: Sequence[InputSpec], *, backward: bool, la
 
     torch.set_num_threads(threads)
 
-    model = _call_user(f"{where}()", factory)
-    if not isinstance(model, torch.nn.Module):
-        raise CaptureError(f"{where}() returned a {type(model).__name__}, not a torch.nn.Module")
+    made = _call_user(f"{where}()", factory)
+    if not isinstance(made, torch.nn.Module):
+        raise CaptureError(f"{where}() returned a {type(made).__name__}, not a torch.nn.Module")
+    model = made
     floats = {s.dtype for s in inputs if s.dtype in ("float16", "bfloat16", "float64")}
     if len(floats) == 1 and all(s.dtype != "float32" for s in inputs):
         dtype = getattr(torch, floats.pop())  # a half-precision input: the model runs in it too
@@ -202,11 +208,11 @@ def _capture(model_spec: str, inputs: Sequence[InputSpec], *, backward: bool, la
     if eval_mode:
         _call_user("model.eval()", model.eval)
     torch.manual_seed(0)
-    args = [_make_input(torch, s) for s in inputs]
+    args = [_make_input(s) for s in inputs]
     if layout == "nhwc":
-        _call_user("converting the model to channels-last", lambda: _model_channels_last(torch, model))
-        args = [_channels_last(torch, a) for a in args]
-    grads: list[Any] = []
+        _call_user("converting the model to channels-last", lambda: _model_channels_last(model))
+        args = [_channels_last(a) for a in args]
+    grads: list[torch.Tensor] = []
 
     def one_pass() -> None:
         if not backward:
@@ -232,7 +238,7 @@ def _capture(model_spec: str, inputs: Sequence[InputSpec], *, backward: bool, la
 
     with steady_malloc() as heap:
         times = _eager_times(checked_pass, min_time_s)
-        trace, profiled_us, faults = _record(torch, checked_pass, heap)
+        trace, profiled_us, faults = _record(checked_pass, heap)
     facts = {"model": where, "inputs": " ".join(map(str, inputs)) or "(none)",
              "pass": "forward + backward of the sum of the outputs" if backward else "forward (no_grad)",
              "layout": "channels_last (--layout nhwc)" if layout == "nhwc" else "as built",
@@ -261,8 +267,7 @@ def _eager_times(one_pass: Callable[[], None], min_time_s: float) -> list[float]
 RECORDED_PASSES = 5
 
 
-def _record(torch: Any, one_pass: Callable[[], None],
-            heap: SteadyHeap) -> tuple[TraceCalls, float, int | None]:
+def _record(one_pass: Callable[[], None], heap: SteadyHeap) -> tuple[TraceCalls, float, int | None]:
     """RECORDED_PASSES passes recorded with the profiler, after a profiled warm-up step (the profiler's own start
     costs ~1 s the first time in a process, and its first step runs cold), exported as one chrome trace. Returns
     the calls, the median wall time of a recorded pass and its median count of page faults (None where the process
@@ -343,7 +348,9 @@ def _quiet_stderr() -> Iterator[None]:
                 sys.stderr.write(sink.read().decode(errors="replace"))
 
 
-def _make_input(torch: Any, spec: InputSpec) -> Any:
+def _make_input(spec: InputSpec) -> torch.Tensor:
+    import torch
+
     dtype = getattr(torch, spec.dtype)
     if dtype.is_floating_point:
         return torch.randn(spec.shape, dtype=dtype)
@@ -352,17 +359,21 @@ def _make_input(torch: Any, spec: InputSpec) -> Any:
     return torch.randint(0, 2, spec.shape, dtype=dtype)  # 0/1: valid indices for any embedding
 
 
-def _model_channels_last(torch: Any, model: Any) -> None:
+def _model_channels_last(model: torch.nn.Module) -> None:
     """The model's 4-D parameters and buffers channels_last, its 5-D ones channels_last_3d, in place.
     `model.to(memory_format=torch.channels_last)` gives every 4-D and 5-D tensor the 4-D format, and fails on a
     Conv3d's weight ('required rank 4 tensor to use channels_last format')."""
+    import torch
+
     with torch.no_grad():
         for t in itertools.chain(model.parameters(), model.buffers()):
             if t.dim() in (4, 5):
-                t.data = _channels_last(torch, t.data)
+                t.data = _channels_last(t.data)
 
 
-def _channels_last(torch: Any, t: Any) -> Any:
+def _channels_last(t: torch.Tensor) -> torch.Tensor:
+    import torch
+
     if t.dim() == 4:
         return t.contiguous(memory_format=torch.channels_last)
     if t.dim() == 5:
@@ -370,7 +381,7 @@ def _channels_last(torch: Any, t: Any) -> Any:
     return t
 
 
-def _leaves(out: Any) -> list[Any]:
+def _leaves(out: object) -> list[torch.Tensor]:
     """The floating tensors of a model's output (a tensor, or tuples / lists / dicts of them)."""
     import torch
 

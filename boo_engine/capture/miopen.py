@@ -100,7 +100,9 @@ def _suffix(call: OpCall, *tensor_args: int) -> str:
 
 
 # ---- convolution ----------------------------------------------------------------------------------------
-_CONV_ARGS = {  # op -> positions of stride, padding, dilation, transposed, output_padding, groups (None: fixed)
+#: positions of stride, padding, dilation, transposed (or its fixed value), output_padding (None: none), groups
+_ConvArgs = tuple[int, int, int, bool | int, int | None, int]
+_CONV_ARGS: dict[str, _ConvArgs] = {  # op -> its _ConvArgs
     "aten::conv1d": (3, 4, 5, False, None, 6),
     "aten::conv2d": (3, 4, 5, False, None, 6),
     "aten::conv3d": (3, 4, 5, False, None, 6),
@@ -116,7 +118,7 @@ def _channels_last(layout: str) -> bool:
     return layout[1] != "C"
 
 
-def _conv_line(call: OpCall, x: int, w: int, geometry: tuple[Any, ...], forw: int, bias: bool,
+def _conv_line(call: OpCall, x: int, w: int, geometry: _ConvArgs, forw: int, bias: bool,
                out_layout: str | None) -> str:
     stride_i, pad_i, dil_i, trans, opad_i, groups_i = geometry
     xs, ws = call.dims[x], call.dims[w]
@@ -260,7 +262,7 @@ def _bnorm_words(call: OpCall, x: int) -> list[str]:
     return words + ["-H", str(size["H"]), "-W", str(size["W"]), "-m", "1", "--layout", layout]
 
 
-def _close(value: Any, want: float) -> bool:
+def _close(value: object, want: float) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and abs(value - want) <= 1e-9 * want
 
 

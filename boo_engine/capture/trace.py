@@ -23,6 +23,8 @@ from .calls import OpCall
 from .classify import is_compute
 from .errors import CaptureError
 
+#: a chrome trace's pid or tid: a number, or a label (absent: None)
+_ThreadId = int | str | None
 #: the trace's clock is in microseconds; a child's end may exceed its parent's by the rounding of `dur`
 _SLACK_US = 0.002
 
@@ -76,7 +78,7 @@ def load_trace(path: str | Path) -> dict[str, Any]:
 
 def _forest(events: list[dict[str, Any]]) -> list[_Node]:
     """Per (pid, tid), the events nested by time interval; the roots of every thread, in time order."""
-    by_thread: dict[tuple[Any, Any], list[_Node]] = {}
+    by_thread: dict[tuple[_ThreadId, _ThreadId], list[_Node]] = {}
     for ev in events:
         start, dur = float(ev["ts"]), float(ev["dur"])
         by_thread.setdefault((ev.get("pid"), ev.get("tid")), []).append(_Node(ev, start, start + dur, []))
@@ -94,7 +96,8 @@ def _forest(events: list[dict[str, Any]]) -> list[_Node]:
     return roots
 
 
-def _is_x(ev: Any) -> bool:
+def _is_x(ev: object) -> bool:
+    """A trace event (unchecked JSON) is a complete event ('X') with a name, a start and a duration."""
     return isinstance(ev, dict) and ev.get("ph") == "X" and isinstance(ev.get("ts"), int | float) \
         and isinstance(ev.get("dur"), int | float) and isinstance(ev.get("name"), str)
 
