@@ -21,7 +21,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..bench.harness import measure
 from ..bench.stats import compute_stats
@@ -29,6 +29,11 @@ from ..capture.live import InputSpec, _call_user, _leaves, _make_input, load_fac
 from ..errors import BooError
 from ..results import DONE, FAILED, IREE, TORCH, CompileInfo, JobResult
 from ..variants import BASELINE, Variant
+
+if TYPE_CHECKING:
+    import torch
+
+    from ..nn.backend import BooBackend
 
 #: worst relative L2 error allowed per dtype of the compared tensor
 TOLERANCES = {"float32": 1e-4, "float64": 1e-9, "float16": 2e-2, "bfloat16": 3e-2}
@@ -71,21 +76,24 @@ class Column:
 
     label: str
     variant: Variant | None
-    run_pass: Callable[[], Any] = field(repr=False, default=lambda: None)
+    run_pass: Callable[[], object] = field(repr=False, default=lambda: None)
+    """one pass of the model: its output (whatever the model returns)"""
     samples: list[float] = field(default_factory=list)
     result: JobResult | None = None
 
 
-def _one_pass(module: Any, inputs: Sequence[Any], params: Sequence[Any], backward: bool) -> Callable[[], Any]:
+def _one_pass(module: Callable[..., object], inputs: Sequence[torch.Tensor], params: Sequence[torch.Tensor],
+              backward: bool) -> Callable[[], object]:
+    """One pass of `module` (the model or its compiled form) on `inputs`, returning its output."""
     import torch
 
     if not backward:
-        def forward() -> Any:
+        def forward() -> object:
             with torch.no_grad():
                 return module(*inputs)
         return forward
 
-    def forward_backward() -> Any:
+    def forward_backward() -> object:
         for p in params:
             p.grad = None
         for x in inputs:
@@ -96,13 +104,14 @@ def _one_pass(module: Any, inputs: Sequence[Any], params: Sequence[Any], backwar
         if not leaves:
             raise ModelBenchError("--backward: the model returned no floating tensor to differentiate")
         loss = sum(t.float().sum() for t in leaves)
+        assert isinstance(loss, torch.Tensor)   # leaves is not empty
         loss.backward()
         return out
     return forward_backward
 
 
-def _snapshot(out: Any, inputs: Sequence[Any], named_params: Sequence[tuple[str, Any]],
-              backward: bool) -> dict[str, Any]:
+def _snapshot(out: object, inputs: Sequence[torch.Tensor], named_params: Sequence[tuple[str, torch.Tensor]],
+              backward: bool) -> dict[str, torch.Tensor]:
     """The tensors numerics compares: outputs, then (backward) the grads of inputs and parameters."""
     got = {f"output {i}": t.detach().clone() for i, t in enumerate(_leaves(out))}
     if backward:
@@ -115,7 +124,7 @@ def _snapshot(out: Any, inputs: Sequence[Any], named_params: Sequence[tuple[str,
     return got
 
 
-def load_model(job: ModelJob) -> tuple[Any, list[Any]]:
+def load_model(job: ModelJob) -> tuple[torch.nn.Module, list[torch.Tensor]]:
     """The user's module (eval() if asked) and its inputs (seeded), or a ModelBenchError naming the cause."""
     import torch
 
@@ -131,7 +140,7 @@ def load_model(job: ModelJob) -> tuple[Any, list[Any]]:
     if job.eval_mode:
         model.eval()
     torch.manual_seed(job.seed)
-    inputs = [_make_input(torch, s) for s in job.inputs]
+    inputs = [_make_input(s) for s in job.inputs]
     if job.backward:
         inputs = [x.requires_grad_(True) if x.is_floating_point() else x for x in inputs]
     return model, inputs
@@ -180,8 +189,8 @@ def measure_interleaved(columns: Sequence[Column], *, iters: int, min_time_s: fl
             on_round(k + 1, rounds)
 
 
-def compile_column(col: Column, module: Any, inputs: Sequence[Any], params: Sequence[Any], backward: bool,
-                   make_backend: Callable[[Variant], Any]) -> tuple[Any, Any]:
+def compile_column(col: Column, module: torch.nn.Module, inputs: Sequence[torch.Tensor], params: Sequence[torch.Tensor],
+                   backward: bool, make_backend: Callable[[Variant], BooBackend]) -> tuple[BooBackend, object]:
     """torch.compile the module with iree_boo and this column's variant; the first pass is the compile."""
     import torch
 

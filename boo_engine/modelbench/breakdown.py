@@ -8,11 +8,26 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
+
+if TYPE_CHECKING:
+    from ..nn.backend import BooBackend
 
 
-def measure_breakdown(run_pass: Callable[[], Any], *, passes: int = 20, min_time_s: float = 0.3,
-                      backend: Any = None) -> dict[str, Any]:
+class KernelShare(TypedDict):
+    """One kernel of ours in a breakdown: its calls and time per pass, and that time's share of the pass (%)."""
+
+    kernel: str
+    variant: str
+    op: str
+    label: str
+    calls_per_pass: float
+    us_per_pass: float
+    share: float | None
+
+
+def measure_breakdown(run_pass: Callable[[], object], *, passes: int = 20, min_time_s: float = 0.3,
+                      backend: BooBackend | None = None) -> dict[str, Any]:
     """Run at least `passes` passes (and `min_time_s`) recording our kernels' calls; the JSON-able breakdown."""
     from ..nn import record_calls
 
@@ -29,7 +44,7 @@ def measure_breakdown(run_pass: Callable[[], Any], *, passes: int = 20, min_time
     n = len(pass_ns)
     pass_us = sorted(pass_ns)[n // 2] / 1e3
     mean_pass_us = sum(pass_ns) / n / 1e3
-    kernels: list[dict[str, Any]] = []
+    kernels: list[KernelShare] = []
     for (func_name, variant), t in log.tallies.items():
         us = t.total_ns / n / 1e3
         kernels.append({"kernel": func_name, "variant": variant, "op": t.sig.op,

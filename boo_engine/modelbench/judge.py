@@ -35,11 +35,14 @@ import copy
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..results import NumericsInfo, NumericsVerdict
 from ..rounding import FLOOR_FACTOR, jitter_mode
 from .bench import TOLERANCES, _one_pass, _snapshot
+
+if TYPE_CHECKING:
+    import torch
 
 NOISE_RUNS = 3
 
@@ -49,12 +52,12 @@ NOISE_RUNS = 3
 class RoundingReference:
     """Per compared tensor: its float64 value and the L2 norm of the rounding noise a correct run has."""
 
-    exact: dict[str, Any] = field(default_factory=dict)
+    exact: dict[str, torch.Tensor] = field(default_factory=dict)
     noise: dict[str, float] = field(default_factory=dict)
     note: str | None = None     # why there are no floors
 
 
-def copy_for_reference(model: Any) -> Any:
+def copy_for_reference(model: torch.nn.Module) -> torch.nn.Module | None:
     """A float64 copy of `model` taken before any pass (or None: it cannot be copied)."""
     import torch
 
@@ -64,14 +67,14 @@ def copy_for_reference(model: Any) -> Any:
         return None
 
 
-def _norm(t: Any) -> float:
+def _norm(t: torch.Tensor) -> float:
     import torch
 
     return float(torch.linalg.vector_norm(t.detach().to(torch.float64)))
 
 
-def rounding_reference(model64: Any, inputs: Sequence[Any], param_names: Sequence[str], backward: bool,
-                       eager: dict[str, Any], rng_state: Any) -> RoundingReference:
+def rounding_reference(model64: torch.nn.Module | None, inputs: Sequence[torch.Tensor], param_names: Sequence[str],
+                       backward: bool, eager: dict[str, torch.Tensor], rng_state: torch.Tensor) -> RoundingReference:
     """Run `model64` (copy_for_reference) on `inputs` in float64, plain and jittered, seeding the generator with
     `rng_state` (eager's) each time; compare with `eager` (eager's snapshot). Never raises."""
     import torch
@@ -87,7 +90,7 @@ def rounding_reference(model64: Any, inputs: Sequence[Any], param_names: Sequenc
         params = dict(model64.named_parameters())
         named = [(n, params[n]) for n in param_names if n in params]
 
-        def run() -> dict[str, Any]:
+        def run() -> dict[str, torch.Tensor]:
             torch.random.set_rng_state(rng_state)
             out = _one_pass(model64, x64, [p for _, p in named], backward)()
             return _snapshot(out, x64, named, backward)
@@ -117,8 +120,8 @@ def rounding_reference(model64: Any, inputs: Sequence[Any], param_names: Sequenc
     return RoundingReference(exact={n: exact[n].detach() for n in common}, noise=noise)
 
 
-def compare_tensors(ref: dict[str, Any], got: dict[str, Any], rounding: RoundingReference | None = None
-                    ) -> NumericsInfo:
+def compare_tensors(ref: dict[str, torch.Tensor], got: dict[str, torch.Tensor],
+                    rounding: RoundingReference | None = None) -> NumericsInfo:
     """Relative L2 error of every tensor of `got` against `ref` (eager); the worst decides. With `rounding`, a
     tensor at rounding level (eager itself off float64 by more than the tolerance) is judged by its floor."""
     import torch
@@ -171,7 +174,7 @@ def compare_tensors(ref: dict[str, Any], got: dict[str, Any], rounding: Rounding
     return NumericsInfo(NumericsVerdict.PASS if ok else NumericsVerdict.FAIL, stats)
 
 
-def _floor_note(name: str, eager: Any, got: Any, exact: Any, floor: float) -> str:
+def _floor_note(name: str, eager: torch.Tensor, got: torch.Tensor, exact: torch.Tensor, floor: float) -> str:
     """Why `name` passed by the floor, in words."""
     e, g, x, off = _norm(eager), _norm(got), _norm(exact), _norm(got - exact)
     if x <= floor / FLOOR_FACTOR:     # the exact value is below the rounding noise itself

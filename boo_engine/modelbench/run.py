@@ -5,7 +5,7 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..errors import BooError
 from ..results import FAILED, INTERRUPTED, JobResult
@@ -27,6 +27,8 @@ from .judge import RoundingReference, compare_tensors, copy_for_reference, round
 
 if TYPE_CHECKING:
     import torch
+
+    from ..nn.backend import BooBackend
 
 Progress = Callable[[str], None]
 
@@ -57,7 +59,7 @@ def _root_message(e: BaseException) -> str:
     return lines[-1] if lines else type(e).__name__
 
 
-def _default_backend(variant: Variant) -> Any:
+def _default_backend(variant: Variant) -> BooBackend:
     from ..nn import backend
 
     return backend(nested_backend="eager", variant=variant)
@@ -80,7 +82,7 @@ class _Loaded:
 
 def bench_model(job: ModelJob, variants: Sequence[Variant], *, iters: int = 50, min_time_s: float | None = 1.0,
                 rounds: int = 5, numerics: bool = True, progress: Progress | None = None,
-                make_backend: Callable[[Variant], Any] = _default_backend) -> list[JobResult]:
+                make_backend: Callable[[Variant], BooBackend] = _default_backend) -> list[JobResult]:
     """Eager, then iree_boo with each of `variants` (the baseline first, as given). A column whose compile or
     first pass fails is a failed result naming why; the others are still measured."""
     import torch
@@ -122,7 +124,7 @@ def _columns(job: ModelJob, variants: Sequence[Variant], target: str) -> list[Co
 
 
 def _reference(job: ModelJob, m: _Loaded, eager: Column, numerics: bool,
-               say: Progress) -> tuple[dict[str, Any], RoundingReference | None]:
+               say: Progress) -> tuple[dict[str, torch.Tensor], RoundingReference | None]:
     """Eager's reference pass (its snapshot), and with numerics the float64 reference's rounding noise."""
     import torch
 
@@ -143,10 +145,11 @@ def _reference(job: ModelJob, m: _Loaded, eager: Column, numerics: bool,
     return ref, rounding
 
 
-def _compile_columns(m: _Loaded, columns: Sequence[Column], make_backend: Callable[[Variant], Any], numerics: bool,
-                     ref: dict[str, Any], rounding: RoundingReference | None, say: Progress) -> dict[str, Any]:
+def _compile_columns(m: _Loaded, columns: Sequence[Column], make_backend: Callable[[Variant], BooBackend],
+                     numerics: bool, ref: dict[str, torch.Tensor], rounding: RoundingReference | None,
+                     say: Progress) -> dict[str, BooBackend]:
     """Compile each iree_boo column (its first pass), judging its numerics; label -> backend of those compiled."""
-    backends: dict[str, Any] = {}
+    backends: dict[str, BooBackend] = {}
     for col in columns:
         r = col.result
         assert r is not None
@@ -179,7 +182,8 @@ def _measure(columns: Sequence[Column], *, iters: int, min_time_s: float | None,
     return False
 
 
-def _finish_columns(columns: Sequence[Column], backends: dict[str, Any], interrupted: bool, say: Progress) -> None:
+def _finish_columns(columns: Sequence[Column], backends: dict[str, BooBackend], interrupted: bool,
+                    say: Progress) -> None:
     """Each column's statistics (interrupted ones marked so), and where the time goes in each compiled one."""
     for col in columns:
         r = col.result
