@@ -13,7 +13,6 @@ import contextlib
 import json
 import re
 from collections.abc import Sequence
-from typing import Any
 
 from boo_engine.errors import CommandError
 from boo_engine.ops.aten import NOT_RECORDED, SCALAR, SCALAR_LIST, TENSOR_LIST, TENSOR_TYPES, AtenSignature
@@ -58,7 +57,7 @@ def _literal_list(name: str, label: str, text: str) -> list:
     return value
 
 
-def _ints(name: str, label: str, i: int, value: Any, *, nested: bool = False) -> tuple:
+def _ints(name: str, label: str, i: int, value: object, *, nested: bool = False) -> tuple:
     """A shape/strides entry: a list of ints (a list of such lists for a TensorList)."""
     if not isinstance(value, (list, tuple)):
         raise _fail(name, f"{label} entry {i} is not a list: {value!r}"[:200])

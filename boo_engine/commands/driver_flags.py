@@ -17,6 +17,9 @@ from typing import Any
 
 from boo_engine.errors import CommandError
 
+#: a flag's value: an int, float or str by its kind; None for a flag not given whose default depends on others
+FlagValue = int | float | str | None
+
 
 @dataclass(frozen=True)
 class Flag:
@@ -26,7 +29,7 @@ class Flag:
     long: str
     short: str | None
     kind: str  # "int" | "float" | "str"
-    default: Any
+    default: FlagValue
 
 
 def show(token: str) -> str:
@@ -35,16 +38,20 @@ def show(token: str) -> str:
     return repr(text)
 
 
-def _convert(op: str, spelled: str, kind: str, raw: str) -> Any:
+def _int(op: str, spelled: str, raw: str) -> int:
+    if raw.isdigit() and raw.isascii() and len(raw) <= 18:   # the usual value: plain digits
+        return int(raw)
+    text = raw.strip()
+    # plain decimal integers only (int() would also take '1_000' and ' 7 ')
+    body = text[1:] if text[:1] in "+-" else text
+    if not body.isascii() or not body.isdigit() or len(body) > 18:
+        raise CommandError(f"{op}: {spelled} expects an integer, got {show(raw)}")
+    return int(text)
+
+
+def _convert(op: str, spelled: str, kind: str, raw: str) -> int | float | str:
     if kind == "int":
-        if raw.isdigit() and raw.isascii() and len(raw) <= 18:   # the usual value: plain digits
-            return int(raw)
-        text = raw.strip()
-        # plain decimal integers only (int() would also take '1_000' and ' 7 ')
-        body = text[1:] if text[:1] in "+-" else text
-        if not body.isascii() or not body.isdigit() or len(body) > 18:
-            raise CommandError(f"{op}: {spelled} expects an integer, got {show(raw)}")
-        return int(text)
+        return _int(op, spelled, raw)
     if kind == "float":
         try:
             value = float(raw)
@@ -64,7 +71,7 @@ class _Compiled:
     by_long: dict[str, Flag]
     by_short: dict[str, Flag]
     by_token: dict[str, Flag]
-    defaults: dict[str, Any]
+    defaults: dict[str, FlagValue]
 
 
 #: id(table) -> (the table, compiled): each op's table is compiled once, not on every command (200,000 distinct
@@ -93,7 +100,8 @@ def parse_flags(op: str, tokens: Sequence[str], table: Iterable[Flag]) -> tuple[
     """Parse `tokens` (the command without its op word) against `table`.
 
     Returns (values by long name with defaults filled in, the spelling the user typed for each given flag).
-    The spellings let later validation name the flag as the user wrote it.
+    The spellings let later validation name the flag as the user wrote it. Each value is a FlagValue of its
+    flag's kind (the op's parser, which made the table, reads its flags by name as the types it gave them).
     """
     compiled = _compile(table)
     by_long, by_short, by_token = compiled.by_long, compiled.by_short, compiled.by_token
@@ -279,7 +287,7 @@ def _flag_value(op: str, tokens: Sequence[str], i: int) -> tuple[str, str, int]:
 
 def _timing_value(op: str, name: str, which: str, raw: str) -> int:
     """The value of `--iter` (at least 1) or `--time` (0 or 1), checked."""
-    value = _convert(op, name, "int", raw)
+    value = _int(op, name, raw)
     if which == "iter":
         if value < 1:
             raise CommandError(f"{op}: {name} must be at least 1, got {value}")
@@ -294,7 +302,7 @@ def _driver_flag_value(op: str, name: str, flag: DriverFlag, raw: str) -> int | 
         if not raw.strip():
             raise CommandError(f"{op}: {name} expects a value")
         return None
-    value = _convert(op, name, "int", raw)
+    value = _int(op, name, raw)
     if value not in flag.values:
         raise CommandError(f"{op}: {name} expects {' or '.join(map(str, flag.values))}, got {value}")
     return value
