@@ -59,7 +59,10 @@ _WHERE: dict[str, str] = {
     "roof_cell": "boo_engine.markdown",
     "run_headless": "boo_engine.cli.headless",
     "run_kernels": "boo_engine.history",
+    "RunInfo": "boo_engine.store.queries",
     "RunRef": "boo_engine.history",
+    "RunRow": "boo_engine.store.queries",
+    "run_settings": "boo_engine.history.runs",
     "RunStatus": "boo_engine.results",
     "Session": "boo_engine.session",
     "SessionConfig": "boo_engine.session",
@@ -208,6 +211,9 @@ if TYPE_CHECKING:   # what each name is, for the type checker (`X as X`: re-expo
     from boo_engine.history import (
         run_kernels as run_kernels,
     )
+    from boo_engine.history.runs import (
+        run_settings as run_settings,
+    )
     from boo_engine.limits import (
         Peaks as Peaks,
     )
@@ -270,6 +276,12 @@ if TYPE_CHECKING:   # what each name is, for the type checker (`X as X`: re-expo
     )
     from boo_engine.store import (
         Store as Store,
+    )
+    from boo_engine.store.queries import (
+        RunInfo as RunInfo,
+    )
+    from boo_engine.store.queries import (
+        RunRow as RunRow,
     )
     from boo_engine.tune.events import (
         KernelTuned as KernelTuned,

@@ -19,17 +19,8 @@ from ..messages import Deferred
 T = TypeVar("T")
 
 
-def field_of(obj: Any, *names: str, default: Any = None) -> Any:
-    """The first present attribute or key among `names`: store rows may be dicts or dataclasses."""
-    for name in names:
-        if isinstance(obj, dict) and name in obj:
-            return obj[name]
-        if hasattr(obj, name):
-            return getattr(obj, name)
-    return default
-
-
-def fmt_time(value: Any) -> str:
+def fmt_time(value: str | float | None) -> str:
+    """A stored time (ISO 8601, UTC) or Unix seconds, to the second; "-" for none."""
     if isinstance(value, (int, float)) and value > 1e9:
         return _dt.datetime.fromtimestamp(value).strftime("%Y-%m-%d %H:%M:%S")
     if isinstance(value, str) and len(value) >= 19 and value[10] == "T":   # ISO 8601 from the store, UTC

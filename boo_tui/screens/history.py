@@ -3,7 +3,7 @@ each shows its host and CPU/GPU): open a run, mark two runs and compare them, se
 or open a tune to review its kernels and candidates."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -12,14 +12,14 @@ from textual.widgets import DataTable, Footer, Header, Static, TabbedContent, Ta
 
 from boo_engine.api import list_tunes
 
-from .base import WorkerScreen, field_of, fmt_time
+from .base import WorkerScreen, fmt_time
 from .run import RunScreen
 from .run_compare import RunCompareScreen
 from .trend import TrendScreen
 from .tune_review import TuneReviewScreen
 
 if TYPE_CHECKING:
-    from boo_engine.api import Store, TuneSummary
+    from boo_engine.api import RunRow, Store, TuneSummary
 
 TUNE_COLUMNS = [("tune", "tune"), ("started", "started"), ("status", "status"), ("target", "target"),
                 ("kernels", "kernels"), ("improved", "improved"), ("geomean", "geomean"), ("command", "command line")]
@@ -42,7 +42,7 @@ class HistoryScreen(WorkerScreen):
     def __init__(self, store: Store) -> None:
         super().__init__(id="history")
         self.store = store
-        self.runs: list[Any] = []
+        self.runs: list[RunRow] = []
         self.tunes: list[TuneSummary] = []
         self.marked: list[int] = []
 
@@ -75,22 +75,22 @@ class HistoryScreen(WorkerScreen):
         self._call_in_thread(lambda: list(self.store.list_runs()), then=self._show_runs)
         self._call_in_thread(lambda: list_tunes(self.store), then=self._show_tunes)
 
-    def _show_runs(self, runs: list[Any]) -> None:
-        self.runs = sorted(runs, key=lambda r: -(field_of(r, "run_id", "id", default=0) or 0))
+    def _show_runs(self, runs: list[RunRow]) -> None:
+        self.runs = sorted(runs, key=lambda r: -r["id"])
         table = self.query_one("#runs", DataTable)
         table.clear()
         for r in self.runs:
-            rid = int(field_of(r, "run_id", "id", default=0))
+            rid = r["id"]
             table.add_row(
                 Text("*" if rid in self.marked else " ", style="bold yellow"),
                 str(rid),
-                fmt_time(field_of(r, "started_at", "started")),
-                str(field_of(r, "status", default="-")),
-                str(field_of(r, "target", default="-")),
-                str(field_of(r, "host", default=None) or "-"),
-                str(field_of(r, "gpu", default=None) or field_of(r, "cpu", default=None) or "-"),
-                str(field_of(r, "n_results", "n_jobs", "total_jobs", default="-")),
-                str(field_of(r, "command_line", default="") or ""),
+                fmt_time(r["started_at"]),
+                r["status"],
+                str(r["target"]),
+                r["host"] or "-",
+                r["gpu"] or r["cpu"] or "-",
+                str(r["n_results"]),
+                r["command_line"] or "",
                 key=str(rid),
             )
         if not self.runs:
@@ -154,7 +154,7 @@ class HistoryScreen(WorkerScreen):
             self.marked = (self.marked + [rid])[-2:]
         table = self.query_one("#runs", DataTable)
         for r in self.runs:
-            k = str(field_of(r, "run_id", "id"))
+            k = str(r["id"])
             table.update_cell(k, "mark", Text("*" if int(k) in self.marked else " ", style="bold yellow"))
 
     def action_trend(self) -> None:

@@ -2,7 +2,7 @@
 measured by `boo-tui model`, where its time goes)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -14,10 +14,10 @@ from boo_engine.api import JobResult, defaults_label, format_us, machine_label
 from ..cells import fmt_gflops
 from ..detail import render_detail
 from ..run_model import JobView
-from .base import WorkerScreen, field_of, fmt_time
+from .base import WorkerScreen, fmt_time
 
 if TYPE_CHECKING:
-    from boo_engine.api import Store
+    from boo_engine.api import RunInfo, Store
 
 
 class RunScreen(WorkerScreen):
@@ -48,22 +48,22 @@ measured by `boo-tui model`, where its time goes)."""
             table.add_column(key, key=key)
         self._call_in_thread(self._load, then=self._show)
 
-    def _load(self) -> tuple[Any, list[JobResult]]:
-        info = None
+    def _load(self) -> tuple[RunInfo | None, list[JobResult]]:
+        info: RunInfo | None = None
         try:
             info = self.store.run_info(self.run_id)
         except Exception:  # noqa: BLE001 - the results matter more than the header line
             pass
         return info, list(self.store.load_results(self.run_id))
 
-    def _show(self, loaded: tuple[Any, list[JobResult]]) -> None:
+    def _show(self, loaded: tuple[RunInfo | None, list[JobResult]]) -> None:
         info, results = loaded
         if info:
-            env = field_of(info, "environment", default=None) or {}
-            where = [x for x in (machine_label(env), defaults_label(env)) if x] if isinstance(env, dict) else []
+            env = info["environment"] or {}
+            where = [x for x in (machine_label(env), defaults_label(env)) if x]
             self.query_one("#run-info", Static).update(
-                f"run {self.run_id}  started {fmt_time(field_of(info, 'started_at'))}  "
-                f"status {field_of(info, 'status', default='-')}  target {field_of(info, 'target', default='-')}  "
+                f"run {self.run_id}  started {fmt_time(info['started_at'])}  "
+                f"status {info['status']}  target {info['target']}  "
                 f"{len(results)} results" + "".join(f"\n{x}" for x in where))
         table = self.query_one(DataTable)
         self.results = list(results)

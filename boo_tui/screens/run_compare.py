@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -14,7 +14,6 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Header, Static
 
 from boo_engine.api import (
-    DEFAULT_MIN_EFFECT,
     VERDICT_MARK,
     Comparison,
     RunRef,
@@ -22,11 +21,12 @@ from boo_engine.api import (
     format_us,
     geomean,
     load_run,
+    run_settings,
     verdict_legend,
 )
 
 from ..cells import VERDICT_STYLE, command_cell
-from .base import WorkerScreen, field_of, ratio_text
+from .base import WorkerScreen, ratio_text
 
 if TYPE_CHECKING:
     from boo_engine.api import Store
@@ -43,15 +43,6 @@ class RunsCompared:
     differences: tuple[str, ...] = ()   # what differs between the runs' environments and settings
     #: per comparison, what each side carries beside its numbers (rounds, lost samples, load, flags): `A · B`
     evidence: dict[tuple[str, str, str], str] = field(default_factory=dict)
-
-
-def run_settings(info: Any) -> tuple[float, int]:
-    """(min_effect, seed) from a run's stored config (the defaults for runs that did not store them)."""
-    config = field_of(info, "config", default=None) or {}
-    min_effect = config.get("min_effect") if isinstance(config, dict) else None
-    seed = config.get("seed") if isinstance(config, dict) else None
-    return (float(min_effect) if min_effect is not None else DEFAULT_MIN_EFFECT,
-            int(seed) if seed is not None else 0)
 
 
 class RunCompareScreen(WorkerScreen):
