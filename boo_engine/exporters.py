@@ -193,6 +193,41 @@ def export_results(
                                      min_effect=min_effect, model=model))
 
 
+def export_csv_chunks(path: str | os.PathLike[str], chunks: Iterable[Sequence[JobResult]],
+                      compare: Callable[[Sequence[JobResult]], Comparisons],
+                      model: Callable[[list[JobResult], Comparisons], Sequence[ModelLine]]) -> None:
+    """A run too big to hold, as CSV (`render_csv`'s rows): read a chunk at a time (a command's results in one
+    chunk: `compare(chunk)` compares them), then the model lines of the weighted results, which alone are kept
+    (`model(weighted, their comparisons)`)."""
+    p = check_export_path(path, formats=(".csv",))
+
+    def rows() -> Iterator[list[str]]:
+        weighted: list[JobResult] = []
+        compared: dict[tuple[str, str, str], Comparison] = {}
+        for chunk in chunks:
+            comparisons = compare(chunk)
+            vs_torch = torch_ratios(chunk)
+            for r in chunk:
+                rec = _result_record(r, comparisons, vs_torch)
+                yield [csv_cell(rec[k]) for k in CSV_COLUMNS]
+            kept = [r for r in chunk if r.calls is not None]
+            weighted += kept
+            commands = {r.command for r in kept}
+            compared.update({k: c for k, c in comparisons.items() if k[1] in commands})
+        lines = model(weighted, compared) if weighted else ()
+        yield from ([csv_cell(rec[k]) for k in CSV_COLUMNS] for rec in map(_model_record, lines))
+
+    def write(f: IO[bytes]) -> None:
+        text = io.TextIOWrapper(f, encoding="utf-8", newline="")
+        w = csv.writer(text, lineterminator="\n")
+        w.writerow(CSV_COLUMNS)
+        w.writerows(rows())
+        text.flush()
+        text.detach()
+
+    write_atomic(p, write)
+
+
 # --- CSV -----------------------------------------------------------------------------------------------------
 
 def csv_cell(v: CsvValue) -> str:

@@ -37,6 +37,7 @@ from .plan import Plan
 from .recording import RunRecorder, store_halt_reason
 from .runner import Runner
 from .setup import join_cluster, run_environment, session_target, tuned_lookup
+from .spool import Spool
 from .state import Listener, SessionState, collector_paused, release_frozen
 
 if TYPE_CHECKING:
@@ -103,6 +104,9 @@ class Session:
         self._finalizer = Finalizer(self._state, self._recorder, self.config, self.target)
         self._runner = Runner(self._state, self._recorder, self.target, self.compile_stage, self._measuring,
                               self._finalizer)
+        #: a run too big to hold: its jobs in the database, measured a window at a time (spool.py)
+        self.spool = Spool(self._state, self._recorder, self._intake, self.environment, self._measuring,
+                           self._runner)
 
     @property
     def failure(self) -> str | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from .. import events as ev
-from ..commands import iter_commands_file, looks_like_commands_file, parse_invocation, split_words
+from ..commands import Command, iter_commands_file, looks_like_commands_file, parse_invocation, split_words
 from ..commands.driver_flags import ignored_flags_note
 from ..config import SessionConfig
 from ..errors import BooError, CommandError, elide
@@ -56,6 +56,11 @@ class Intake:
 
     def add_command(self, text: str | Sequence[str], *, source: str | None = None) -> list[JobResult]:
         """One command string; raises CommandError (one line) when it does not parse."""
+        return self.add_entry(InputEntry.from_command(self.parse(text), source))
+
+    def parse(self, text: str | Sequence[str]) -> Command:
+        """A command string (or its words) with the session's extra arguments; CommandError when it does not
+        parse."""
         if isinstance(text, str):
             try:
                 tokens = split_words(text)
@@ -63,8 +68,7 @@ class Intake:
                 raise CommandError(f"cannot split command {elide(text)!r}: {e}") from None
         else:
             tokens = list(text)
-        command = parse_invocation(tokens + list(self._config.extra_args))
-        return self.add_entry(InputEntry.from_command(command, source))
+        return parse_invocation(tokens + list(self._config.extra_args))
 
     def add_resumed_commands(self) -> list[JobResult]:
         """`--resume` given no inputs: the resumed run's own commands, as recorded with it, on its backends,

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..commands import Command, CommandLine
-from ..results import FAILED, IREE, NO_BACKEND, NO_VARIANT, QUEUED, TORCH, Backend, JobResult
+from ..results import FAILED, FINAL_STATUSES, IREE, NO_BACKEND, NO_VARIANT, QUEUED, TORCH, Backend, JobResult
 from ..variants import BASELINE, Variant
 
 if TYPE_CHECKING:  # the pool module starts processes; the plan only names its type
@@ -151,6 +151,11 @@ class Plan:
         self._copies: dict[str, int] = {}
         self._func_names: dict[int, tuple[Command, str]] = {}   # id(command) -> (command, its func_name)
         self._ops: dict[str, str] = {}   # the first word of bad lines: 200,000 of them held ~50 bytes each
+        #: jobs dropped from memory with a final status (`forget`: a spooled run's, stored first), by status
+        self.retired: dict[str, int] = {}
+        #: the ids of jobs dropped from memory, as the int of their 12 hex digits (a copy's suffix is in _copies):
+        #: a line given again still gets an id of its own. ~60 bytes a job: what a spooled run keeps of each
+        self._taken: set[int] = set()
 
     def add_entry(self, entry: InputEntry, variants: Iterable[Variant]) -> list[JobResult]:
         """The jobs of one entry: its (variant, backend) pairs, or one FAILED job for a bad entry."""
@@ -196,11 +201,44 @@ class Plan:
             if job.future is not None:
                 job.future.cancel()
 
+    @property
+    def total(self) -> int:
+        """Jobs held, and dropped with a final status."""
+        return len(self.jobs) + sum(self.retired.values())
+
+    def forget(self, job_ids: Iterable[str]) -> list[JobResult]:
+        """Drop stored jobs from memory (a spooled run: session/spool.py): a final one is counted in `retired`, a
+        queued one comes back when its window is read from the database (`adopt`). Their ids stay taken."""
+        dropped = []
+        for job_id in job_ids:
+            result = self.jobs.pop(job_id, None)
+            if result is None:
+                continue
+            del self.planned[job_id]
+            if result.status in FINAL_STATUSES:
+                self.retired[result.status] = self.retired.get(result.status, 0) + 1
+            self._taken.add(int(job_id[:12], 16))
+            dropped.append(result)
+        return dropped
+
+    def adopt(self, job_id: str, entry: InputEntry, variant: Variant, backend: Backend) -> JobResult:
+        """A queued job of a spooled run, read back from its stored row: held again, under its own id (FAILED,
+        saying `entry.error`, when its command no longer plans)."""
+        if entry.command is not None:
+            return self._hold(job_id, entry, entry.command, variant, backend, self._func_name(entry.command),
+                              stored=True)
+        result = JobResult(job_id=job_id, command=entry.text, func_name="", op="", variant=variant.name,
+                           target=self.target, backend=backend, status=FAILED, error=entry.error,
+                           source=entry.source, calls=entry.calls, share=entry.share, captured_us=entry.captured_us)
+        self.jobs[job_id] = result
+        self.planned[job_id] = PlannedJob(command=None, variant=variant, backend=backend, iters=0, stored=True)
+        return result
+
     def _new_id(self, text: str, variant: str, backend: str) -> str:
-        """`job_id(...)` given the jobs so far (jobs are never removed, so the first free suffix follows the last
-        one taken)."""
+        """`job_id(...)` given the jobs so far (jobs are never removed, or their ids are `_taken`, so the first free
+        suffix follows the last one taken)."""
         base = job_id(text, variant, backend, self.target)
-        if base not in self.jobs:
+        if base not in self.jobs and not (self._taken and int(base, 16) in self._taken):
             return base
         n = self._copies.get(base, 1) + 1
         while f"{base}-{n}" in self.jobs:
@@ -226,6 +264,10 @@ class Plan:
         result = self.resumed.get(new_id)
         if result is not None and entry.calls is not None:   # the weights given now win over the stored ones
             result.calls, result.share, result.captured_us = entry.calls, entry.share, entry.captured_us
+        return self._hold(new_id, entry, command, variant, backend, func_name, result=result)
+
+    def _hold(self, new_id: str, entry: InputEntry, command: Command, variant: Variant, backend: Backend,
+              func_name: str, *, result: JobResult | None = None, stored: bool | None = None) -> JobResult:
         if result is None:
             result = JobResult(
                 job_id=new_id, command=entry.text, func_name=func_name, op=command.signature.op, variant=variant.name,
@@ -233,8 +275,8 @@ class Plan:
                 calls=entry.calls, share=entry.share, captured_us=entry.captured_us,
             )
         self.jobs[new_id] = result
-        self.planned[new_id] = PlannedJob(
-            command=command, variant=variant, backend=backend, iters=self.iters or command.iters or DEFAULT_ITERS)
+        self.planned[new_id] = PlannedJob(command=command, variant=variant, backend=backend,
+                                          iters=self.iters or command.iters or DEFAULT_ITERS, stored=stored)
         return result
 
     def _add_failed(self, entry: InputEntry) -> JobResult:

@@ -125,7 +125,7 @@ class RunRecorder:
         if interrupted:
             return RunStatus.INTERRUPTED
         ok, failed = self._state.counts()
-        if not self._config.trials and ok + failed < len(self._state.jobs):
+        if not self._config.trials and ok + failed < self._state.plan.total:
             return RunStatus.INTERRUPTED
         if self._config.trials and failed:   # a tune that exited 0 was stored `failed` for 2 pruned candidates
             with self._state.lock:
@@ -206,6 +206,11 @@ class RunRecorder:
         if fresh:
             self.store.record_new(self.run_id, fresh, commands)
 
+    def forget_commands(self) -> None:
+        """The commands registered so far are not remembered (a spooled run: one may be registered again, which
+        changes nothing, rather than every command's text held)."""
+        self._registered_commands.clear()
+
     def interrupt_unfinished(self) -> None:
         """The session stops: every job not final yet ends INTERRUPTED, saying why (the caller holds the state
         lock)."""
@@ -229,7 +234,7 @@ class RunRecorder:
             result.error = error
             result.finished_at = now
             self._state.emit(ev.JobFinished(job_id=result.job_id, result=result))
-        if results and self.run_id is not None:
+        if (results or self._state.spooled) and self.run_id is not None:   # (spooled: rows not held say queued)
             self.store.finish_queued(self.run_id, status, error, now)
 
     def finish(self, result: JobResult, status: Status, *, error: str | None = None) -> None:

@@ -113,7 +113,7 @@ class Runner:
     def _finish_run_if_idle(self) -> None:
         """Mark the run done/failed in the DB whenever the session goes idle (a later start reopens it)."""
         state = self._state
-        if self._recorder.run_id is None or state.stop.is_set():
+        if self._recorder.run_id is None or state.stop.is_set() or state.spooling:
             return
         with state.lock:
             if state.queued or state.active or state.idle_reported:

@@ -85,6 +85,10 @@ class SessionState:
         # that a stale cancel never stops the next one.
         self.in_flight: dict[str, threading.Event] = {}
         self.idle_reported = False           # the run was marked finished since the last batch
+        #: some of the run's jobs are only in the database (session/spool.py): a stop ends their rows there
+        self.spooled = False
+        #: more of them wait to be read back and measured: going idle between two windows does not end the run
+        self.spooling = False
         # Why the run stopped by itself (the results database cannot be written, nothing can be compiled into
         # the cache): one line for the front ends. Once set, nothing more is measured or started.
         self.halted: str | None = None
@@ -117,8 +121,8 @@ class SessionState:
     def counts(self) -> tuple[int, int]:
         """(done, failed) jobs so far."""
         with self.lock:
-            ok = sum(1 for r in self.jobs.values() if r.status == DONE)
-            failed = sum(1 for r in self.jobs.values() if r.status == FAILED)
+            ok = sum(1 for r in self.jobs.values() if r.status == DONE) + self.plan.retired.get(DONE, 0)
+            failed = sum(1 for r in self.jobs.values() if r.status == FAILED) + self.plan.retired.get(FAILED, 0)
         return ok, failed
 
     def halt(self, line: str, reason: str, *, store_broken: bool = True) -> bool:

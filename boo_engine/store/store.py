@@ -241,6 +241,11 @@ class Store:
         finally:
             conn.close()
 
+    def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """`fn` on a connection of its own (any thread), its errors as StoreError: e.g. `store.stream`'s chunks."""
+        with self._reader() as conn:
+            return fn(conn)
+
     def list_runs(self, limit: int = 50) -> list[queries.RunRow]:
         """Newest first: run columns plus host, n_results, ok (done) and failed counts."""
         with self._reader() as conn:

@@ -1,0 +1,66 @@
+"""A run read back a chunk at a time, in the order its rows were stored (`results.id`).
+
+What a run too big to hold in memory (session/spool.py) is measured and exported from: its queued jobs come back
+a window at a time to be measured (`queued_rows`), and its results a chunk at a time to be exported
+(`result_chunk`). Each read is one indexed query (`idx_results_status` for the queued ones, the primary key for
+the rest) on the caller's connection.
+"""
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+
+from ..results import QUEUED, JobResult
+from .queries import RESULT_SELECT
+from .rows import job_result_from_row
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedRow:
+    """A stored job that has not run: enough to plan it again under its own id."""
+
+    row_id: int
+    job_id: str
+    command: str
+    variant: str
+    backend: str
+    source: str | None
+    calls: int | None
+    share: float | None
+    captured_us: float | None
+
+
+_QUEUED = """
+SELECT r.id, r.job_id, c.text, v.name, r.backend, r.source, r.calls, r.share, r.captured_us
+FROM results r
+JOIN commands c ON c.id = r.command_id
+JOIN variants v ON v.id = r.variant_id
+WHERE r.run_id = ? AND r.status = ? AND r.id > ?
+ORDER BY r.id
+LIMIT ?
+"""
+
+_CHUNK = RESULT_SELECT.replace("WHERE r.run_id = ?", "WHERE r.run_id = ? AND r.id > ?") + "LIMIT ?"
+
+
+def queued_rows(conn: sqlite3.Connection, run_id: int, after: int, limit: int) -> list[QueuedRow]:
+    """Up to `limit` of the run's queued jobs stored after row `after`, in order."""
+    return [QueuedRow(*row) for row in conn.execute(_QUEUED, (run_id, QUEUED, after, limit))]
+
+
+def result_chunk(conn: sqlite3.Connection, run_id: int, after: int, limit: int) -> list[tuple[int, JobResult]]:
+    """Up to `limit` of the run's results stored after row `after`, in order, each rebuilt completely (samples
+    included) with its row id."""
+    rows = conn.execute(_CHUNK, (run_id, after, limit)).fetchall()
+    if not rows:
+        return []
+    samples: dict[int, list[float]] = {}
+    cpu: dict[int, list[float]] = {}
+    cur = conn.execute("SELECT s.result_id, s.latency_us, s.cpu_us FROM samples s JOIN results r ON r.id = s.result_id"
+                       " WHERE r.run_id = ? AND s.result_id BETWEEN ? AND ? ORDER BY s.result_id, s.idx",
+                       (run_id, rows[0]["id"], rows[-1]["id"]))
+    for result_id, latency, cpu_us in cur:
+        samples.setdefault(result_id, []).append(latency)
+        if cpu_us is not None:
+            cpu.setdefault(result_id, []).append(cpu_us)
+    return [(r["id"], job_result_from_row(dict(r), samples.get(r["id"], []), cpu.get(r["id"]))) for r in rows]
