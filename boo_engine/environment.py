@@ -16,13 +16,22 @@ import socket
 import subprocess
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 from . import iree_tools
 from .cpu_defaults.machine import host_cpu
 
 PROBE_TIMEOUT_S = 2.0
 T = TypeVar("T")
+
+
+class GpuInfo(TypedDict):
+    """The first GPU (`gpu_info`): its name, architecture (sm_90, gfx942), driver version and how many there are."""
+
+    name: str | None
+    arch: str | None
+    driver: str | None
+    count: int
 
 
 def collect_environment(target_name: str, *, compiler_version: str | None = None,
@@ -58,11 +67,11 @@ def collect_environment(target_name: str, *, compiler_version: str | None = None
         env[key] = _safe(probe)
     if per_op_defaults is not None:
         env["per_op_defaults"] = per_op_defaults
-    gpu = _safe(_gpu_info) or {}
-    env["gpu"] = gpu.get("name")
-    env["gpu_arch"] = gpu.get("arch")
-    env["driver"] = gpu.get("driver")
-    env["gpu_count"] = gpu.get("count")
+    gpu = _safe(_gpu_info)
+    env["gpu"] = gpu["name"] if gpu else None
+    env["gpu_arch"] = gpu["arch"] if gpu else None
+    env["driver"] = gpu["driver"] if gpu else None
+    env["gpu_count"] = gpu["count"] if gpu else None
     return env
 
 
@@ -193,18 +202,18 @@ def _tool_version() -> str:
     return __version__
 
 
-def gpu_info() -> dict[str, Any] | None:
+def gpu_info() -> GpuInfo | None:
     """The first GPU: {"name", "arch", "driver", "count"} from nvidia-smi or rocminfo (asked once per process);
     None without one."""
     return _safe(_gpu_info)
 
 
 @functools.cache
-def _gpu_info() -> dict[str, Any] | None:
+def _gpu_info() -> GpuInfo | None:
     return _nvidia_gpu() or _amd_gpu()
 
 
-def _nvidia_gpu() -> dict[str, Any] | None:
+def _nvidia_gpu() -> GpuInfo | None:
     out = _run(["nvidia-smi", "--query-gpu=name,driver_version,compute_cap", "--format=csv,noheader"])
     if not out:
         return None
@@ -213,10 +222,10 @@ def _nvidia_gpu() -> dict[str, Any] | None:
         return None
     name, driver, cap = (rows[0] + [None, None, None])[:3]
     arch = f"sm_{cap.replace('.', '')}" if cap else None
-    return {"name": name, "driver": driver, "arch": arch, "count": len(rows)}
+    return GpuInfo(name=name, driver=driver, arch=arch, count=len(rows))
 
 
-def _amd_gpu() -> dict[str, Any] | None:
+def _amd_gpu() -> GpuInfo | None:
     out = _run(["rocminfo"])
     if not out:
         return None
@@ -231,7 +240,7 @@ def _amd_gpu() -> dict[str, Any] | None:
             names.append(fields.get("Marketing Name") or fields.get("Name"))
     if not archs:
         return None
-    return {"name": names[0], "arch": archs[0], "driver": _amd_driver(), "count": len(archs)}
+    return GpuInfo(name=names[0], arch=archs[0], driver=_amd_driver(), count=len(archs))
 
 
 def _amd_driver() -> str | None:

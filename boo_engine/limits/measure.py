@@ -22,10 +22,11 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Unpack
 
 from ..bench.harness import measure
 from ..targets import Target, parse_target
+from .records import Candidate, CandidateExtras, Measurement
 from .theory import DTYPES, cpu_stream_bytes
 
 _GEMM_OP = {"float32": "gemm", "float16": "gemmfp16", "bfloat16": "gemmbfp16"}
@@ -43,7 +44,7 @@ def _best_us(call: Callable[[], object], sync: Callable[[], object] | None) -> f
 
 
 def _candidate(kind: str, dtype: str | None, work: float, best_us: float, source: str,
-               **details: Any) -> dict[str, Any]:
+               **details: Unpack[CandidateExtras]) -> Candidate:
     """One measured candidate: `work` flops (compute) or bytes (bandwidth) per call; value in GFLOP/s or GB/s."""
     return {"kind": kind, "dtype": dtype, "value": work / best_us / 1e3, "source": source,
             "best_us": best_us, **details}
@@ -53,11 +54,11 @@ def iree_gemm_sizes(target: Target) -> tuple[int, ...]:
     return (512, 1024) if target.kind == "cpu" else (4096, 8192)
 
 
-def _iree_matmuls(target: Target, dtype: str, device: str, errors: list[str]) -> list[dict[str, Any]]:
+def _iree_matmuls(target: Target, dtype: str, device: str, errors: list[str]) -> list[Candidate]:
     from .. import parse_command
     from ..runtime.launchable import get_launchable
 
-    out = []
+    out: list[Candidate] = []
     for n in iree_gemm_sizes(target):
         try:
             sig = parse_command(f"{_GEMM_OP[dtype]} --a_w {n} --a_h {n} --b_w {n}")
@@ -71,7 +72,9 @@ def _iree_matmuls(target: Target, dtype: str, device: str, errors: list[str]) ->
     return out
 
 
-def _torch_matmul(torch: Any, dtype: str, device: str, sync: Callable[[], object] | None) -> dict[str, Any]:
+def _torch_matmul(dtype: str, device: str, sync: Callable[[], object] | None) -> Candidate:
+    import torch  # measure_peaks imported it
+
     tdt = getattr(torch, dtype)
     if device == "cpu":
         # one probe call at 256 sets the size: ~30 ms a call, 256..2048 (f16 on a CPU without fp16 units runs
@@ -89,8 +92,9 @@ def _torch_matmul(torch: Any, dtype: str, device: str, sync: Callable[[], object
     return _candidate("compute", dtype, 2 * n ** 3, med, f"torch.matmul {n}^3", size=n)
 
 
-def _bandwidth(torch: Any, target: Target, device: str, sync: Callable[[], object] | None,
-               errors: list[str]) -> list[dict[str, Any]]:
+def _bandwidth(target: Target, device: str, sync: Callable[[], object] | None, errors: list[str]) -> list[Candidate]:
+    import torch  # measure_peaks imported it
+
     nbytes = cpu_stream_bytes() if device == "cpu" else 1 << 30
     n = nbytes // 4
     out = []
@@ -115,7 +119,7 @@ def _bandwidth(torch: Any, target: Target, device: str, sync: Callable[[], objec
     return out
 
 
-def measure_peaks(target: Target | str = "cpu", threads: int = 1) -> dict[str, Any]:
+def measure_peaks(target: Target | str = "cpu", threads: int = 1) -> Measurement:
     """Measure every candidate in this process: {"candidates": [...], "errors": [...], "seconds": s, ...}.
     Imports torch and sets its thread count: run it in a process of its own (`measure_in_child`)."""
     t0 = time.perf_counter()
@@ -128,16 +132,16 @@ def measure_peaks(target: Target | str = "cpu", threads: int = 1) -> dict[str, A
         device, sync = "cpu", None
     else:
         device, sync = "cuda", torch.cuda.synchronize   # ROCm's torch calls its GPUs "cuda" too
-    candidates: list[dict[str, Any]] = []
+    candidates: list[Candidate] = []
     errors: list[str] = []
     with torch.no_grad():
         for dtype in DTYPES:
             candidates += _iree_matmuls(target, dtype, device, errors)
             try:
-                candidates.append(_torch_matmul(torch, dtype, device, sync))
+                candidates.append(_torch_matmul(dtype, device, sync))
             except Exception as e:  # noqa: BLE001
                 errors.append(f"torch.matmul {dtype}: {(str(e).splitlines() or [repr(e)])[0]}")
-        candidates += _bandwidth(torch, target, device, sync, errors)
+        candidates += _bandwidth(target, device, sync, errors)
     return {"candidates": candidates, "errors": errors, "seconds": time.perf_counter() - t0,
             "threads": threads, "target": target.name}
 

@@ -26,6 +26,7 @@ from .. import locations
 from ..errors import BooError
 from ..fsutil import atomic_write
 from ..targets import Target, parse_target
+from .records import Candidate, CandidateFigure, Measurement, PeakDetails, PeakRow
 from .theory import DTYPES, Theory, cpu_theory, gpu_theory
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ class Peak:
     value: float
     source: str
     theoretical: float | None = None
-    details: dict[str, Any] = field(default_factory=dict)
+    details: PeakDetails = field(default_factory=PeakDetails)
 
     @property
     def pct_of_theoretical(self) -> float | None:
@@ -80,7 +81,7 @@ class Peaks:
     def bandwidth(self) -> Peak | None:
         return next((p for p in self.entries if p.kind == "bandwidth"), None)
 
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self) -> list[PeakRow]:
         """The `peaks` table rows."""
         return [{"machine_key": self.machine_key, "target": self.target, "measured_at": self.measured_at,
                  "kind": p.kind, "dtype": p.dtype, "value": p.value, "source": p.source,
@@ -88,7 +89,8 @@ class Peaks:
                  "details": {**p.details, "threads": self.threads, "basis": self.basis, "seconds": self.seconds}}
                 for p in self.entries]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
+        """The peaks as the per-machine file keeps them (JSON-able)."""
         return dataclasses.asdict(self)
 
     @classmethod
@@ -97,11 +99,10 @@ class Peaks:
         return cls(**{**d, "entries": entries, "how": how})
 
     @classmethod
-    def from_rows(cls, rows: list[dict[str, Any]], threads: int) -> Peaks:
-        details = rows[0].get("details") or {}
+    def from_rows(cls, rows: list[PeakRow], threads: int) -> Peaks:
+        details = rows[0].get("details") or PeakDetails()
         entries = tuple(Peak(r["kind"], r["dtype"], r["value"], r["source"] or "", r["theoretical"],
-                             {k: v for k, v in (r.get("details") or {}).items()
-                              if k not in ("threads", "basis", "seconds")})
+                             _peak_details(r.get("details")))
                         for r in sorted(rows, key=_order))
         return cls(rows[0]["machine_key"], rows[0]["target"], threads, max(r["measured_at"] for r in rows),
                    entries, "database", details.get("seconds"), details.get("basis") or "")
@@ -114,9 +115,22 @@ class Peaks:
         return dataclasses.replace(self, entries=entries, measured_at=_now())
 
 
-def _order(r: dict[str, Any]) -> tuple[int, int]:
-    dt = r["dtype"]
-    return (r["kind"] != "compute", DTYPES.index(dt) if dt in DTYPES else len(DTYPES))
+def _order(r: PeakRow) -> tuple[int, int]:
+    return _kind_order(r["kind"], r["dtype"])
+
+
+def _kind_order(kind: str, dtype: str | None) -> tuple[int, int]:
+    """compute first, by DTYPES; then bandwidth"""
+    return (kind != "compute", DTYPES.index(dtype) if dtype in DTYPES else len(DTYPES))
+
+
+def _peak_details(stored: PeakDetails | None) -> PeakDetails:
+    """A stored row's details less what `Peaks.rows` added of the whole measurement (threads, basis, seconds)."""
+    details = stored.copy() if stored else PeakDetails()
+    details.pop("threads", None)
+    details.pop("basis", None)
+    details.pop("seconds", None)
+    return details
 
 
 def _now() -> str:
@@ -151,8 +165,9 @@ def machine_key(target: Target | str, threads: int = 1) -> str:
     else:
         from ..environment import gpu_info
 
-        g = gpu_info() or {}
-        device = f"{t.name} {g.get('name') or 'unknown GPU'} {g.get('arch') or ''} driver {g.get('driver') or '?'}"
+        g = gpu_info()
+        name, arch, driver = (g["name"], g["arch"], g["driver"]) if g else (None, None, None)
+        device = f"{t.name} {name or 'unknown GPU'} {arch or ''} driver {driver or '?'}"
     return (f"{device} | iree-compiler {_version('iree-base-compiler')} | torch {_version('torch')}"
             f" | {MEASURE_METHOD}")
 
@@ -166,11 +181,11 @@ def theory_for(target: Target | str, threads: int = 1) -> Theory:
         return cpu_theory(cpu.name, cpu.features, threads)
     from ..environment import gpu_info
 
-    g = gpu_info() or {}
-    return gpu_theory(g.get("name"), g.get("arch") or t.arch)
+    g = gpu_info()
+    return gpu_theory(g["name"] if g else None, (g["arch"] if g else None) or t.arch)
 
 
-def measure_in_child(target: Target | str, threads: int = 1, timeout_s: float = MEASURE_TIMEOUT_S) -> dict[str, Any]:
+def measure_in_child(target: Target | str, threads: int = 1, timeout_s: float = MEASURE_TIMEOUT_S) -> Measurement:
     """`measure.measure_peaks` in a process of its own; its JSON answer. Raises PeakError."""
     global measurements
     measurements += 1
@@ -185,24 +200,27 @@ def measure_in_child(target: Target | str, threads: int = 1, timeout_s: float = 
     if proc.returncode != 0 or not lines:
         last = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
         raise PeakError(f"measuring the peaks failed: {last}")
-    return dict(json.loads(lines[-1]))
+    answer: Measurement = json.loads(lines[-1])   # a line that starts with '{' is an object
+    return answer
 
 
-def build_peaks(raw: dict[str, Any], target: Target | str, threads: int, key: str) -> Peaks:
+def build_peaks(raw: Measurement, target: Target | str, threads: int, key: str) -> Peaks:
     """The best candidate of each kind and dtype, with the theoretical figure beside it."""
     theory = theory_for(target, threads)
-    best: dict[tuple[str, str | None], dict[str, Any]] = {}
+    best: dict[tuple[str, str | None], Candidate] = {}
     for c in raw["candidates"]:
         k = (c["kind"], c["dtype"])
         if k not in best or c["value"] > best[k]["value"]:
             best[k] = c
     entries = []
-    for (kind, dtype), c in sorted(best.items(), key=lambda kv: _order({"kind": kv[0][0], "dtype": kv[0][1]})):
-        others = [{"source": o["source"], "value": o["value"]} for o in raw["candidates"]
+    for (kind, dtype), c in sorted(best.items(), key=lambda kv: _kind_order(*kv[0])):
+        others = [CandidateFigure(source=o["source"], value=o["value"]) for o in raw["candidates"]
                   if (o["kind"], o["dtype"]) == (kind, dtype)]
         theo = theory.compute.get(dtype or "") if kind == "compute" else theory.bandwidth
-        entries.append(Peak(kind, dtype, float(c["value"]), c["source"], theo,
-                            {"candidates": others, **({"errors": raw["errors"]} if raw.get("errors") else {})}))
+        details = PeakDetails(candidates=others)
+        if raw.get("errors"):
+            details["errors"] = raw["errors"]
+        entries.append(Peak(kind, dtype, float(c["value"]), c["source"], theo, details))
     if not any(p.kind == "bandwidth" for p in entries) or not any(p.kind == "compute" for p in entries):
         raise PeakError("measuring the peaks gave no " + ("compute" if entries else "") + " result: "
                         + "; ".join(raw.get("errors") or ["no candidate ran"]))

@@ -14,7 +14,7 @@ fp16 gemm, an f32 bmm and a relu).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from ..hostcpu import last_level_cache_bytes
 from .peaks import PeakError, Peaks, get_peaks, take_notices
@@ -152,7 +152,27 @@ def above_peak_reason(result: JobResult, flops: float, bytes_: float, dtype_name
             f"measures again)")
 
 
-def describe(peaks: Peaks) -> dict[str, Any]:
+class PeakFacts(TypedDict):
+    kind: str
+    dtype: str | None
+    value: float
+    source: str
+    theoretical: float | None
+
+
+class PeaksFacts(TypedDict):
+    """A machine's peaks as `describe` gives them."""
+
+    machine_key: str
+    target: str
+    threads: int
+    measured_at: str
+    how: str
+    basis: str
+    peaks: list[PeakFacts]
+
+
+def describe(peaks: Peaks) -> PeaksFacts:
     """The peaks as JSON-able facts (exports, the dashboard)."""
     return {"machine_key": peaks.machine_key, "target": peaks.target, "threads": peaks.threads,
             "measured_at": peaks.measured_at, "how": peaks.how, "basis": peaks.basis,

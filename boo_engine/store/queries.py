@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from ..limits.records import PeakRow
 from ..results import DONE, FAILED, JobResult
 from .owner import RunOwner, effective_status, owner_of
 from .rows import job_result_from_row, loads
@@ -138,20 +139,21 @@ def last_run_id(conn: sqlite3.Connection) -> int | None:
 _PEAK_COLUMNS = ("machine_key", "target", "measured_at", "kind", "dtype", "value", "source", "theoretical", "details")
 
 
-def peaks(conn: sqlite3.Connection, machine_key: str, target: str) -> list[dict[str, Any]]:
+def peaks(conn: sqlite3.Connection, machine_key: str, target: str) -> list[PeakRow]:
     """The newest row of each (kind, dtype) stored for the machine: a raised peak is a newer row than the one
     it replaces."""
     rows = conn.execute(
         "SELECT * FROM peaks WHERE machine_key = ? AND target = ? ORDER BY id DESC", (machine_key, target)).fetchall()
-    newest: dict[tuple[str, str | None], dict[str, Any]] = {}
+    newest: dict[tuple[str, str | None], PeakRow] = {}
     for r in rows:
-        d = dict(r)
-        d["details"] = loads(d["details"])
+        d = PeakRow(id=r["id"], machine_key=r["machine_key"], target=r["target"], environment_id=r["environment_id"],
+                    measured_at=r["measured_at"], kind=r["kind"], dtype=r["dtype"], value=r["value"],
+                    source=r["source"], theoretical=r["theoretical"], details=loads(r["details"]))
         newest.setdefault((d["kind"], d["dtype"]), d)
     return list(newest.values())
 
 
-def insert_peaks(conn: sqlite3.Connection, rows: list[dict[str, Any]], run_id: int | None) -> None:
+def insert_peaks(conn: sqlite3.Connection, rows: list[PeakRow], run_id: int | None) -> None:
     import json
 
     env_id = None
