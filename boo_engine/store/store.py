@@ -279,13 +279,13 @@ class Store:
         with self._reader() as conn:
             return queries.last_run_id(conn)
 
-    def peaks(self, machine_key: str, target: str) -> list[dict[str, Any]]:
+    def peaks(self, machine_key: str, target: str) -> list[queries.PeakRow]:
         """The newest stored peaks of a machine (`limits/`): one row per kind and dtype, from its latest
         measurement (or raise); [] when none."""
         with self._reader() as conn:
             return queries.peaks(conn, machine_key, target)
 
-    def save_peaks(self, rows: list[dict[str, Any]], run_id: int | None = None) -> None:
+    def save_peaks(self, rows: list[queries.PeakRow], run_id: int | None = None) -> None:
         """Store a machine's peaks (rows of the `peaks` table; `run_id`'s environment recorded with them), on
         the writer thread, and wait until they are written."""
         self.execute("peaks", lambda conn: queries.insert_peaks(conn, rows, run_id))
