@@ -6,13 +6,17 @@ import shlex
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 
 from boo_engine.api import TORCH, Comparison, JobResult, Status, Verdict, format_us, roof_cell, verdict_words
 
 from .run_model import JobView, RunModel, shape_label
+from .table_lines import Cell
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsRichComparison
 
 #: "#" numbers the commands in the order they were added and "shape" says what each one computes, so rows can be
 #: told apart at a glance; then the answer (median, the ratio vs the baseline with its verdict, numerics, noise),
@@ -131,7 +135,7 @@ def roof_text(r: JobResult) -> Text:
     return Text(roof_cell(r), style="yellow" if r.pct_roofline > 100 else "")
 
 
-def row_cells(model: RunModel, view: JobView) -> dict[str, Any]:
+def row_cells(model: RunModel, view: JobView) -> dict[str, Cell]:
     r = view.result
     st = r.stats
     numerics = Text("-", style="dim")
@@ -278,7 +282,7 @@ _NUMERIC_KEYS: dict[str, Callable[[RunModel, JobView], float | None]] = {
     "roof": lambda m, v: v.result.pct_roofline,
     "vs_base": _vs_base,
 }
-_OTHER_KEYS: dict[str, Callable[[RunModel, JobView], Any]] = {
+_OTHER_KEYS: dict[str, Callable[[RunModel, JobView], SupportsRichComparison]] = {
     "cmd": lambda m, v: m.command_index.get(v.result.command, 0),
     "status": lambda m, v: _STATUS_ORDER.get(v.status, 99),
     "shape": lambda m, v: (v.result.op, shape_label(v.result.command)),
@@ -288,7 +292,7 @@ _OTHER_KEYS: dict[str, Callable[[RunModel, JobView], Any]] = {
 _TEXT_KEYS = {"op": "op", "kernel": "func_name", "variant": "variant", "backend": "backend", "device": "where"}
 
 
-def sort_key(model: RunModel, column: str) -> Callable[[JobView], Any]:
+def sort_key(model: RunModel, column: str) -> Callable[[JobView], SupportsRichComparison]:
     """A key that sorts missing values last whatever the column."""
     numeric, other, attr = _NUMERIC_KEYS.get(column), _OTHER_KEYS.get(column), _TEXT_KEYS.get(column)
     if numeric is not None:
@@ -311,5 +315,5 @@ def ordered(model: RunModel, flt: Filter, sort_by: str | None, reverse: bool) ->
     return out
 
 
-def _missing(key: Any) -> bool:
+def _missing(key: SupportsRichComparison) -> bool:
     return isinstance(key, tuple) and len(key) == 2 and key[0] == 1 and key[1] == 0.0

@@ -3,9 +3,6 @@ table and the panes beside or below it. Behaviour is in the app and its parts; t
 line's own focus keys (`FilterLine`)."""
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from textual import events
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
@@ -13,6 +10,7 @@ from textual.widgets import Footer, Header, Input, RichLog, Static, TabbedConten
 
 from .plots import PlotView
 from .table import ResultsTable
+from .table_lines import RowSource
 
 RESULTS = "results"      # the results table's id
 
@@ -32,7 +30,7 @@ class FilterLine(Input):
             event.stop()
 
 
-def dashboard_widgets(row_cells: Callable[[str], dict[str, Any]]) -> ComposeResult:
+def dashboard_widgets(row_cells: RowSource) -> ComposeResult:
     """The dashboard's widgets; the table draws each row's cells from `row_cells(job_id)`."""
     yield Header()
     yield FilterLine(placeholder="filter: op:conv status:failed words...  (/ to focus, esc to leave)", id="filter")

@@ -7,11 +7,11 @@ in neither.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Iterable
 
 from textual.binding import Binding, BindingType
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.types import IgnoreReturnCallbackType
 
 #: The dashboard's keys. `description`: the footer's label (short; also the palette's title); `tooltip`: what the
 #: action does (the palette's help). Quit has no tooltip: Textual's own palette commands offer it already.
@@ -69,7 +69,7 @@ def _binding_keys(bindings: Iterable[BindingType]) -> dict[str, Binding]:
 class BooCommands(Provider):
     """Every dashboard action in the command palette (ctrl+p), from the app's key bindings."""
 
-    def _commands(self) -> Iterable[tuple[str, str, Callable[[], Any]]]:
+    def _commands(self) -> Iterable[tuple[str, str, IgnoreReturnCallbackType]]:
         app = self.app
         bindings = list(getattr(app, "BINDINGS", []))
         keys = _binding_keys(bindings)

@@ -15,8 +15,8 @@ set again.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, ClassVar
+from collections.abc import Iterable, Mapping, Sequence
+from typing import ClassVar
 
 from textual.geometry import Region, Size
 from textual.message import Message
@@ -24,7 +24,7 @@ from textual.strip import Strip
 from textual.timer import Timer
 from textual.widget import Widget
 
-from .table_lines import Cell, Column, TableRows
+from .table_lines import Cell, Column, RowSource, TableRows
 from .table_nav import TableNavigation
 from .table_strips import CURSOR, EVEN, HEADER, HOVER, ODD, RowLook, TableStrips
 
@@ -106,7 +106,7 @@ class ResultsTable(TableNavigation, can_focus=True):
 
     header_height = 1
 
-    def __init__(self, *, source: Callable[[str], Mapping[str, Any]] | None = None, zebra_stripes: bool = True,
+    def __init__(self, *, source: RowSource | None = None, zebra_stripes: bool = True,
                  name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
         self._rows = TableRows(source or (lambda key: {}))
@@ -120,12 +120,12 @@ class ResultsTable(TableNavigation, can_focus=True):
 
     # ---- what the table holds ----------------------------------------------------------------------------
     @property
-    def source(self) -> Callable[[str], Mapping[str, Any]]:
+    def source(self) -> RowSource:
         """Where a row's cells come from: {column key: Text or str} for a row key."""
         return self._rows.source
 
     @source.setter
-    def source(self, source: Callable[[str], Mapping[str, Any]]) -> None:
+    def source(self, source: RowSource) -> None:
         self._rows.source = source
 
     @property

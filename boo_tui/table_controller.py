@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.app import App
@@ -32,6 +32,14 @@ from .messages import ComparisonsComputed, ModelLinesComputed
 from .plots import PlotView, Series
 from .run_model import JobView, RunModel
 from .table import ResultsTable
+from .table_lines import Cell
+
+if TYPE_CHECKING:
+    from boo_engine.api import SessionConfig
+
+#: the selected job as its detail pane was drawn: job id, status, status detail, result object, log lines, measured
+#: or not, comparison object (ids: a new object is new content)
+_DetailStamp = tuple[str, str, str | None, int, int, bool, int]
 
 TABLE_FLUSH_S = 0.1      # dirty table rows are redrawn at most this often
 RESORT_S = 1.0           # a live-updated sorted table is re-sorted at most this often
@@ -65,7 +73,8 @@ class TableController:
         self.shown: set[str] = set()   # job ids the table shows (kept by `rebuild`: no per-event scan)
         self._rebuild = False
         self._last_resort = 0.0
-        self._detail_for: tuple[Any, ...] | None = None
+        #: what the detail pane was last drawn for (`_DetailStamp`): drawn again when that changes
+        self._detail_for: _DetailStamp | None = None
         self._weights_seen = False
         self._model_line_asked = -1       # the model's version the last model line was asked for
         self._model_line_at = 0.0
@@ -171,7 +180,7 @@ class TableController:
             self.select(views[0].job_id)
         self._label_sorted_column()
 
-    def row_cells(self, job_id: str) -> dict[str, Any]:
+    def row_cells(self, job_id: str) -> dict[str, Cell]:
         """A row's cells, when the table draws or measures it."""
         return row_cells(self.model, self.model.jobs[job_id])
 
@@ -302,11 +311,11 @@ def subtitle_of(model: RunModel) -> str:
     return "  ".join(parts)
 
 
-def columns_legend(config: Any) -> str | None:
+def columns_legend(config: SessionConfig) -> str | None:
     """What the run's IREE columns are, for the Log (the table's "vs boo" header points at it)."""
-    names = [getattr(v, "name", "") for v in getattr(config, "variants", [])]
+    names = [v.name for v in config.variants]
     parts = []
-    if getattr(config, "build", None) == "boo" and "baseline" in names:
+    if config.build == "boo" and "baseline" in names:
         parts.append("baseline = boo: each kernel as iree-turbine's BOO builds it (its export, BOO's flags); "
                      "every ratio is vs boo")
     if "best" in names:

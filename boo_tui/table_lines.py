@@ -13,7 +13,6 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import Any
 
 from rich.cells import cell_len
 from rich.console import Console
@@ -61,13 +60,13 @@ class Column:
 
 #: a cell as the table keeps it: plain text, or Text with its styles
 Cell = str | Text
+#: a table's rows' cells: row key -> {column key: cell} (a column the row lacks is empty)
+RowSource = Callable[[str], Mapping[str, Cell]]
 
 
-def as_cell(value: Any) -> Cell:
-    """A cell value on one line: a str stays plain text (never markup), a Text is kept, other values are their
-    str(); a second line, if any, is dropped."""
-    if not isinstance(value, (str, Text)):
-        value = "" if value is None else str(value)
+def as_cell(value: Cell) -> Cell:
+    """A cell on one line: a str stays plain text (never markup), a Text is kept; a second line, if any, is
+    dropped."""
     if "\n" in (value if isinstance(value, str) else value.plain):
         value = value.split("\n")[0]
     return value
@@ -77,7 +76,7 @@ def cell_width(cell: Cell) -> int:
     return cell_len(cell) if isinstance(cell, str) else cell.cell_len
 
 
-def row_cells(columns: Sequence[Column], values: Mapping[str, Any]) -> tuple[tuple[Cell, ...], tuple[int, ...]]:
+def row_cells(columns: Sequence[Column], values: Mapping[str, Cell]) -> tuple[tuple[Cell, ...], tuple[int, ...]]:
     """A row's cells in column order, and their widths."""
     cells = tuple(as_cell(values.get(c.key, "")) for c in columns)
     return cells, tuple(cell_width(c) for c in cells)
@@ -107,7 +106,7 @@ class TableRows:
     `unmeasured` are the shown rows whose widths are missing or stale; the columns' widths are those of the
     shown rows measured so far."""
 
-    def __init__(self, source: Callable[[str], Mapping[str, Any]]) -> None:
+    def __init__(self, source: RowSource) -> None:
         self.source = source
         self.columns: list[Column] = []
         self.keys: list[str] = []

@@ -4,7 +4,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from rich.text import Text
 from textual import work
@@ -65,5 +65,6 @@ class WorkerScreen(Screen):
             return
         self.post_message(Deferred(then, (value,)))
 
-    def notify(self, message: str, severity: SeverityLevel = "information", **kw: Any) -> None:
-        self.app.notify(message, severity=severity, **kw)
+    def notify(self, message: str, severity: SeverityLevel = "information", *, title: str = "",
+               timeout: float | None = None, markup: bool = True) -> None:
+        self.app.notify(message, title=title, severity=severity, timeout=timeout, markup=markup)

@@ -8,7 +8,7 @@ result): this screen only draws what it is handed, and never measures or writes 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.console import Group
 from rich.text import Text
@@ -43,9 +43,9 @@ class RooflinePlot(Static):
 
     DEFAULT_CSS = "RooflinePlot { height: 2fr; width: 1fr; }"
 
-    def __init__(self, points: list[RoofPoint], ceilings: dict[str, float], bandwidth: float | None,
-                 **kwargs: Any) -> None:
-        super().__init__("", **kwargs)
+    def __init__(self, points: list[RoofPoint], ceilings: dict[str, float], bandwidth: float | None, *,
+                 id: str | None = None) -> None:
+        super().__init__("", id=id)
         self.points = points
         self.ceilings = ceilings
         self.bandwidth = bandwidth

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -32,6 +31,9 @@ from ..cells import command_cell
 from ..plots import PlotView, Series
 from .base import WorkerScreen, plain_ratio_text, ratio_text
 
+#: the results as last shown: per job its id, status and median (polled: the table is refilled when it changes)
+_State = tuple[tuple[str, Status, float | None], ...]
+
 Comparisons = dict[tuple[str, str, str], Comparison]
 
 
@@ -55,7 +57,7 @@ class CompareScreen(WorkerScreen):
         self.seed = seed
         self.commands: list[str] = []
         self.labels: list[str] = []
-        self._shown_state: tuple[Any, ...] = ()
+        self._shown_state: _State = ()
         self._generation = 0
 
     def compose(self) -> ComposeResult:
@@ -74,7 +76,7 @@ class CompareScreen(WorkerScreen):
             self.set_interval(self.POLL_S, self._poll)
 
     @staticmethod
-    def _state(results: list[JobResult]) -> tuple[Any, ...]:
+    def _state(results: list[JobResult]) -> _State:
         return tuple((r.job_id, r.status, r.median_us) for r in results)
 
     def _poll(self) -> None:
