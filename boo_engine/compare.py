@@ -61,6 +61,7 @@ MIN_SAMPLES = 5
 BASELINE_LABEL = "baseline"
 
 K = TypeVar("K")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,7 @@ class Comparison:
         return {k: json_float(v) for k, v in d.items()}
 
 
-def json_float(v: Any) -> Any:
+def json_float(v: T) -> T | None:
     """NaN and inf are not JSON: exported as null."""
     if isinstance(v, float) and not math.isfinite(v):
         return None

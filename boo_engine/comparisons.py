@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from .compare import (
     BASELINE_LABEL,
@@ -73,15 +73,21 @@ def summarize(comparisons_by_variant: Mapping[str, Iterable[Comparison]]) -> dic
     return out
 
 
-def regressions(comparisons: Mapping[K, Comparison] | Iterable[Comparison], pct: float) -> list[tuple[Any, Comparison]]:
+@overload
+def regressions(comparisons: Iterable[Comparison], pct: float) -> list[tuple[int, Comparison]]: ...
+@overload
+def regressions(comparisons: Mapping[K, Comparison], pct: float) -> list[tuple[K, Comparison]]: ...
+def regressions(comparisons: Mapping[K, Comparison] | Iterable[Comparison], pct: float
+                ) -> list[tuple[K, Comparison]] | list[tuple[int, Comparison]]:
     """The comparisons that are significantly slower (verdict SLOWER) by more than `pct` percent.
 
     Accepts a mapping (returns its (key, comparison) pairs) or a plain iterable (returns (index, comparison)).
     The threshold applies to the ratio's point estimate: ratio > 1 + pct/100. Used by --fail-on-regression.
     """
-    items = comparisons.items() if isinstance(comparisons, Mapping) else enumerate(comparisons)
     limit = 1.0 + pct / 100.0
-    return [(k, c) for k, c in items if c.verdict == SLOWER and c.ratio > limit]
+    if isinstance(comparisons, Mapping):
+        return [(k, c) for k, c in comparisons.items() if c.verdict == SLOWER and c.ratio > limit]
+    return [(i, c) for i, c in enumerate(comparisons) if c.verdict == SLOWER and c.ratio > limit]
 
 
 # --- a whole run --------------------------------------------------------------------------------------------

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from .disturbance import LOAD_LIMIT, round_sizes
 from .results import JobResult
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,7 @@ class Evidence:
         return {k: _json_float(v) for k, v in asdict(self).items()}
 
 
-def _json_float(v: Any) -> Any:
+def _json_float(v: T) -> T | None:
     return None if isinstance(v, float) and not math.isfinite(v) else v
 
 
