@@ -26,7 +26,6 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from . import iree_tools, locations
 from .errors import BooError
@@ -184,7 +183,8 @@ def _resolve(exe: str, stamp: str, target_flags: tuple[str, ...], path: str) -> 
         return cpu
 
 
-def _read_entries(path: Path) -> dict[str, Any]:
+def _read_entries(path: Path) -> dict[str, object]:
+    """The remembered answers by key, each as the file has it (`_entry_cpu` checks one before it is used)."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -194,7 +194,7 @@ def _read_entries(path: Path) -> dict[str, Any]:
     return dict(doc["entries"])
 
 
-def _entry_cpu(entry: Any) -> HostCpu | None:
+def _entry_cpu(entry: object) -> HostCpu | None:
     """A remembered answer, if it is whole (a damaged entry is asked again)."""
     if not isinstance(entry, dict):
         return None

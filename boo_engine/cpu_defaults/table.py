@@ -134,8 +134,8 @@ def _warn(path: Path, problem: str) -> str:
     return f"ignoring the CPU defaults table {path}: it {problem}; the built-in rules decide"
 
 
-def check_document(doc: Any) -> str | None:
-    """None when `doc` is a whole table, else what is wrong with it (a few words)."""
+def check_document(doc: object) -> str | None:
+    """None when `doc` (parsed JSON, of any shape) is a whole table, else what is wrong with it (a few words)."""
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         return f"is not a {FORMAT} file"
     if doc.get("format_version") != FORMAT_VERSION:

@@ -5,9 +5,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import shlex
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
 
 from .. import locations
 from ..errors import VariantError
@@ -181,7 +180,7 @@ _TABLE_KEYS = ("specs", "flags", "dispatches", "substitute_sources", "substitute
                "formulation", "kernels", "cache", "base")
 
 
-def _variant_from_table(name: str, t: dict[str, Any], base: Path, where: str) -> Variant:
+def _variant_from_table(name: str, t: Mapping[str, object], base: Path, where: str) -> Variant:
     """One variants-file table -> Variant; VariantError naming the first problem found."""
     unknown = [k for k in t if k not in _TABLE_KEYS]
     if unknown:
@@ -209,7 +208,8 @@ def _variant_from_table(name: str, t: dict[str, Any], base: Path, where: str) ->
     return v
 
 
-def _table_substitutions(t: dict[str, Any], base: Path, where: str) -> tuple[list[tuple[str, str, str]], list[str]]:
+def _table_substitutions(t: Mapping[str, object], base: Path, where: str
+                         ) -> tuple[list[tuple[str, str, str]], list[str]]:
     """A table's `dispatches`, then `substitute_sources`, then `substitute_configurations` -> (subs, kernels)."""
     found: list[tuple[list[tuple[str, str, str]], str | None]] = []   # (subs, kernel) of each key, in order
     if "dispatches" in t:
@@ -222,7 +222,7 @@ def _table_substitutions(t: dict[str, Any], base: Path, where: str) -> tuple[lis
     return [sub for subs, _ in found for sub in subs], [kernel for _, kernel in found if kernel]
 
 
-def _table_substitutions_of(key: str, kind: str, value: Any, base: Path, where: str
+def _table_substitutions_of(key: str, kind: str, value: object, base: Path, where: str
                             ) -> tuple[list[tuple[str, str, str]], str | None]:
     """One `substitute_*` key's value (a folder, or a table {EXE = "file.mlir"}) -> (subs, the folder's kernel)."""
     if isinstance(value, str):
@@ -237,7 +237,7 @@ def _table_substitutions_of(key: str, kind: str, value: Any, base: Path, where: 
     return subs, None
 
 
-def _table_preprocess(t: dict[str, Any], where: str) -> str | None:
+def _table_preprocess(t: Mapping[str, object], where: str) -> str | None:
     """A table's `preprocess` (a non-empty string), stripped; None when not given."""
     pre = t.get("preprocess")
     if pre is not None and not (isinstance(pre, str) and pre.strip()):
@@ -245,7 +245,7 @@ def _table_preprocess(t: dict[str, Any], where: str) -> str | None:
     return pre.strip() if pre else None
 
 
-def _table_formulation(t: dict[str, Any], where: str) -> str | None:
+def _table_formulation(t: Mapping[str, object], where: str) -> str | None:
     """A table's `formulation` (one some kernel has); None when not given."""
     form = t.get(FORMULATION_KEY)
     if form is not None and not isinstance(form, str):
@@ -253,7 +253,7 @@ def _table_formulation(t: dict[str, Any], where: str) -> str | None:
     return None if form is None else _formulation(form, where)
 
 
-def _table_str(t: dict[str, Any], key: str, where: str, expected: str) -> str | None:
+def _table_str(t: Mapping[str, object], key: str, where: str, expected: str) -> str | None:
     """A table's string setting `key` (`cache`, `base`), not yet checked against `expected`; None when not given."""
     value = t.get(key)
     if value is not None and not isinstance(value, str):
@@ -266,7 +266,7 @@ KernelTables = tuple[tuple[tuple[str, tuple[str, ...]], ...], tuple[tuple[str, s
 _KERNEL_KEYS = {"flags", "formulation", "substitute_sources", "substitute_configurations"}
 
 
-def _kernel_tables(value: Any, where: str, base: Path) -> KernelTables:
+def _kernel_tables(value: object, where: str, base: Path) -> KernelTables:
     """`[NAME.kernels.FUNC] flags = [...]  formulation = "..."  substitute_sources = {EXE = "f.mlir"}` tables ->
     ((func, flags), ...), ((func, form), ...), ((func, kind, exe, path), ...)."""
     if value is None:
@@ -378,7 +378,7 @@ def _cache_mode(value: str, where: str) -> CacheMode:
     return CacheMode(mode)
 
 
-def _str_list(value: Any, where: str, key: str, *, split: bool) -> list[str]:
+def _str_list(value: object, where: str, key: str, *, split: bool) -> list[str]:
     if isinstance(value, str):
         if not split:
             return [value]
