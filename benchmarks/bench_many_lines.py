@@ -15,8 +15,10 @@ Kinds of file:
 `bad` and `bad-dup` run the real `boo-tui --headless` (with `--export` to a CSV, so stdout is not a 200k-row table)
 against a fresh database: nothing compiles, every line is a stored failed row, and the run ends. boo-tui has no
 plan-only mode, so a file of valid lines would be compiled and measured; `dup` and `distinct` instead run the
-session API in a child process: plan every line (`add_inputs`), store every job as queued (`start()`), then stop
-at once (`interrupt()`: every job stored again as interrupted, as one Ctrl-C does) and close. Each case runs in its
+session API in a child process: plan every line as the headless run does (`session.spool.add_inputs` with its
+KEEP: past it, the jobs are stored as queued and dropped; `--hold`: every job held and stored by `start()`, the
+run before spooling), then stop at once (`interrupt()`: every job stored again as interrupted, as one Ctrl-C
+does) and close. Each case runs in its
 own process with a fresh temporary database and kernel cache; its peak RSS is that process's own VmHWM (read
 from /proc while it runs, the last reading kept), beside wait4's ru_maxrss (the largest of it and its children).
 Reported per case: wall seconds, CPU seconds (user + system: what other processes on the machine do not
@@ -106,29 +108,32 @@ def write_lines(path: Path, kind: str, n: int, convs: str | None = None) -> None
             fh.write(line + "\n")
 
 
-def child(kind: str, commands: str, db: str, cache: str) -> int:
+def child(kind: str, commands: str, db: str, cache: str, hold: str = "") -> int:
     """The session-API case, in its own process: plan, store as queued, interrupt, close."""
+    from boo_engine.cli.spooled import KEEP
     from boo_engine.session import Session, SessionConfig
 
     t0 = time.monotonic()
     session = Session(SessionConfig(target="cpu", db_path=db, cache_dir=cache, command_line=f"bench {kind}"))
     try:
-        jobs = session.add_inputs([commands])
+        # as the headless run plans: past KEEP jobs the run is spooled (stored, dropped; --hold to compare)
+        n_jobs = session.spool.add_inputs([commands], 10**9 if hold else KEEP)
         t_plan = time.monotonic()
-        session.start()
+        if not session.spool.spooled:
+            session.start()   # (held: every row stored as queued, as start() stores them)
         t_start = time.monotonic()
         session.interrupt()
     finally:
         session.close()
     t_end = time.monotonic()
     own = resource.getrusage(resource.RUSAGE_SELF)   # this process alone: not the benchmark worker it started
-    print(json.dumps({"jobs": len(jobs), "plan_s": round(t_plan - t0, 2), "start_s": round(t_start - t_plan, 2),
+    print(json.dumps({"jobs": n_jobs, "spooled": session.spool.spooled, "plan_s": round(t_plan - t0, 2), "start_s": round(t_start - t_plan, 2),
                       "interrupt_close_s": round(t_end - t_start, 2),
                       "cpu_self_s": round(own.ru_utime + own.ru_stime, 2)}), file=sys.stderr)
     return 0
 
 
-def run_case(kind: str, n: int, timeout: float, convs: str | None = None) -> dict:
+def run_case(kind: str, n: int, timeout: float, convs: str | None = None, hold: bool = False) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="boo-many-lines-"))
     try:
         commands, db, cache = tmp / "lines.txt", tmp / "results.db", tmp / "cache"
@@ -138,7 +143,7 @@ def run_case(kind: str, n: int, timeout: float, convs: str | None = None) -> dic
             argv = [sys.executable, "-m", "boo_tui.cli", "--headless", "--target", "cpu", "--db", str(db),
                     "--cache-dir", str(cache), "--export", str(tmp / "out.csv"), str(commands)]
         else:
-            argv = [sys.executable, __file__, "--child", kind, str(commands), str(db), str(cache)]
+            argv = [sys.executable, __file__, "--child", kind, str(commands), str(db), str(cache), "hold" if hold else ""]
         t0 = time.monotonic()
         errfile = (tmp / "stderr.txt").open("w")   # a file, not a pipe: 200k lines of stderr must not block it
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=errfile, env=env)
@@ -229,13 +234,16 @@ def count_rows(db: Path) -> tuple[int, str]:
 
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        return child(*sys.argv[2:6])
+        return child(*sys.argv[2:7])
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", default="5000,20000,200000")
     p.add_argument("--kinds", default=",".join(KINDS))
     p.add_argument("--timeout", type=float, default=600.0, help="kill a case after this many seconds")
     p.add_argument("--convs", default=None, metavar="FILE",
                    help="`mixed`: conv lines to make its convs of too (e.g. a model's real convs)")
+    p.add_argument("--hold", action="store_true",
+                   help="session cases: hold every job in memory (the run before spooling) instead of spooling past "
+                        "the headless run's KEEP jobs")
     p.add_argument("--signal", choices=["TERM", "INT"], default=None,
                    help="instead: send this signal once the first rows are stored, and time the stop")
     args = p.parse_args()
@@ -246,7 +254,7 @@ def main() -> int:
             if args.signal:
                 out = stop_case(kind, n, getattr(signal, f"SIG{args.signal}"), args.timeout)
             else:
-                out = run_case(kind, n, args.timeout, args.convs)
+                out = run_case(kind, n, args.timeout, args.convs, args.hold)
             print(json.dumps(out), flush=True)
     return 0
 

@@ -11,22 +11,24 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import itertools
+import functools
 import os
 import signal
 import sys
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from .. import events as ev
 from ..errors import BooError
-from ..results import DONE, FAILED, FINAL_STATUSES, INTERRUPTED, JobResult
+from ..results import FINAL_STATUSES
 from .common import config_from_args, job_succeeded
 from .exits import EXIT_FAILED, EXIT_OK, EXIT_REGRESSION, fail
+from .progress import Progress
+from .signals import StopSignals
+from .spooled import Planned, plan_inputs, run_spooled
 
-if TYPE_CHECKING:  # pragma: no cover
-    from rich.progress import Progress, TaskID
+if TYPE_CHECKING:
+    from ..compare import Comparison
 
 PROG = "boo-tui"
 
@@ -88,7 +90,6 @@ def _run_session(args: argparse.Namespace, config, worker) -> int:
     """SIGINT, SIGTERM, SIGHUP: the run stops as `interrupted` (see signals.py), the exports are written marked
     partial, and the exit code is 128 + the signal's number; a second one exits at once."""
     from ..session import Session
-    from .signals import StopSignals
 
     stops = StopSignals(PROG, hard_exit=lambda: _kill(worker.pid)).install()
     try:
@@ -103,7 +104,7 @@ def _run_session(args: argparse.Namespace, config, worker) -> int:
 def _run_stoppable(args: argparse.Namespace, config, worker, stops, session_class) -> int:
     from ..variants import check_named_kernels
 
-    progress = _Progress(stopped=stops.event)
+    progress = Progress(stopped=stops.event)
     try:
         session = session_class(config, listener=progress.on_event, worker=worker)
     except BooError as e:
@@ -111,66 +112,84 @@ def _run_stoppable(args: argparse.Namespace, config, worker, stops, session_clas
     stops.hard_exit = session.kill_children
     try:
         try:
-            jobs = session.add_inputs(args.inputs) if args.inputs else session.add_resumed_commands()
-            for note in check_named_kernels(session.variants, [j.func_name for j in jobs if j.func_name]):
+            planned = plan_inputs(session, args, progress, stops)
+            for note in check_named_kernels(session.variants, sorted(planned.names)):
                 print(f"{PROG}: note: {note}", file=sys.stderr)
         except BooError as e:
             progress.muted = True
             return fail(PROG, str(e))
-        # bad lines of a commands file: reported now (one write, however many), exported with the rest
-        progress.lines(_result_line(job) for job in jobs if job.status == FAILED)
-        progress.begin(sum(1 for j in jobs if j.status not in FINAL_STATUSES))
-        stops.raising = False   # from now on a signal stops the run cleanly (the loops below notice it)
-        try:
-            _start(session, stops.event)
-        except BooError as e:  # the database could not take the run (the session's error Log said so)
-            if session.failure is None:
-                return fail(PROG, str(e), EXIT_FAILED)
-        while not stops.event.is_set() and not session.wait(timeout=0.2):   # (wait() takes the lock start() may
-            pass                                                             # still hold: the stop comes first)
-        if stops.event.is_set():
-            progress.stop()
-            print(f"{PROG}: {stops.name}: stopping; unfinished jobs are stored as interrupted (--resume measures "
-                  f"them); again to exit at once", file=sys.stderr)
-            session.interrupt()
-            progress.say_interrupted()
-        results = list(session.jobs.values())
-        comparisons = session.comparisons(results)  # once, for every export and the regression check
-        model = session.model_lines(results, comparisons)   # once too: a bootstrap per column
-        partial = " (partial: run interrupted)" if stops.received else ""
-        for out in args.export:
-            try:
-                session.export(out, comparisons=comparisons, model=model)
-                print(f"{PROG}: wrote {out}{partial}", file=sys.stderr)
-            except BooError as e:
-                return fail(PROG, str(e))
-        if not args.export:
-            from ..markdown import render_markdown
+        outcome: int | tuple[bool, list[str]]
+        from ..exporters import ExportError
 
-            run = session.store.run_info(session.run_id) if session.run_id is not None else None
-            sys.stdout.write(render_markdown(results, environment=session.environment(), run=run,
-                                             comparisons=comparisons, min_effect=session.config.min_effect,
-                                             model=model))
-        regressions, run_id = _regressions(comparisons, args.fail_on_regression), session.run_id
+        if session.spool.spooled:   # (a file too big to hold: measured a window at a time)
+            try:
+                outcome = run_spooled(session, args, planned, progress, stops,
+                                      functools.partial(_regressions, pct=args.fail_on_regression))
+            except ExportError as e:
+                return fail(PROG, str(e))
+        else:
+            outcome = _run_held(session, args, planned, progress, stops)
+        if isinstance(outcome, int):
+            return outcome
     finally:
         progress.stop()
         if stops.received:
             session.interrupt()   # (a signal before the run started: a resumed run is still interrupted)
         session.close()
         progress.say_interrupted()
-    return _exit_code(session, stops, results, regressions, run_id)
+    return _exit_code(session, stops, *outcome)
 
 
-def _exit_code(session, stops, results: list[JobResult], regressions: list[str], run_id: int | None) -> int:
-    """The closed run's exit code, after a line saying where it is stored (and one per regression)."""
+def _run_held(session, args: argparse.Namespace, planned: Planned, progress: Progress,
+              stops: StopSignals) -> int | tuple[bool, list[str]]:
+    """Measure the jobs held (every one of the run's), export them; whether every job succeeded and which
+    variants regressed, or an exit code at once (the run could not start, an export could not be written)."""
+    progress.begin(sum(1 for j in planned.jobs if j.status not in FINAL_STATUSES))
+    stops.raising = False   # from now on a signal stops the run cleanly (the loops below notice it)
+    try:
+        _start(session, stops.event)
+    except BooError as e:  # the database could not take the run (the session's error Log said so)
+        if session.failure is None:
+            return fail(PROG, str(e), EXIT_FAILED)
+    while not stops.event.is_set() and not session.wait(timeout=0.2):   # (wait() takes the lock start() may
+        pass                                                             # still hold: the stop comes first)
+    if stops.event.is_set():
+        progress.stop()
+        print(f"{PROG}: {stops.name}: stopping; unfinished jobs are stored as interrupted (--resume measures "
+              f"them); again to exit at once", file=sys.stderr)
+        session.interrupt()
+        progress.say_interrupted()
+    results = list(session.jobs.values())
+    comparisons = session.comparisons(results)  # once, for every export and the regression check
+    model = session.model_lines(results, comparisons)   # once too: a bootstrap per column
+    partial = " (partial: run interrupted)" if stops.received else ""
+    for out in args.export:
+        try:
+            session.export(out, comparisons=comparisons, model=model)
+            print(f"{PROG}: wrote {out}{partial}", file=sys.stderr)
+        except BooError as e:
+            return fail(PROG, str(e))
+    if not args.export:
+        from ..markdown import render_markdown
+
+        run = session.store.run_info(session.run_id) if session.run_id is not None else None
+        sys.stdout.write(render_markdown(results, environment=session.environment(), run=run,
+                                         comparisons=comparisons, min_effect=session.config.min_effect,
+                                         model=model))
+    return all(job_succeeded(r) for r in results), _regressions(comparisons, args.fail_on_regression)
+
+
+def _exit_code(session, stops, ok: bool, regressions: list[str]) -> int:
+    """The closed run's exit code, after a line saying where it is stored (and one per regression). `ok`: every
+    job succeeded."""
     if session.failure is not None:  # already said, in one line, when it happened
         return EXIT_FAILED
-    print(f"{PROG}: run {run_id} stored in {session.store.path}", file=sys.stderr)
+    print(f"{PROG}: run {session.run_id} stored in {session.store.path}", file=sys.stderr)
     if stops.received:
         return stops.exit_code
     for line in regressions:
         print(f"{PROG}: regression: {line}", file=sys.stderr)
-    return EXIT_REGRESSION if regressions else (EXIT_FAILED if any(not job_succeeded(r) for r in results) else EXIT_OK)
+    return EXIT_REGRESSION if regressions else (EXIT_OK if ok else EXIT_FAILED)
 
 
 def _start(session, stop: threading.Event) -> None:
@@ -199,7 +218,7 @@ def _kill(pid: int | None) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-def _regressions(comparisons: dict, pct: float | None) -> list[str]:
+def _regressions(comparisons: Mapping[tuple[str, str, str], Comparison], pct: float | None) -> list[str]:
     """Variants significantly slower than their baseline by more than pct percent (the torch reference is not
     a variant and never counts)."""
     if pct is None:
@@ -292,96 +311,6 @@ def _dump_dispatches(args, config) -> int:
                 print(f"{PROG}: {func}: {e}", file=sys.stderr)
                 code = EXIT_FAILED
     return code
-
-
-class _Progress:
-    """A rich progress bar with ETA on stderr, plus one line per finished job. Fed from engine threads."""
-
-    def __init__(self, stopped: threading.Event | None = None) -> None:
-        from rich.console import Console
-
-        self.console = Console(stderr=True)
-        self._progress: Progress | None = None
-        self._task: TaskID | None = None
-        self.muted = False   # a run refused before it started: its unstarted jobs are not news
-        self._stopped = stopped   # once set, the jobs the stop leaves are counted, not listed (600,000 lines once)
-        self._interrupted = 0
-
-    def begin(self, total: int) -> None:
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        self._progress = Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
-            console=self.console, transient=False,
-        )
-        self._task = self._progress.add_task("measuring", total=total)
-        self._progress.start()
-
-    def stop(self) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-            self._progress = None
-
-    def say_interrupted(self) -> None:
-        """One line for the jobs the stop left unmeasured (once)."""
-        if self._interrupted:
-            n, self._interrupted = self._interrupted, 0
-            self.lines([f"{PROG}: {n:,} job{'s' if n != 1 else ''} not measured (interrupted)"])
-
-    def lines(self, lines: Iterable[str]) -> None:
-        """Print lines on stderr, each whole however long: above the progress bar while it shows (rich), else
-        as plain text (rich takes ~0.1 ms a line: 200,000 interrupted jobs would take 20 s)."""
-        if self._progress is not None:
-            for line in lines:
-                self.console.print(line, highlight=False, markup=False, soft_wrap=True)
-            return
-        lines = iter(lines)
-        with contextlib.suppress(OSError, ValueError):   # stderr closed: the run goes on
-            while chunk := "".join(f"{line}\n" for line in itertools.islice(lines, 1000)):   # (not all 200,000
-                self.console.file.write(chunk)                                             # bad lines at once)
-            self.console.file.flush()
-
-    def on_event(self, event: ev.Event) -> None:
-        if self.muted:
-            return
-        if isinstance(event, ev.JobFinished):
-            r = event.result
-            if self._progress is not None and self._task is not None:
-                self._progress.advance(self._task)
-            if r.status == INTERRUPTED and self._stopped is not None and self._stopped.is_set():
-                self._interrupted += 1
-                return
-            self.lines([_result_line(r)])
-        elif isinstance(event, ev.JobQueued) and self._progress is not None and self._task is not None:
-            # jobs added while running grow the bar
-            self._progress.update(self._task, total=(self._progress.tasks[0].total or 0) + 1)
-        elif isinstance(event, ev.JobStatus) and self._progress is not None and self._task is not None:
-            self._progress.update(self._task, description=event.status)
-        elif isinstance(event, ev.Log):  # one line, however long (a path may be in it)
-            self.lines([f"{event.level}: {event.message}"])
-
-
-def _result_line(r: JobResult) -> str:
-    who = f"{r.func_name or r.command} [{r.variant}/{r.backend}]"
-    if r.status == DONE and r.stats is not None:
-        extra = []
-        if r.numerics is not None:
-            extra.append(f"numerics {r.numerics.verdict}")
-        if r.noisy:
-            extra.append(f"NOISY ({r.noise_reason})")
-        if r.error:
-            extra.append(r.error)
-        tail = ("  " + ", ".join(extra)) if extra else ""
-        return f"done    {who}: median {r.stats.median_us:.2f} us (n={r.stats.n}){tail}"
-    return f"{r.status:<7} {who}: {r.error or ''}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -14,9 +14,11 @@ other `key=value` items are ignored (captures may add some). A malformed weight 
 """
 from __future__ import annotations
 
+import codecs
 import dataclasses
 import math
 import os
+import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -121,10 +123,24 @@ def _split_line(line: str, tsv: bool) -> list[str]:
         raise CommandError(f"cannot split line: {exc}") from None
 
 
-def _read_lines(path: str | os.PathLike[str]) -> list[str]:
+def _read_lines(path: str | os.PathLike[str]) -> Iterator[str]:
+    """The file's lines (as str.splitlines cuts them), a line at a time: a file of 200,000 lines is never held.
+    The whole file is checked to be UTF-8 first (a block at a time), so a bad byte anywhere refuses the file before
+    its first line is planned, as reading it whole did. What is not a regular file (a pipe: `<(...)`) can be read
+    only once: it is read whole."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            with open(path, encoding="utf-8-sig") as fh:
+                yield from fh.read().splitlines()
+            return
+        decoder = codecs.getincrementaldecoder("utf-8")()
+        with open(path, "rb") as fh:
+            while block := fh.read(1 << 20):
+                decoder.decode(block)
+            decoder.decode(b"", final=True)
         with open(path, encoding="utf-8-sig") as fh:   # a BOM (as some Windows editors write) is not part of line 1
-            return fh.read().splitlines()
+            for line in fh:
+                yield from line.splitlines()
     except FileNotFoundError:
         raise CommandError(f"commands file not found: {os.fspath(path)}") from None
     except IsADirectoryError:
@@ -137,7 +153,8 @@ def _read_lines(path: str | os.PathLike[str]) -> list[str]:
 
 #: distinct lines whose parse is remembered at most (then forgotten all at once): copies of a line share one
 #: Command, and a file of 200,000 distinct lines must not keep a second table of them all while it is read
-SEEN_KEPT = 65536
+#: (65,536 of them, ~2 KB a conv's Command, were most of a spooled 200,000-line run's memory: session/spool.py)
+SEEN_KEPT = 4096
 
 
 def iter_commands_file(path: str | os.PathLike[str], extra_args: Sequence[str] = ()) -> Iterator[CommandLine]:

@@ -105,8 +105,8 @@ class Session:
         self._runner = Runner(self._state, self._recorder, self.target, self.compile_stage, self._measuring,
                               self._finalizer)
         #: a run too big to hold: its jobs in the database, measured a window at a time (spool.py)
-        self.spool = Spool(self._state, self._recorder, self._intake, self.environment, self._measuring,
-                           self._runner)
+        self.spool = Spool(self.config, self._state, self._recorder, self._intake, self.environment,
+                           self._measuring, self._runner)
 
     @property
     def failure(self) -> str | None:

@@ -90,6 +90,9 @@ class Intake:
         with self._state.lock:
             if any(v.name == variant.name for v in self.variants):
                 raise BooError(f"variant {variant.name!r} already exists")
+            if self._state.spooled:   # (its commands are in the database, not held: session/spool.py)
+                raise BooError(f"variant {variant.name!r}: this run is too big to hold, and takes no variant "
+                               "added mid-session; give it with the inputs (--variant)")
             self.variants.append(variant)
             self._recorder.register_variant(variant)
             return self._announce(self._plan.add_variant(variant))

@@ -14,17 +14,20 @@ job in the database (the queued ones interrupted in one statement), and --resume
 """
 from __future__ import annotations
 
-import itertools
+import functools
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ..commands import looks_like_commands_file
+from ..config import SessionConfig
 from ..errors import BooError
-from ..results import FAILED, IREE, TORCH, JobResult
-from ..store.stream import QueuedRow, queued_rows
+from ..results import FAILED, IREE, TORCH, JobResult, Status
+from ..store.stream import QueuedRow, queued_rows, result_chunk, status_count, unsucceeded
 from ..variants import BASELINE
 from .device_stages import DeviceStages
+from .finalize import compare_columns, model_lines_of
 from .intake import Intake
 from .plan import InputEntry
 from .recording import RunRecorder
@@ -33,13 +36,16 @@ from .state import SessionState
 
 #: jobs stored and dropped at a time once a run spools (a transaction of bulk rows each)
 SPOOL_CHUNK = 10000
+#: results read back at a time (an export's chunk)
+READ_CHUNK = 2000
 
 
 class Spool:
     """The session's spooling (`Session.spool`). `environment()`: the session's, stored with the run it opens."""
 
-    def __init__(self, state: SessionState, recorder: RunRecorder, intake: Intake,
+    def __init__(self, config: SessionConfig, state: SessionState, recorder: RunRecorder, intake: Intake,
                  environment: Callable[[], dict[str, Any]], measuring: DeviceStages, runner: Runner) -> None:
+        self._config = config
         self._state = state
         self._plan = state.plan
         self._recorder = recorder
@@ -55,14 +61,22 @@ class Spool:
         return self._state.spooled
 
     def add_inputs(self, inputs: Sequence[str], keep: int,
-                   on_dropped: Callable[[list[JobResult]], None] | None = None) -> int:
+                   on_dropped: Callable[[list[JobResult]], None] | None = None, *,
+                   on_spool: Callable[[], None] | None = None, stop: threading.Event | None = None) -> int:
         """`Intake.add_inputs`, held while at most `keep` jobs are; beyond, spooled. Returns how many jobs were
-        planned. `on_dropped`: told each chunk of jobs stored and dropped (a front end says the bad lines)."""
+        planned. `on_dropped`: told each chunk of jobs stored and dropped (a front end says the bad lines);
+        `on_spool`: told once, before the first is stored (the run starts: a stop from now on is a clean one);
+        `stop`: once set after that, the lines not planned yet never join the run (as a start() stopped while it
+        stores rows)."""
         for jobs in self._planned(inputs):
             self.planned += len(jobs)
             held = len(self._plan.jobs)
             if (held >= SPOOL_CHUNK) if self._state.spooled else (held > keep):
+                if not self._state.spooled and on_spool is not None:
+                    on_spool()
                 self._store_and_drop(on_dropped)
+            if self._state.spooled and stop is not None and stop.is_set():
+                break
         if self._state.spooled:
             self._store_and_drop(on_dropped)
         return self.planned
@@ -86,6 +100,7 @@ class Spool:
             self._recorder.forget_commands()
             state.spooled = state.spooling = True
             self._plan.forget([r.job_id for r in held])
+            self._plan.entries.clear()   # (kept for variants added mid-session, which a spooled run refuses)
         if on_dropped is not None:
             on_dropped(held)
 
@@ -128,6 +143,59 @@ class Spool:
             self._recorder.finish(result, FAILED)
         return result
 
+    # ---- reading it back ------------------------------------------------------------------------------
+    def results(self, size: int = READ_CHUNK) -> Iterator[list[JobResult]]:
+        """Every result of the run from the database, in the order stored, about `size` at a time: a command's
+        results in one chunk (they are compared together), unless one command alone has more than `size`."""
+        store, run_id = self._recorder.store, self._recorder.run_id
+        if run_id is None:
+            return
+        store.flush()
+        after, carry = 0, list[JobResult]()
+        while rows := store.read(functools.partial(result_chunk, run_id=run_id, after=after, limit=size)):
+            after = rows[-1][0]
+            chunk = carry + [r for _, r in rows]
+            cut = len(chunk)
+            while cut > 0 and chunk[cut - 1].command == chunk[-1].command:
+                cut -= 1
+            cut = cut or len(chunk)   # (one command fills the chunk: given as it is)
+            carry = chunk[cut:]
+            yield chunk[:cut]
+        if carry:
+            yield carry
+
+    def failed_jobs(self) -> int:
+        """The run's jobs that did not end done with numerics that passed (or were not checked): what makes a
+        headless run exit 1."""
+        return self._count(unsucceeded)
+
+    def count(self, status: Status) -> int:
+        """The run's jobs whose rows say `status`."""
+        return self._count(functools.partial(status_count, status=status))
+
+    def _count(self, query: Callable[[sqlite3.Connection, int], int]) -> int:
+        run_id = self._recorder.run_id
+        if run_id is None:
+            return 0
+        self._recorder.store.flush()
+        return self._recorder.store.read(lambda conn: query(conn, run_id))
+
+    def export(self, path: str) -> None:
+        """The run to `path`: a CSV written a chunk at a time; JSON and Markdown made whole (the run read back at
+        once: their summaries and tables are of every result)."""
+        from ..exporters import export_csv_chunks, export_format, export_results
+
+        cfg, store, run_id = self._config, self._recorder.store, self._recorder.run_id
+        if export_format(path) == ".csv":
+            export_csv_chunks(path, self.results(), functools.partial(compare_columns, config=cfg),
+                              functools.partial(model_lines_of, config=cfg))
+            return
+        results = [r for chunk in self.results() for r in chunk]
+        comparisons = compare_columns(results, cfg)
+        export_results(path, results, environment=self._environment(),
+                       run=store.run_info(run_id) if run_id is not None else None, comparisons=comparisons,
+                       min_effect=cfg.min_effect, model=model_lines_of(results, comparisons, cfg))
+
     def forget(self, results: Sequence[JobResult]) -> None:
         """Drop a measured window from memory: its rows are stored (flushed by the runner before each group, and
         by close())."""
@@ -139,10 +207,11 @@ def _window(conn: sqlite3.Connection, run_id: int, after: int, size: int) -> lis
     """`size` queued rows after row `after`, and the ones after them of the same command (a line's jobs)."""
     rows = queued_rows(conn, run_id, after, size)
     while rows:
-        command = rows[-1].command
         more = queued_rows(conn, run_id, rows[-1].row_id, 16)
-        same = list(itertools.takewhile(lambda r, c=command: r.command == c, more))
-        rows += same
-        if len(same) < len(more) or not more:
+        same = 0
+        while same < len(more) and more[same].command == rows[-1].command:
+            same += 1
+        rows += more[:same]
+        if same < len(more) or not more:
             break
     return rows

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
-from ..results import QUEUED, JobResult
+from ..results import DONE, QUEUED, JobResult
 from .queries import RESULT_SELECT
 from .rows import job_result_from_row
 
@@ -40,7 +40,9 @@ ORDER BY r.id
 LIMIT ?
 """
 
-_CHUNK = RESULT_SELECT.replace("WHERE r.run_id = ?", "WHERE r.run_id = ? AND r.id > ?") + "LIMIT ?"
+#: (`+r.run_id`: not through idx_results_status, which would sort all the run's rows for each chunk: a walk of
+#: the primary key from `r.id > ?` instead)
+_CHUNK = RESULT_SELECT.replace("WHERE r.run_id = ?", "WHERE r.id > ? AND +r.run_id = ?") + "LIMIT ?"
 
 
 def queued_rows(conn: sqlite3.Connection, run_id: int, after: int, limit: int) -> list[QueuedRow]:
@@ -51,16 +53,28 @@ def queued_rows(conn: sqlite3.Connection, run_id: int, after: int, limit: int) -
 def result_chunk(conn: sqlite3.Connection, run_id: int, after: int, limit: int) -> list[tuple[int, JobResult]]:
     """Up to `limit` of the run's results stored after row `after`, in order, each rebuilt completely (samples
     included) with its row id."""
-    rows = conn.execute(_CHUNK, (run_id, after, limit)).fetchall()
+    rows = conn.execute(_CHUNK, (after, run_id, limit)).fetchall()
     if not rows:
         return []
     samples: dict[int, list[float]] = {}
     cpu: dict[int, list[float]] = {}
     cur = conn.execute("SELECT s.result_id, s.latency_us, s.cpu_us FROM samples s JOIN results r ON r.id = s.result_id"
-                       " WHERE r.run_id = ? AND s.result_id BETWEEN ? AND ? ORDER BY s.result_id, s.idx",
-                       (run_id, rows[0]["id"], rows[-1]["id"]))
+                       " WHERE s.result_id BETWEEN ? AND ? AND +r.run_id = ? ORDER BY s.result_id, s.idx",
+                       (rows[0]["id"], rows[-1]["id"], run_id))
     for result_id, latency, cpu_us in cur:
         samples.setdefault(result_id, []).append(latency)
         if cpu_us is not None:
             cpu.setdefault(result_id, []).append(cpu_us)
     return [(r["id"], job_result_from_row(dict(r), samples.get(r["id"], []), cpu.get(r["id"]))) for r in rows]
+
+
+def unsucceeded(conn: sqlite3.Connection, run_id: int) -> int:
+    """The run's results that are not done, or whose numerics check failed."""
+    return int(conn.execute("SELECT COUNT(*) FROM results WHERE run_id = ? AND (status != ? OR numerics = 'fail')",
+                            (run_id, DONE)).fetchone()[0])
+
+
+def status_count(conn: sqlite3.Connection, run_id: int, status: str) -> int:
+    """The run's results whose status is `status`."""
+    return int(conn.execute("SELECT COUNT(*) FROM results WHERE run_id = ? AND status = ?",
+                            (run_id, status)).fetchone()[0])
