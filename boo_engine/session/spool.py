@@ -15,6 +15,7 @@ job in the database (the queued ones interrupted in one statement), and --resume
 from __future__ import annotations
 
 import functools
+import gc
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -101,6 +102,10 @@ class Spool:
             state.spooled = state.spooling = True
             self._plan.forget([r.job_id for r in held])
             self._plan.entries.clear()   # (kept for variants added mid-session, which a spooled run refuses)
+        # The collector is paused while a file is planned (state.collector_paused: what planning makes has no
+        # cycles, mostly); what had some (an aten line's literals: ast.literal_eval's closures) would wait for
+        # the end of a file of any length. The chunk's garbage, young, is collected now.
+        gc.collect(0)
         if on_dropped is not None:
             on_dropped(held)
 
@@ -200,7 +205,7 @@ class Spool:
         """Drop a measured window from memory: its rows are stored (flushed by the runner before each group, and
         by close())."""
         with self._state.lock:
-            self._plan.forget([r.job_id for r in results])
+            self._plan.forget([r.job_id for r in results], taken=True)
 
 
 def _window(conn: sqlite3.Connection, run_id: int, after: int, size: int) -> list[QueuedRow]:
