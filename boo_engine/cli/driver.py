@@ -20,8 +20,7 @@ from ..errors import BooError
 from ..results import IREE, CacheMode, JobResult
 from .common import UsageError, check_measurable, gpu_id_devices, parse_run_flags, ray_address_arg
 from .driver_output import BACKENDS, BEST_BACKEND, PROG, measure_and_print
-from .exits import EXIT_FAILED, EXIT_OK, fail, internal_error
-from .output import OutputError, checked_stdout
+from .exits import EXIT_FAILED, EXIT_OK, fail, guarded
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config import SessionConfig
@@ -127,15 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "-h" in opts or "--help" in opts:
         print(USAGE)
         return EXIT_OK
-    try:
-        with checked_stdout():
-            return _run(opts, command)
-    except OutputError as e:
-        return fail(PROG, str(e), EXIT_FAILED)
-    except BooError as e:
-        return fail(PROG, str(e))
-    except Exception as e:  # noqa: BLE001 - a bug of ours: one line, the traceback on request
-        return internal_error(PROG, e)
+    return guarded(PROG, lambda: _run(opts, command))
 
 
 def _last(opts, name, default=None):
