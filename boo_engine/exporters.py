@@ -206,26 +206,14 @@ def export_csv_chunks(path: str | os.PathLike[str], chunks: Iterable[Sequence[Jo
         compared: dict[tuple[str, str, str], Comparison] = {}
         for chunk in chunks:
             comparisons = compare(chunk)
-            vs_torch = torch_ratios(chunk)
-            for r in chunk:
-                rec = _result_record(r, comparisons, vs_torch)
-                yield [csv_cell(rec[k]) for k in CSV_COLUMNS]
+            yield from _csv_rows(chunk, comparisons, None)
             kept = [r for r in chunk if r.calls is not None]
             weighted += kept
             commands = {r.command for r in kept}
             compared.update({k: c for k, c in comparisons.items() if k[1] in commands})
-        lines = model(weighted, compared) if weighted else ()
-        yield from ([csv_cell(rec[k]) for k in CSV_COLUMNS] for rec in map(_model_record, lines))
+        yield from _csv_rows((), {}, model(weighted, compared) if weighted else ())
 
-    def write(f: IO[bytes]) -> None:
-        text = io.TextIOWrapper(f, encoding="utf-8", newline="")
-        w = csv.writer(text, lineterminator="\n")
-        w.writerow(CSV_COLUMNS)
-        w.writerows(rows())
-        text.flush()
-        text.detach()
-
-    write_atomic(p, write)
+    write_atomic(p, lambda f: _write_csv_rows(f, rows()))
 
 
 # --- CSV -----------------------------------------------------------------------------------------------------
@@ -313,9 +301,14 @@ def render_csv(results: Sequence[JobResult], comparisons: Comparisons,
 def _write_csv(f: IO[bytes], results: Sequence[JobResult], comparisons: Comparisons,
                model: Sequence[ModelLine] | None) -> None:
     """`render_csv`'s text, UTF-8, written into `f` row by row (never the whole text in memory)."""
+    _write_csv_rows(f, _csv_rows(results, comparisons, model))
+
+
+def _write_csv_rows(f: IO[bytes], rows: Iterable[list[str]]) -> None:
+    """The header and `rows`, UTF-8, into `f` a row at a time."""
     text = io.TextIOWrapper(f, encoding="utf-8", newline="")
     w = csv.writer(text, lineterminator="\n")
     w.writerow(CSV_COLUMNS)
-    w.writerows(_csv_rows(results, comparisons, model))
+    w.writerows(rows)
     text.flush()
     text.detach()   # `f` is the caller's to close

@@ -39,14 +39,15 @@ class Planned:
         self.total = self.failed = 0
         self.names: set[str] = set()
         self._progress = progress
-        self._want_names = any(v.named_kernels for v in session.variants)
+        self._session = session
 
-    def dropped(self, results: list[JobResult]) -> None:
-        """A chunk stored and dropped: its bad lines said now, its kernels' names kept if needed."""
+    def add(self, results: list[JobResult]) -> None:
+        """Jobs planned (a chunk stored and dropped, or those held at the end): their bad lines said now (one
+        write, however many), their kernels' names kept if needed."""
         bad = [r for r in results if r.status == FAILED]
         self.failed += len(bad)
         self._progress.lines(result_line(r) for r in bad)
-        if self._want_names:
+        if any(v.named_kernels for v in self._session.variants):   # (a resumed run's variants, once they are)
             self.names.update(r.func_name for r in results if r.func_name)
 
 
@@ -58,15 +59,12 @@ def plan_inputs(session: Session, args: argparse.Namespace, progress: Progress, 
         def started() -> None:
             stops.raising = False
 
-        planned.total = session.spool.add_inputs(args.inputs, KEEP, planned.dropped, on_spool=started,
+        planned.total = session.spool.add_inputs(args.inputs, KEEP, planned.add, on_spool=started,
                                                  stop=stops.event)
     else:
         planned.total = len(session.add_resumed_commands())
     planned.jobs = list(session.jobs.values())
-    bad = [j for j in planned.jobs if j.status == FAILED]
-    planned.failed += len(bad)
-    progress.lines(result_line(j) for j in bad)   # (one write, however many)
-    planned.names.update(j.func_name for j in planned.jobs if j.func_name)
+    planned.add(planned.jobs)
     return planned
 
 

@@ -37,14 +37,16 @@ class Intake:
     def add_inputs(self, inputs: Sequence[str]) -> list[JobResult]:
         """Commands files (a path to an existing file, or any *.txt / *.tsv) and command strings. A bad line of a
         file becomes a FAILED job naming file:line; a bad command string or a missing file raises CommandError."""
-        added: list[JobResult] = []
+        return [job for jobs in self.each(inputs) for job in jobs]
+
+    def each(self, inputs: Sequence[str]) -> Iterator[list[JobResult]]:
+        """`add_inputs`, an input (a file's line) at a time: its jobs."""
         for item in inputs:
             if looks_like_commands_file(item):
                 for _, jobs in self.lines(item):
-                    added += jobs
+                    yield jobs
             else:
-                added += self.add_command(item)
-        return added
+                yield self.add_command(item)
 
     def lines(self, path: str, extra_args: Sequence[str] = ()) -> Iterator[tuple[str, list[JobResult]]]:
         """Every line of a commands file, as (line text, its jobs), a line at a time; a bad line gets one FAILED

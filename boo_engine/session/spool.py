@@ -21,7 +21,6 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from ..commands import looks_like_commands_file
 from ..config import SessionConfig
 from ..errors import BooError
 from ..results import FAILED, IREE, TORCH, JobResult, Status
@@ -58,7 +57,6 @@ class Spool:
         self._runner = runner
         self._after = 0        # the last row read back
         self._chunks = 0       # chunks stored and dropped
-        self.planned = 0       # jobs planned by add_inputs
 
     @property
     def spooled(self) -> bool:
@@ -72,8 +70,9 @@ class Spool:
         `on_spool`: told once, before the first is stored (the run starts: a stop from now on is a clean one);
         `stop`: once set after that, the lines not planned yet never join the run (as a start() stopped while it
         stores rows)."""
-        for jobs in self._planned(inputs):
-            self.planned += len(jobs)
+        planned = 0
+        for jobs in self._intake.each(inputs):
+            planned += len(jobs)
             held = len(self._plan.jobs)
             if (held >= SPOOL_CHUNK) if self._state.spooled else (held > keep):
                 if not self._state.spooled and on_spool is not None:
@@ -83,15 +82,7 @@ class Spool:
                 break
         if self._state.spooled:
             self._store_and_drop(on_dropped)
-        return self.planned
-
-    def _planned(self, inputs: Sequence[str]) -> Iterator[list[JobResult]]:
-        for item in inputs:
-            if looks_like_commands_file(item):
-                for _, jobs in self._intake.lines(item):
-                    yield jobs
-            else:
-                yield self._intake.add_command(item)
+        return planned
 
     def _store_and_drop(self, on_dropped: Callable[[list[JobResult]], None] | None) -> None:
         state = self._state

@@ -3,6 +3,7 @@ may call them while results are being written (WAL: readers see the last committ
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable
 from typing import Any
 
 from ..limits.records import PeakRow
@@ -98,18 +99,24 @@ def run_info(conn: sqlite3.Connection, run_id: int) -> RunInfo | None:
 
 def load_results(conn: sqlite3.Connection, run_id: int) -> list[JobResult]:
     rows = conn.execute(RESULT_SELECT, (run_id,)).fetchall()
-    samples: dict[int, list[float]] = {}
-    cpu: dict[int, list[float]] = {}
-    cur = conn.execute(
+    samples, cpu = samples_by_result(conn.execute(
         "SELECT s.result_id, s.latency_us, s.cpu_us FROM samples s JOIN results r ON r.id = s.result_id "
         "WHERE r.run_id = ? ORDER BY s.result_id, s.idx",
         (run_id,),
-    )
+    ))
+    return [job_result_from_row(dict(r), samples.get(r["id"], []), cpu.get(r["id"])) for r in rows]
+
+
+def samples_by_result(
+        cur: Iterable[tuple[int, float, float | None]]) -> tuple[dict[int, list[float]], dict[int, list[float]]]:
+    """(result id, latency, CPU time) rows in order -> each result's samples, and its CPU times where read."""
+    samples: dict[int, list[float]] = {}
+    cpu: dict[int, list[float]] = {}
     for result_id, latency, cpu_us in cur:
         samples.setdefault(result_id, []).append(latency)
         if cpu_us is not None:
             cpu.setdefault(result_id, []).append(cpu_us)
-    return [job_result_from_row(dict(r), samples.get(r["id"], []), cpu.get(r["id"])) for r in rows]
+    return samples, cpu
 
 
 def finished_job_ids(conn: sqlite3.Connection, run_id: int) -> set[str]:

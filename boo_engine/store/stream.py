@@ -11,7 +11,7 @@ import sqlite3
 from dataclasses import dataclass
 
 from ..results import DONE, QUEUED, JobResult
-from .queries import RESULT_SELECT
+from .queries import RESULT_SELECT, samples_by_result
 from .rows import job_result_from_row
 
 
@@ -56,15 +56,10 @@ def result_chunk(conn: sqlite3.Connection, run_id: int, after: int, limit: int) 
     rows = conn.execute(_CHUNK, (after, run_id, limit)).fetchall()
     if not rows:
         return []
-    samples: dict[int, list[float]] = {}
-    cpu: dict[int, list[float]] = {}
-    cur = conn.execute("SELECT s.result_id, s.latency_us, s.cpu_us FROM samples s JOIN results r ON r.id = s.result_id"
-                       " WHERE s.result_id BETWEEN ? AND ? AND +r.run_id = ? ORDER BY s.result_id, s.idx",
-                       (rows[0]["id"], rows[-1]["id"], run_id))
-    for result_id, latency, cpu_us in cur:
-        samples.setdefault(result_id, []).append(latency)
-        if cpu_us is not None:
-            cpu.setdefault(result_id, []).append(cpu_us)
+    samples, cpu = samples_by_result(conn.execute(
+        "SELECT s.result_id, s.latency_us, s.cpu_us FROM samples s JOIN results r ON r.id = s.result_id"
+        " WHERE s.result_id BETWEEN ? AND ? AND +r.run_id = ? ORDER BY s.result_id, s.idx",
+        (rows[0]["id"], rows[-1]["id"], run_id)))
     return [(r["id"], job_result_from_row(dict(r), samples.get(r["id"], []), cpu.get(r["id"]))) for r in rows]
 
 
