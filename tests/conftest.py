@@ -26,7 +26,7 @@ FEATURES: dict[str, tuple[str, ...]] = {
     "measure": ("test_cache_mode", "test_compare", "test_devices", "test_harness", "test_harness_outputs",
                 "test_ireeprof", "test_launch", "test_numerics", "test_roofline", "test_sizes_and_devices",
                 "test_stats", "test_verdicts", "test_worker", "test_worker_reproducer"),
-    "session": ("test_session", "test_session_plan", "test_spool", "test_stop_signals", "test_quiet_exit",
+    "session": ("test_session", "test_session_plan", "test_spool", "test_reader", "test_stop_signals", "test_quiet_exit",
                 "test_child_output"),
     "store": ("test_store", "test_store_disk_full", "test_bulk_rows", "test_many_rows", "test_row_memory",
               "test_history", "test_integrity", "test_integrity_runs"),

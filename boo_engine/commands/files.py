@@ -157,10 +157,12 @@ def _read_lines(path: str | os.PathLike[str]) -> Iterator[str]:
 SEEN_KEPT = 4096
 
 
-def iter_commands_file(path: str | os.PathLike[str], extra_args: Sequence[str] = ()) -> Iterator[CommandLine]:
+def iter_commands_file(path: str | os.PathLike[str], extra_args: Sequence[str] = (), *,
+                       after: int = 0) -> Iterator[CommandLine]:
     """`read_commands_file(path, extra_args, errors="collect")` a line at a time: a caller that keeps what it
     makes of each line (a session's jobs) never holds every line's CommandLine as well. A missing or unreadable
-    file raises CommandError naming the path when the first line is asked for."""
+    file raises CommandError naming the path when the first line is asked for. The lines numbered `after` or
+    less are read but not given (nor parsed): a caller that has them already (session/reader.py)."""
     tsv = os.fspath(path).lower().endswith(".tsv")
     extra = [str(a) for a in extra_args]
     weight: Weight | None = None   # the last weight line's, for the next command line only
@@ -176,10 +178,14 @@ def iter_commands_file(path: str | os.PathLike[str], extra_args: Sequence[str] =
             try:
                 weight = parse_weight(text)
             except CommandError as exc:
-                yield CommandLine(source=source, text=elide(text), command=None, error=str(exc))
+                if number > after:
+                    yield CommandLine(source=source, text=elide(text), command=None, error=str(exc))
                 weight = None
             continue
         if text.startswith("#"):
+            continue
+        if number <= after:
+            weight = None
             continue
         calls, share, captured_us = (weight.calls, weight.share, weight.us) if weight is not None \
             else (None, None, None)

@@ -6,16 +6,18 @@ a time: what a line was read as is gone once its jobs are made). The session for
 """
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Sequence
 
 from .. import events as ev
-from ..commands import Command, iter_commands_file, looks_like_commands_file, parse_invocation, split_words
+from ..commands import Command, looks_like_commands_file, parse_invocation, split_words
 from ..commands.driver_flags import ignored_flags_note
 from ..config import SessionConfig
 from ..errors import BooError, CommandError, elide
 from ..results import JobResult
 from ..variants import Variant
 from .plan import InputEntry, Plan
+from .reader import read_lines
 from .recording import RunRecorder
 from .state import SessionState, collector_paused
 
@@ -50,11 +52,15 @@ class Intake:
 
     def lines(self, path: str, extra_args: Sequence[str] = ()) -> Iterator[tuple[str, list[JobResult]]]:
         """Every line of a commands file, as (line text, its jobs), a line at a time; a bad line gets one FAILED
-        job naming file:line. A missing or unreadable file raises CommandError."""
+        job naming file:line. A missing or unreadable file raises CommandError. A big file is parsed by a
+        process of its own (session/reader.py), which also works out each line's kernel name and facts."""
         extra = list(extra_args) + list(self._config.extra_args)
-        with collector_paused():
-            for line in iter_commands_file(path, extra):
-                yield line.text, self.add_entry(InputEntry.from_line(line))
+        # (closed at once on the way out, a stop included: a reader process ends with it)
+        with collector_paused(), contextlib.closing(read_lines(path, extra)) as lines:
+            for line, func_name, facts in lines:
+                if facts is not None:
+                    self._recorder.know_facts(line.text, facts)
+                yield line.text, self.add_entry(InputEntry.from_line(line), func_name)
 
     def add_command(self, text: str | Sequence[str], *, source: str | None = None) -> list[JobResult]:
         """One command string; raises CommandError (one line) when it does not parse."""
@@ -99,13 +105,13 @@ class Intake:
             self._recorder.register_variant(variant)
             return self._announce(self._plan.add_variant(variant))
 
-    def add_entry(self, entry: InputEntry) -> list[JobResult]:
-        """One input's jobs (a bad one's single FAILED job), announced."""
+    def add_entry(self, entry: InputEntry, func_name: str | None = None) -> list[JobResult]:
+        """One input's jobs (a bad one's single FAILED job), announced (`func_name`: its kernel's, when known)."""
         if entry.command is not None and entry.command.ignored_flags and self.driver_flags_note is None:
             self.driver_flags_note = ignored_flags_note(entry.command.ignored_flags)
             self._state.emit(ev.Log(level="info", message=self.driver_flags_note))
         with self._state.lock:
-            return self._announce(self._plan.add_entry(entry, self.variants))
+            return self._announce(self._plan.add_entry(entry, self.variants, func_name))
 
     def _announce(self, added: list[JobResult]) -> list[JobResult]:
         for result in added:

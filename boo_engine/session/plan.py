@@ -198,12 +198,14 @@ class Plan:
         #: a line given again still gets an id of its own. 8 bytes a job: what a spooled run keeps of each
         self._taken = IdSet()
 
-    def add_entry(self, entry: InputEntry, variants: Iterable[Variant]) -> list[JobResult]:
-        """The jobs of one entry: its (variant, backend) pairs, or one FAILED job for a bad entry."""
+    def add_entry(self, entry: InputEntry, variants: Iterable[Variant],
+                  func_name: str | None = None) -> list[JobResult]:
+        """The jobs of one entry: its (variant, backend) pairs, or one FAILED job for a bad entry. `func_name`: its
+        command's kernel name, when the caller knows it (a big file's reader worked it out)."""
         if entry.command is None:
             return [self._add_failed(entry)]
         self.entries.append(entry)
-        name = self._func_name(entry.command)
+        name = func_name or self._func_name(entry.command)
         return [self._add(entry, entry.command, variant, backend, name)
                 for variant, backend in expand(entry.command, variants, self.backends, name)]
 

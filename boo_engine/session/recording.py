@@ -30,6 +30,10 @@ if TYPE_CHECKING:  # the store package is imported when a Session is made, not w
     from ..store import Store
 
 
+#: facts worked out by a big file's reader kept at most until their rows are stored (RunRecorder.know_facts)
+KNOWN_FACTS_KEPT = 20_000
+
+
 class RunRecorder:
     def __init__(self, store: Store, state: SessionState, config: SessionConfig, target: str) -> None:
         self.store = store
@@ -38,6 +42,8 @@ class RunRecorder:
         self._config = config
         self._target = target
         self._registered_commands: set[str] = set()
+        #: a command's facts (its signature's describe() as JSON) worked out by a big file's reader, until stored
+        self._known_facts: dict[str, str] = {}
         self._resumed = False                # a run of an earlier process: its jobs may have rows already
 
     # ---- the run -------------------------------------------------------------------------------------------
@@ -201,10 +207,18 @@ class RunRecorder:
             if job.command is not None and result.command not in self._registered_commands:
                 self._registered_commands.add(result.command)
                 sig = job.command.signature
-                commands.append((result.command, sig.op, result.func_name, dumps(sig.describe())))
+                facts = self._known_facts.pop(result.command, None) or dumps(sig.describe())
+                commands.append((result.command, sig.op, result.func_name, facts))
             fresh.append(result)
         if fresh:
             self.store.record_new(self.run_id, fresh, commands)
+
+    def know_facts(self, command: str, facts: str) -> None:
+        """`command`'s facts, as JSON, worked out already (session/reader.py: in the process that resolved an aten
+        call, so they name its overload and outputs): stored with its first row, instead of worked out again here.
+        KNOWN_FACTS_KEPT at most wait (more than a spooled run stores at once); the others are worked out here."""
+        if len(self._known_facts) < KNOWN_FACTS_KEPT:
+            self._known_facts[command] = facts
 
     def forget_commands(self) -> None:
         """The commands registered so far are not remembered (a spooled run: one may be registered again, which
