@@ -53,8 +53,8 @@ ReadLine = tuple[CommandLine, str | None, str | None]
 def read_lines(path: str, extra_args: Sequence[str] = (), *,
                min_bytes: int | None = None) -> Generator[ReadLine, None, None]:
     """Every line of a commands file, as `iter_commands_file` gives them: from a reader process for a regular file
-    of `min_bytes` (READER_BYTES) or more, else read here. A reader that does not start, or stops part way (killed), is not an
-    error: the lines it did not send are read here."""
+    of `min_bytes` (READER_BYTES) or more, else read here. A reader that does not start, or stops part way
+    (killed), is not an error: the lines it did not send are read here."""
     extra = [str(a) for a in extra_args]
     after = 0   # the number of the last line given
     big = _worth_a_process(path, READER_BYTES if min_bytes is None else min_bytes)
