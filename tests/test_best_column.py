@@ -106,33 +106,44 @@ def test_reassociated_reductions_pass_numerics_in_16_bits(tmp_path):
     assert all(REASSOCIATE_FLAG in r.compile.command for r in jobs if r.variant == "best")
 
 
+DT, MM = ("--iree-opt-data-tiling",), ()
+
+
 @pytest.mark.parametrize("command, expected", [
-    ("conv -n 2 -c 64 -H 28 -W 28 -k 64 -y 3 -x 3 -p 1 -q 1", True),            # 576-long dot products
+    ("conv -n 2 -c 64 -H 28 -W 28 -k 64 -y 3 -x 3 -p 1 -q 1", DT),              # 576-long dot products
     ("conv -n 2 -c 32 -H 28 -W 28 -k 32 -y 3 -x 3 -p 1 -q 1 --in_layout NHWC --out_layout NHWC --fil_layout NHWC",
-     True),
-    ("conv -n 2 -c 16 -H 56 -W 56 -k 32 -y 3 -x 3 -p 1 -q 1", False),           # 144: packing does not pay
-    ("conv -n 8 -c 3 -H 32 -W 32 -k 8 -y 3 -x 3 -p 1 -q 1", False),
-    ("conv -n 2 -c 64 -H 28 -W 28 -k 64 -y 3 -x 3 -p 1 -q 1 -u 2 -v 2", False),  # strided: im2col
-    ("conv -n 2 -c 64 -H 14 -W 14 -k 64 -y 3 -x 3 -p 1 -q 1 -g 4", False),       # grouped: the plain matmul
-    ("conv -n 2 -c 64 -H 28 -W 28 -k 64 -y 1 -x 1", False),                      # 1x1
-    ("conv -n 2 -c 64 -H 28 -W 28 -k 64 -y 3 -x 3 -p 1 -q 1 -F 2", False),       # a gradient
-    ("convbfp16 -n 2 -c 64 -H 28 -W 28 -k 64 -y 3 -x 3 -p 1 -q 1", False),
-    ("conv -n 1 -c 32 --in_d 8 -H 8 -W 8 -k 32 --fil_d 3 -y 3 -x 3 -p 1 -q 1 --pad_d 1 --spatial_dim 3", False),  # 3-D
+     DT),
+    ("conv -n 2 -c 16 -H 56 -W 56 -k 32 -y 3 -x 3 -p 1 -q 1", MM),              # 144: packing does not pay
+    ("conv -n 1 -c 24 -H 48 -W 32 -k 24 -y 3 -x 3 -p 1 -q 1", MM),              # 216: IREE's conv 2.6x slower
+    ("conv -n 8 -c 8 -H 32 -W 32 -k 8 -y 3 -x 3 -p 1 -q 1", None),              # 72: IREE's own conv
+    ("conv -n 8 -c 3 -H 32 -W 32 -k 8 -y 3 -x 3 -p 1 -q 1", None),
+    ("conv -n 1 -c 64 -H 38 -W 38 -k 64 -y 3 -x 1 -p 1 -q 0", DT),              # not 3x3: 192 is long enough
+    ("conv -n 1 -c 64 -H 38 -W 38 -k 64 -y 1 -x 3 -p 0 -q 1", DT),
+    ("conv -n 1 -c 48 -H 48 -W 32 -k 48 -y 1 -x 3 -p 0 -q 1", MM),              # 144: the plain matmul
+    ("conv -n 2 -c 8 -H 32 -W 32 -k 8 -y 3 -x 1 -p 1 -q 0", MM),                # never IREE's conv (14x slower)
+    ("conv -n 2 -c 8 -H 38 -W 38 -k 16 -y 5 -x 5 -p 2 -q 2", DT),               # 5x5: 200
+    ("conv -n 2 -c 64 -H 28 -W 28 -k 64 -y 3 -x 3 -p 1 -q 1 -u 2 -v 2", None),  # strided: im2col
+    ("conv -n 2 -c 64 -H 14 -W 14 -k 64 -y 3 -x 3 -p 1 -q 1 -g 4", None),       # grouped: the plain matmul
+    ("conv -n 2 -c 64 -H 28 -W 28 -k 64 -y 1 -x 1", None),                      # 1x1
+    ("conv -n 2 -c 64 -H 28 -W 28 -k 64 -y 3 -x 3 -p 1 -q 1 -F 2", None),       # a gradient
+    ("convbfp16 -n 2 -c 64 -H 28 -W 28 -k 64 -y 3 -x 3 -p 1 -q 1", None),
+    ("conv -n 1 -c 32 --in_d 8 -H 8 -W 8 -k 32 --fil_d 3 -y 3 -x 3 -p 1 -q 1 --pad_d 1 --spatial_dim 3", None),  # 3-D
 ])
-def test_long_dot_products_with_avx512_take_a_data_tiled_matmul(command, expected):
-    """A plain kxk f32 forward conv whose dot products are long (C x taps >= 256) on an AVX-512 CPU: the matmul
-    formulation with data-tiling; never without AVX-512; on this machine the best column says so exactly then."""
-    from boo_engine.cpu_defaults.rules import DATA_TILING, rule_data_tiled_matmul
+def test_a_plain_kxk_conv_with_avx512_is_our_matmul_unless_iree_conv_is_known_faster(command, expected):
+    """A plain kxk f32 forward conv on an AVX-512 CPU: the matmul formulation, data-tiled for long dot products
+    (C x taps >= 256, or >= 192 for a filter other than 3x3), except a 3x3 one with short dot products (< 128),
+    which stays IREE's own conv; never without AVX-512; on this machine the best column says so exactly then."""
+    from boo_engine.cpu_defaults.rules import rule_conv_matmul
 
     sig = parse_command(command)
     zen5 = {"avx", "avx2", "fma", "f16c", "avx512f", "avx512bw"}
-    assert rule_data_tiled_matmul(op_class(sig), sig, zen5) is expected
-    assert not rule_data_tiled_matmul(op_class(sig), sig, {"avx", "avx2", "fma", "f16c"})
+    assert rule_conv_matmul(op_class(sig), sig, zen5) == expected
+    assert rule_conv_matmul(op_class(sig), sig, {"avx", "avx2", "fma", "f16c"}) is None
     v = best_variant(sig, CPU)
-    here = expected and host_cpu().has("avx512f")
-    assert (DATA_TILING in v.flags) is here
-    if here:
-        assert formulation(v) == "matmul" and v.base == "ours"
+    if expected is not None and host_cpu().has("avx512f"):
+        assert formulation(v) == "matmul" and v.base == "ours" and v.flags == expected
+    else:
+        assert "--iree-opt-data-tiling" not in v.flags
 
 
 LINEAR_STRIDES = "\"[[1], [64, 1], [1, 64], [], []]\""

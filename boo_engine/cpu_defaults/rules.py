@@ -89,7 +89,8 @@ def rule_flags(cls: OpClass, features: Collection[str]) -> list[str]:
       floats a register): there IREE's own conv was as fast or faster. On a 2-core Zen 4 (one thread, us per
       call; IREE's conv, im2col, BOO's build): n2 c64 28x28 3x3 1,558 / 1,833 / 1,559, n1 c128 14x14 753 / 885 /
       755, n8 c8 16x16 55 / 93 / 55, n8 c3 32x32 (a small CNN's first conv) 46 / 172 / 46; on a Zen 5 im2col
-      won only 1.17x on the first (1,287 -> 1,102), where the AVX2-only Zen 3 took it 2.5x faster.
+      won only 1.17x on the first (1,287 -> 1,102), where the AVX2-only Zen 3 took it 2.5x faster. (The best
+      column takes most of these as our matmul instead: `rule_conv_matmul`.)
     - bf16 channels-last 1x1 forward convs: data-tiling only with native bf16 dot products (avx512bf16 or
       amx-bf16): IREE's x86 data tiles for bf16 are sized for VDPBF16PS. Without them bf16 tiles fall back to
       unpacking every element: 4.3x faster on a Zen 5 (avx512bf16), 28x SLOWER on a Zen 3 (19.4 vs 0.69 ms).
@@ -146,27 +147,47 @@ def rule_formulation(cls: OpClass) -> str | None:
 
 
 #: the shortest dot product (input channels x filter taps) for which a data-tiled matmul beat the other
-#: formulations of a stride-1 kxk f32 conv with AVX-512 (`rule_data_tiled_matmul`)
+#: formulations of a stride-1 kxk f32 conv with AVX-512 (`rule_conv_matmul`)
 DEEP_REDUCTION = 256
+#: the same for a filter other than 3x3 (3x1, 1x3, 5x5 ...), where the data-tiled matmul wins sooner
+DEEP_REDUCTION_OTHER = 192
+#: the shortest dot product for which a 3x3 conv is faster as our matmul than as IREE's own conv
+MATMUL_REDUCTION_3X3 = 128
 
 
-def rule_data_tiled_matmul(cls: OpClass, sig: OpSignature, features: Collection[str]) -> bool:
-    """Whether the best column takes a plain (stride-1, ungrouped) kxk f32 forward conv as the matmul formulation
-    with data-tiling, by rule: with AVX-512 and dot products of at least DEEP_REDUCTION elements. Data-tiling packs
-    the im2col matrix and the filter into 16-float tiles that the matmul then reads in order; the packing is paid
-    once per element, so it pays when each element is used in a long dot product, and not in a short one. On a
-    2-core Zen 4, one thread, against the rules before (IREE's conv NCHW, the matmul formulation NHWC; 5 rounds
-    interleaved, us per call): NCHW n2 c64 28x28 3x3 1,553 -> 1,307, n1 c128 14x14 750 -> 609, n2 c32 28x28
-    423 -> 371; NHWC 1,589 -> 1,241, 871 -> 621, 428 -> 357; but c16 (144 long) 631 -> 723 and 643 -> 726
-    slower, and c8 / c3 (72, 27) slower still. Not measured on an AVX2 CPU: none there."""
+def rule_conv_matmul(cls: OpClass, sig: OpSignature, features: Collection[str]) -> tuple[str, ...] | None:
+    """The flags with which the best column takes a plain (stride-1, ungrouped, 2-D) kxk f32 forward conv as the
+    matmul formulation on a CPU with AVX-512, by rule: `(DATA_TILING,)`, `()` (the plain matmul), or None (not by
+    this rule: IREE's own conv channels-first, the matmul channels-last, as `rule_formulation` says). On a 2-core
+    Zen 4, one thread, us per call (IREE's conv / our matmul / the matmul data-tiled; torch beside):
+
+    - Data-tiling packs the im2col matrix and the filter into 16-float tiles that the matmul then reads in order;
+      the packing is paid once per element, so it pays when each element is used in a long dot product
+      (C x taps >= DEEP_REDUCTION), and not in a short one. Against the rules before (IREE's conv NCHW, the
+      matmul NHWC; 5 rounds interleaved): NCHW n2 c64 28x28 3x3 1,553 -> 1,307, n1 c128 14x14 750 -> 609, n2 c32
+      28x28 423 -> 371; NHWC 1,589 -> 1,241, 871 -> 621, 428 -> 357; but c16 3x3 (144 long) 631 -> 723.
+    - IREE's own conv is fast only for a 3x3 filter with short dot products: n8 c3 32x32 47 / 61 / 85, n8 c8
+      32x32 117 / 178 / 246; already at c16 the matmul wins (n2 28x28 143 / 119 / 117, 56x56 633 / 610 / 724) and
+      at c24 by 2.6x (n1 48x32 480 / 184 / 270; torch 325).
+    - Any other filter shape is 10-25x slower as IREE's conv (the convs of real models, n1, 3 rounds): c64 38x38
+      3x1 8,674 / 536 / 432 (torch 389), 1x3 7,475 / 536 / 430, c96 48x32 3x1 20,114 / 809 / 863 (840), c64
+      38x19 5x1 6,227 / 430 / 341, c32 38x38 3x1 2,221 / 148 / 135, c48 48x32 1x3 4,066 / 221 / 246, c16 1x3
+      497 / 35 / 43, n2 c8 3x1 238 / 17 / 23, n2 c8 5x5 1,192 / 694 / 318 (201), c16 5x5 2,367 / 326 / 291: the
+      matmul always, data-tiled from DEEP_REDUCTION_OTHER.
+    Not measured on an AVX2 CPU: none there."""
     if not (cls.op == "conv" and cls.dtype == "float32" and cls.mode == "forward" and cls.filter == "kxk"
             and not cls.detail and "avx512f" in features):
-        return False
+        return None
     d = sig.describe()
     taps = [int(k) for k in d.get("filter_spatial") or ()]
     if len(taps) != 2:   # measured on 2-D convs only
-        return False
-    return int(d.get("in_channels") or 0) * taps[0] * taps[1] >= DEEP_REDUCTION
+        return None
+    reduction = int(d.get("in_channels") or 0) * taps[0] * taps[1]
+    if reduction >= DEEP_REDUCTION:
+        return (DATA_TILING,)
+    if taps != [3, 3]:
+        return (DATA_TILING,) if reduction >= DEEP_REDUCTION_OTHER else ()
+    return () if reduction >= MATMUL_REDUCTION_3X3 else None
 
 
 #: aten calls that are one 2-D matmul: name -> the index of its right-hand operand (B), and whether B is stored

@@ -14,8 +14,9 @@ the kernel wins; nothing measured on another CPU is used):
    to beat ours; rule_formulation; rule_flags through the per-op defaults) -> "rules".
 
 BOO's build in the best column (a table's choice or a rule's) takes the flags a rule gives a class in any build
-(`rule_reduction_flags`: reassociated sums for layer and batch norms). By rule, a plain kxk f32 forward conv with
-long dot products on an AVX-512 CPU is the matmul formulation with data-tiling (`rule_data_tiled_matmul`), and a
+(`rule_reduction_flags`: reassociated sums for layer and batch norms). By rule, a plain kxk f32 forward conv on an
+AVX-512 CPU is the matmul formulation, data-tiled for long dot products, unless it is a 3x3 one with short dot
+products (`rule_conv_matmul`), and a
 2-D matmul is data-tiled where its right-hand operand is read transposed or it is bf16 (`rule_data_tiled_gemm`).
 Neither goes into the per-op flags that tuning specs are compiled with: data-tiling leaves a matmul's spec nothing
 to match.
@@ -35,8 +36,8 @@ from ..cpu_defaults.rules import (
     MATMUL,
     op_class,
     rule_build,
+    rule_conv_matmul,
     rule_data_tiled_gemm,
-    rule_data_tiled_matmul,
     rule_formulation,
     rule_reduction_flags,
 )
@@ -71,8 +72,9 @@ def best_variant(sig: OpSignature, target: Target, tuned: TunedLookup | None = N
         flags = _table_best_flags(str(cls), form)
     elif chosen_by == "rules" and target.kind == "cpu" and target.per_op_defaults:
         features = host_cpu().features
-        if rule_data_tiled_matmul(cls, sig, features) and sig.formulation_problem(MATMUL) is None:
-            form, flags = MATMUL, (DATA_TILING,)
+        matmul = rule_conv_matmul(cls, sig, features)
+        if matmul is not None and sig.formulation_problem(MATMUL) is None:
+            form, flags = MATMUL, matmul
         elif rule_data_tiled_gemm(sig, features):
             flags = (DATA_TILING,)
     func = sig.func_name
