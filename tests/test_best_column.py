@@ -54,7 +54,7 @@ def formulation(variant) -> str | None:
 @pytest.mark.parametrize("command, cls, form", [
     (BWD_DATA, "conv:float32:nchw:kxk:backward:data", "matmul"),
     ("conv -n 2 -c 8 -H 10 -W 10 -k 8 -y 3 -x 3 -p 1 -q 1 -u 2 -v 2 -F 2",
-     "conv:float32:nchw:kxk:backward:data-strided", "fwdconv"),
+     "conv:float32:nchw:kxk:backward:data-strided", "matmul"),   # (a matmul and a fold: conv_forms)
     ("conv -n 2 -c 8 -H 10 -W 10 -k 8 -y 3 -x 3 -p 1 -q 1 -F 4", "conv:float32:nchw:kxk:backward:weight", "matmul"),
     ("conv -n 2 -c 8 -H 10 -W 10 -k 8 -y 3 -x 3 -p 1 -q 1 -g 4", "conv:float32:nchw:kxk:forward:grouped", "matmul"),
     ("conv -n 2 -c 8 -H 10 -W 10 -k 8 -y 3 -x 3 -p 1 -q 1", "conv:float32:nchw:kxk:forward", None),

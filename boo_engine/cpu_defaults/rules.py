@@ -129,9 +129,14 @@ def rule_formulation(cls: OpClass) -> str | None:
     matmul (`matmul`), they are tiled as matmuls. Measured on a 2-core Zen 3, one thread (docs/performance.md,
     "Kernel formulations"): backward-weight 3x3 36.8 -> 2.7 ms, backward-data 9.2 -> 0.61 ms, grouped g4 2.1 ->
     0.22 ms, bf16 gradients 29.5 / 19.2 -> 1.36 / 1.48 ms, NHWC gradients 91 / 121 -> 7.2 / 10.8 ms, all three
-    gradients 45.7 -> 4.3 ms. A STRIDED data gradient is the exception: im2col and matmul multiply the zeros the
-    stride inserts (7.9 ms), where the gradient as a forward conv of the dilated dLdy (`fwdconv`) takes 1.9 ms
-    (default 48.2 ms). A channels-last kxk forward conv: IREE 3.13's im2col of it is ~2.3x slower than of the
+    gradients 45.7 -> 4.3 ms. A STRIDED data gradient in the matmul formulation is a matmul and a fold
+    (`conv_forms.fold_data_grad`: no multiply by the zeros a stride inserts, which the forward conv of the dilated
+    dLdy (`fwdconv`) and its im2col do); on a 2-core Zen 4, one thread, us per call, the rule before (fwdconv for
+    the data gradient alone, the matmul of the dilated dLdy with all gradients) -> now (torch): data gradient n2
+    c16 56x56 s2 1,195 -> 289 (391), n2 c64 56x56 s2 -> k128 11,739 -> 3,964 (2,803), n8 c8 32x32 s2 199 -> 128
+    (396); data and weight gradients n8 c8 32x32 s2 378 -> 263 (341), n2 c16 56x56 s2 671 -> 418 (390), c16 -> k32
+    1,217 -> 589 (537), n2 c32 28x28 s2 -> k64 1,188 -> 487 (497), n4 c3 64x64 s2 -> k16 with the bias 1,084 -> 304
+    (488). A channels-last kxk forward conv: IREE 3.13's im2col of it is ~2.3x slower than of the
     same conv channels-first (Zen 5: 2.53 vs 1.10 ms), our explicit im2col + matmul is not: 4.0 -> 2.1 ms on a
     2-core Zen 4 (n2 c64 28x28 3x3; BOO's build 21 ms), and the Zen 3's tune chose it too. Transposed convs
     (written as ordinary convs already) and everything else: none. A kernel that lacks the formulation (a bias
@@ -140,7 +145,7 @@ def rule_formulation(cls: OpClass) -> str | None:
         return None
     details = cls.detail.split("-") if cls.detail else []
     if cls.mode == "backward":
-        return FWDCONV if "strided" in details else MATMUL
+        return MATMUL
     if "grouped" in details or (cls.channels_last and not cls.pointwise):
         return MATMUL
     return None

@@ -11,7 +11,8 @@
   tap, stacked) and a (batched, per group) matmul. Needs no compiler flag, and suits the shapes IREE's own
   im2col handles badly: a weight gradient (IREE's im2col of its forward-conv form makes a batch of skinny
   (k*k) x N*O matmuls), grouped convs (which IREE lowers to grouped linalg convs, not im2col'd) and 16-bit
-  convs (IREE 3.13's im2col does not compile them).
+  convs (IREE 3.13's im2col does not compile them). A strided conv's data gradient is a matmul and a fold
+  (`fold_data_grad`, col2im): the im2col of the dilated dLdy would multiply the zeros the stride inserts.
 * "mixed" (gradients only): the data gradient as "fwdconv" writes it (one forward conv, which IREE lowers as its
   own conv), the weight gradient as "matmul" writes it. With AVX-512 IREE's own conv computed small and strided
   data gradients faster than the explicit im2col (which multiplies the zeros a stride inserts), where the weight
@@ -133,8 +134,43 @@ def data_grad(dy: torch.Tensor, w: torch.Tensor, in_spatial: Sequence[int], stri
 
 def mm_data_grad(dy: torch.Tensor, w: torch.Tensor, in_spatial: Sequence[int], stride: Sequence[int],
                  padding: Sequence[int], dilation: Sequence[int], groups: int) -> torch.Tensor:
-    """`data_grad` with its conv as im2col + matmul."""
+    """`data_grad` with its conv as im2col + matmul; for a strided conv, `fold_data_grad`."""
+    if any(s > 1 for s in stride):
+        return fold_data_grad(dy, w, in_spatial, stride, padding, dilation, groups)
     return data_grad(dy, w, in_spatial, stride, padding, dilation, groups, conv_fn=mm_conv)
+
+
+def fold_data_grad(dy: torch.Tensor, w: torch.Tensor, in_spatial: Sequence[int], stride: Sequence[int],
+                   padding: Sequence[int], dilation: Sequence[int], groups: int) -> torch.Tensor:
+    """dLdx as a matmul and a fold (col2im): per batch and group, the columns (Cg*taps, O) = w^T (Cg*taps, Kg) @
+    dy (Kg, O); then each tap's column is added into the padded input at its offset, `stride` apart, and the
+    padding cut off. The data gradient as a forward conv of the dilated dy multiplies the zeros the stride inserts
+    (s^2 times the multiply-adds of a 2-D conv); this does not. The fold is written per phase of the stride (the
+    input positions with one remainder mod s): there a tap's column lands densely, shifted by whole blocks, so it
+    is pads and adds; the phases are then interleaved by one reshape."""
+    n, k_out = dy.shape[0], dy.shape[1]
+    cg, ks = w.shape[1], list(w.shape[2:])
+    out_spatial = list(dy.shape[2:])
+    kg = k_out // groups
+    wt = w.reshape(groups, kg, cg * numel(ks)).transpose(1, 2)                    # (g, Cg*taps, Kg)
+    cols = torch.matmul(wt, dy.reshape(n, groups, kg, numel(out_spatial)))        # (N, g, Cg*taps, O)
+    cols = cols.reshape(n, groups * cg, numel(ks), *out_spatial)
+    blocks = [-(-(x + 2 * p) // s) for x, p, s in zip(in_spatial, padding, stride)]   # the padded input / s, up
+    phases: dict[tuple[int, ...], torch.Tensor] = {}
+    for tap, offsets in enumerate(itertools.product(*(range(k) for k in ks))):
+        pos = [o * d for o, d in zip(offsets, dilation)]
+        shift = [p // s for p, s in zip(pos, stride)]
+        part = pad_or_crop(cols[:, :, tap], shift, [b - sh - o for b, sh, o in zip(blocks, shift, out_spatial)])
+        phase = tuple(p % s for p, s in zip(pos, stride))
+        phases[phase] = part + phases[phase] if phase in phases else part
+    zeros = next(iter(phases.values())).new_zeros([n, groups * cg, *blocks])
+    every = itertools.product(*(range(s) for s in stride))
+    nd = len(stride)
+    full = torch.stack([phases.get(ph, zeros) for ph in every], 2).reshape(n, groups * cg, *stride, *blocks)
+    order = [0, 1, *itertools.chain.from_iterable((2 + nd + i, 2 + i) for i in range(nd))]
+    full = full.permute(order).reshape(n, groups * cg, *(b * s for b, s in zip(blocks, stride)))
+    high = [b * s - p - x for b, s, p, x in zip(blocks, stride, padding, in_spatial)]
+    return pad_or_crop(full, [-p for p in padding], [-h for h in high])
 
 
 def weight_grad(dy: torch.Tensor, x: torch.Tensor, fil_spatial: Sequence[int], stride: Sequence[int],
