@@ -146,6 +146,33 @@ def test_a_plain_kxk_conv_with_avx512_is_our_matmul_unless_iree_conv_is_known_fa
         assert "--iree-opt-data-tiling" not in v.flags
 
 
+NHWC_1X1 = "-y 1 -x 1 --in_layout NHWC --out_layout NHWC --fil_layout NHWC"
+
+
+@pytest.mark.parametrize("command, expected", [
+    (f"conv -n 8 -c 128 -H 24 -W 48 -k 384 {NHWC_1X1}", True),      # the filter (F, C) read transposed
+    (f"conv -n 4 -c 35 -H 48 -W 32 -k 35 {NHWC_1X1}", True),
+    (f"conv -n 4 -c 16 -H 32 -W 32 -k 16 {NHWC_1X1}", False),       # 16 channels: packing costs more
+    (f"conv -n 2 -c 64 -H 28 -W 28 -k 128 -u 2 -v 2 {NHWC_1X1}", False),   # strided: no gain
+    ("conv -n 4 -c 35 -H 48 -W 32 -k 35 -y 1 -x 1", False),            # channels-first
+    (f"convbfp16 -n 4 -c 35 -H 48 -W 32 -k 35 {NHWC_1X1}", False),     # 16-bit: the per-op rule's
+    (f"conv -n 4 -c 35 -H 48 -W 32 -k 35 {NHWC_1X1} -F 2", False),     # a gradient
+])
+def test_a_channels_last_pointwise_f32_conv_is_data_tiled_by_rule(command, expected):
+    """A channels-last 1x1 f32 forward conv with 32 or more input channels on an AVX-512 CPU is data-tiled in the
+    best column (only there: never in the per-op flags); on this machine the best column says so exactly then."""
+    from boo_engine.cpu_defaults.machine import per_op_default_flags
+    from boo_engine.cpu_defaults.rules import DATA_TILING, rule_data_tiled_pointwise
+
+    sig = parse_command(command)
+    zen4 = {"avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512bf16"}
+    assert rule_data_tiled_pointwise(op_class(sig), sig, zen4) is expected
+    assert not rule_data_tiled_pointwise(op_class(sig), sig, {"avx", "avx2", "fma", "f16c"})
+    if sig.dtype_name == "float32":
+        assert DATA_TILING not in per_op_default_flags(sig, CPU)
+        assert (DATA_TILING in best_variant(sig, CPU).flags) is (expected and host_cpu().has("avx512f"))
+
+
 LINEAR_STRIDES = "\"[[1], [64, 1], [1, 64], [], []]\""
 
 

@@ -231,6 +231,25 @@ def rule_data_tiled_gemm(sig: OpSignature, features: Collection[str]) -> bool:
     return transposed_b and "avx512f" in features
 
 
+#: the fewest input channels for which a channels-last 1x1 f32 conv gained from data-tiling
+POINTWISE_CHANNELS = 32
+
+
+def rule_data_tiled_pointwise(cls: OpClass, sig: OpSignature, features: Collection[str]) -> bool:
+    """Whether the best column compiles a channels-last 1x1 f32 forward conv (stride 1, ungrouped) with
+    data-tiling, by rule: on an AVX-512 CPU, with POINTWISE_CHANNELS input channels or more. It is a matmul whose
+    right-hand operand, the filter (F, C) channels-last, is read transposed, as `rule_data_tiled_gemm`'s. On a
+    2-core Zen 4, one thread, 5 rounds interleaved, us per call, without -> with (torch): n8 c128 24x48 -> k384
+    10,326 -> 8,882 (12,919), n4 c35 48x32 280 -> 237 (706), n2 c64 56x56 -> k256 2,167 -> 1,972 (3,062), n1 c512
+    14x14 -> k2048 4,525 -> 4,291 (4,959), n2 c256 56x56 -> k64 2,241 -> 2,255 (7,886); but n4 c16 32x32 23 -> 31
+    (164), and a strided one unchanged (71). Only the best column takes it (the per-op flags are what tuning specs
+    are compiled with, and data-tiling leaves them nothing to match)."""
+    if not (cls.op == "conv" and cls.dtype == "float32" and cls.mode == "forward" and cls.channels_last
+            and cls.pointwise and not cls.detail and "avx512f" in features):
+        return False
+    return int(sig.describe().get("in_channels") or 0) >= POINTWISE_CHANNELS
+
+
 def rule_build(cls: OpClass) -> str | None:
     """The build the `best` column takes for a class by rule, where BOO's own beats ours for a known cause (None:
     ours). A layer norm forward: BOO exports it with `force_single_dispatch`, ONE dispatch, where our export is four

@@ -17,7 +17,8 @@ BOO's build in the best column (a table's choice or a rule's) takes the flags a 
 (`rule_reduction_flags`: reassociated sums for layer and batch norms). By rule, a plain kxk f32 forward conv on an
 AVX-512 CPU is the matmul formulation, data-tiled for long dot products, unless it is a 3x3 one with short dot
 products (`rule_conv_matmul`), and a
-2-D matmul is data-tiled where its right-hand operand is read transposed or it is bf16 (`rule_data_tiled_gemm`).
+2-D matmul is data-tiled where its right-hand operand is read transposed or it is bf16 (`rule_data_tiled_gemm`),
+and so is a channels-last 1x1 f32 conv, whose filter is such an operand (`rule_data_tiled_pointwise`).
 Neither goes into the per-op flags that tuning specs are compiled with: data-tiling leaves a matmul's spec nothing
 to match.
 
@@ -38,6 +39,7 @@ from ..cpu_defaults.rules import (
     rule_build,
     rule_conv_matmul,
     rule_data_tiled_gemm,
+    rule_data_tiled_pointwise,
     rule_formulation,
     rule_reduction_flags,
 )
@@ -75,7 +77,7 @@ def best_variant(sig: OpSignature, target: Target, tuned: TunedLookup | None = N
         matmul = rule_conv_matmul(cls, sig, features)
         if matmul is not None and sig.formulation_problem(MATMUL) is None:
             form, flags = MATMUL, matmul
-        elif rule_data_tiled_gemm(sig, features):
+        elif rule_data_tiled_gemm(sig, features) or rule_data_tiled_pointwise(cls, sig, features):
             flags = (DATA_TILING,)
     func = sig.func_name
     return Variant(name=BEST_NAME, base=OUR_BUILD, best=chosen_by, flags=flags,
