@@ -151,6 +151,14 @@ def _read_lines(path: str | os.PathLike[str]) -> Iterator[str]:
         raise CommandError(f"cannot read commands file {os.fspath(path)}: {exc.strerror or exc}") from None
 
 
+def _weight_of(text: str, source: str) -> tuple[Weight | None, CommandLine | None]:
+    """A weight line's weight, or the bad line it is."""
+    try:
+        return parse_weight(text), None
+    except CommandError as exc:
+        return None, CommandLine(source=source, text=elide(text), command=None, error=str(exc))
+
+
 #: distinct lines whose parse is remembered at most (then forgotten all at once): copies of a line share one
 #: Command, and a file of 200,000 distinct lines must not keep a second table of them all while it is read
 #: (65,536 of them, ~2 KB a conv's Command, were most of a spooled 200,000-line run's memory: session/spool.py)
@@ -175,12 +183,9 @@ def iter_commands_file(path: str | os.PathLike[str], extra_args: Sequence[str] =
             continue
         source = f"{os.fspath(path)}:{number}"
         if is_weight_line(text):
-            try:
-                weight = parse_weight(text)
-            except CommandError as exc:
-                if number > after:
-                    yield CommandLine(source=source, text=elide(text), command=None, error=str(exc))
-                weight = None
+            weight, bad = _weight_of(text, source)
+            if bad is not None and number > after:
+                yield bad
             continue
         if text.startswith("#"):
             continue

@@ -174,7 +174,7 @@ def rule_conv_matmul(cls: OpClass, sig: OpSignature, features: Collection[str]) 
     - IREE's own conv is fast only for a 3x3 filter with short dot products: n8 c3 32x32 47 / 61 / 85, n8 c8
       32x32 117 / 178 / 246; already at c16 the matmul wins (n2 28x28 143 / 119 / 117, 56x56 633 / 610 / 724) and
       at c24 by 2.6x (n1 48x32 480 / 184 / 270; torch 325).
-    - Any other filter shape is 10-25x slower as IREE's conv (the convs of real models, n1, 3 rounds): c64 38x38
+    - Every other filter shape is 10-25x slower as IREE's conv (the convs of real models, n1, 3 rounds): c64 38x38
       3x1 8,674 / 536 / 432 (torch 389), 1x3 7,475 / 536 / 430, c96 48x32 3x1 20,114 / 809 / 863 (840), c64
       38x19 5x1 6,227 / 430 / 341, c32 38x38 3x1 2,221 / 148 / 135, c48 48x32 1x3 4,066 / 221 / 246, c16 1x3
       497 / 35 / 43, n2 c8 3x1 238 / 17 / 23, n2 c8 5x5 1,192 / 694 / 318 (201), c16 5x5 2,367 / 326 / 291: the
