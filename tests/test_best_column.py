@@ -146,6 +146,24 @@ def test_a_plain_kxk_conv_with_avx512_is_our_matmul_unless_iree_conv_is_known_fa
         assert "--iree-opt-data-tiling" not in v.flags
 
 
+@pytest.mark.parametrize("command, expected", [
+    ("conv -n 2 -c 8 -H 10 -W 10 -k 8 -y 3 -x 3 -p 1 -q 1 -F 4", True),           # weight gradient
+    ("conv -n 2 -c 8 -H 10 -W 10 -k 8 -y 1 -x 1 -F 10 -b 1", True),               # all three
+    ("conv -n 2 -c 8 -H 10 -W 10 -k 8 -y 3 -x 3 -p 1 -q 1 -F 9 -b 1", True),       # weight and bias
+    ("conv -n 2 -c 8 -H 10 -W 10 -k 8 -y 3 -x 3 -p 1 -q 1 -F 2", False),          # data gradient: no sum over images
+    ("conv -n 2 -c 8 -H 10 -W 10 -k 8 -y 3 -x 3 -p 1 -q 1", False),               # forward
+    (GEMM, False),
+])
+def test_a_convs_weight_and_bias_gradients_are_summed_reassociated_in_the_best_column(command, expected):
+    """The sums over every image and position of a weight or bias gradient: reassociated in the best column (the
+    boo column keeps BOO's flags exactly)."""
+    from boo_engine.cpu_defaults.rules import REASSOCIATE, rule_reassociated_gradients
+
+    sig = parse_command(command)
+    assert rule_reassociated_gradients(op_class(sig)) is expected
+    assert (REASSOCIATE in best_variant(sig, CPU).flags) is expected
+
+
 NHWC_1X1 = "-y 1 -x 1 --in_layout NHWC --out_layout NHWC --fil_layout NHWC"
 
 

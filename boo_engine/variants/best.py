@@ -18,7 +18,8 @@ BOO's build in the best column (a table's choice or a rule's) takes the flags a 
 AVX-512 CPU is the matmul formulation, data-tiled for long dot products, unless it is a 3x3 one with short dot
 products (`rule_conv_matmul`), and a
 2-D matmul is data-tiled where its right-hand operand is read transposed or it is bf16 (`rule_data_tiled_gemm`),
-and so is a channels-last 1x1 f32 conv, whose filter is such an operand (`rule_data_tiled_pointwise`).
+and so is a channels-last 1x1 f32 conv, whose filter is such an operand (`rule_data_tiled_pointwise`). A conv's
+weight and bias gradients are summed reassociated (`rule_reassociated_gradients`).
 Neither goes into the per-op flags that tuning specs are compiled with: data-tiling leaves a matmul's spec nothing
 to match.
 
@@ -35,12 +36,14 @@ from ..cpu_defaults.machine import defaults_state, host_cpu
 from ..cpu_defaults.rules import (
     DATA_TILING,
     MATMUL,
+    REASSOCIATE,
     op_class,
     rule_build,
     rule_conv_matmul,
     rule_data_tiled_gemm,
     rule_data_tiled_pointwise,
     rule_formulation,
+    rule_reassociated_gradients,
     rule_reduction_flags,
 )
 from ..ops.base import DEFAULT_FORMULATION, OpSignature
@@ -79,6 +82,8 @@ def best_variant(sig: OpSignature, target: Target, tuned: TunedLookup | None = N
             form, flags = MATMUL, matmul
         elif rule_data_tiled_gemm(sig, features) or rule_data_tiled_pointwise(cls, sig, features):
             flags = (DATA_TILING,)
+        if rule_reassociated_gradients(cls):
+            flags = (*flags, REASSOCIATE)
     func = sig.func_name
     return Variant(name=BEST_NAME, base=OUR_BUILD, best=chosen_by, flags=flags,
                    kernel_formulations=((func, form),) if form != DEFAULT_FORMULATION else ())
