@@ -16,12 +16,11 @@ the kernel wins; nothing measured on another CPU is used):
 BOO's build in the best column (a table's choice or a rule's) takes the flags a rule gives a class in any build
 (`rule_reduction_flags`: reassociated sums for layer and batch norms). By rule, a plain kxk f32 forward conv on an
 AVX-512 CPU is the matmul formulation, data-tiled for long dot products, unless it is a 3x3 one with short dot
-products (`rule_conv_matmul`), and a
-2-D matmul is data-tiled where its right-hand operand is read transposed or it is bf16 (`rule_data_tiled_gemm`),
-and so is a channels-last 1x1 f32 conv, whose filter is such an operand (`rule_data_tiled_pointwise`). A conv's
-weight and bias gradients are summed reassociated (`rule_reassociated_gradients`).
-Neither goes into the per-op flags that tuning specs are compiled with: data-tiling leaves a matmul's spec nothing
-to match.
+products (`rule_conv_matmul`); a 2-D matmul is data-tiled where its right-hand operand is read transposed or it is
+bf16 (`rule_data_tiled_gemm`), and so is a channels-last 1x1 f32 conv, whose filter is such an operand
+(`rule_data_tiled_pointwise`); a conv's weight and bias gradients are summed reassociated
+(`rule_reassociated_gradients`). None of these goes into the per-op flags that tuning specs are compiled with:
+data-tiling leaves a matmul's spec nothing to match.
 
 The result is a Variant named `best` (so job ids stay what they are) that says in `best` what chose it, and
 builds the kernel our way (`base="ours"`) with that kernel's formulation and flags, or BOO's way where that is
