@@ -118,8 +118,8 @@ def rule_flags(cls: OpClass, features: Collection[str]) -> list[str]:
     return []
 
 
-#: formulations (ops/conv_forms.py) the rules choose for the `best` column
-MATMUL, FWDCONV = "matmul", "fwdconv"
+#: the formulation (ops/conv_forms.py) the rules choose for the `best` column where they choose one
+MATMUL = "matmul"
 
 
 def rule_formulation(cls: OpClass) -> str | None:
