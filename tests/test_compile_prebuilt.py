@@ -113,11 +113,11 @@ def test_a_cuda_tune_winner_is_what_tuned_toml_builds(tmp_path):
     """IREE 3.13's cuda pipeline ignores tuning specs, so a cuda candidate is a substituted dispatch. The tuned.toml
     a tune writes for it names that dispatch for its kernel, and builds the very kernel the candidate built (the
     same cache entry: measured on a GPU box from a cache filled here, it must not need a compiler)."""
-    from boo_engine.tune.dispatch import _dispatch_name, read_root
     from boo_engine.tune.records import IMPROVED, Tried, TunedKernel
     from boo_engine.tune.report import write_outputs
     from boo_engine.tune.space import Candidate, GlobalChoice
     from boo_engine.variants import load_variants_file
+    from boo_engine.variants.root_op import _dispatch_name, read_root
 
     target, cache = "cuda:sm_80", KernelCache(tmp_path / "cache")
     sig = parse_command(GEMM)
@@ -153,9 +153,9 @@ def test_an_offline_tune_compiles_what_the_live_one_proposes(tmp_path):
     first proposals matched and the GPU found 8 of 16 candidates missing from the cache."""
     import sqlite3
 
-    from boo_engine.tune.dispatch import read_root
     from boo_engine.tune.offline import propose, space_for
     from boo_engine.tune.space import GlobalChoice
+    from boo_engine.variants.root_op import read_root
 
     command = "gemm --a_w 64 --a_h 128 --b_w 128"
     cache, db = tmp_path / "cache", tmp_path / "t.db"

@@ -26,13 +26,13 @@ from boo_engine.commands import parse_command
 from boo_engine.compile.cache import KernelCache
 from boo_engine.compile.pool import CompilePool
 from boo_engine.errors import CompileError
-from boo_engine.tune.dispatch import RootOp, read_root
 from boo_engine.tune.gpu_dispatch import configured_source
 from boo_engine.tune.gpu_space import GpuSpace, gpu_space
 from boo_engine.tune.space import Candidate, GlobalChoice
-from boo_engine.tune.spec import SpecEntry, spec_module
 from boo_engine.variants import Variant
 from boo_engine.variants.common import SPEC_MARKER
+from boo_engine.variants.root_op import RootOp, read_root
+from boo_engine.variants.tile_spec import SpecEntry, spec_module
 
 GEMM = "gemmfp16 --a_w 256 --a_h 512 --b_w 512 -F 2"     # dA = dC @ B^T: a transposed operand
 CONV = ("convfp16 -n 2 -c 64 -H 28 -W 28 -k 64 -y 3 -x 3 -p 1 -q 1 -u 1 -v 1 -l 1 -j 1 -F 1 "

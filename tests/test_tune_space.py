@@ -14,11 +14,11 @@ from boo_engine.compile.pool import CompilePool
 from boo_engine.cpu_defaults.machine import host_cpu
 from boo_engine.errors import BooError
 from boo_engine.targets import parse_target
-from boo_engine.tune.dispatch import parse_dispatch, read_root
 from boo_engine.tune.space import Candidate, GlobalChoice, global_choices, tile_space
-from boo_engine.tune.spec import SpecEntry, spec_module, symbol
 from boo_engine.variants import Variant
 from boo_engine.variants.common import SPEC_MARKER
+from boo_engine.variants.root_op import parse_dispatch, read_root
+from boo_engine.variants.tile_spec import SpecEntry, spec_module, symbol
 
 #: one small kernel per op class the tuner treats differently
 CLASSES = {

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..variants.mlir_text import angle_end
-from .dispatch import RootOp, _results
+from ..variants.root_op import RootOp, _results
 
 #: intrinsic families IREE 3.13 lists for a target but cannot compile with TileAndFuse: the reason, measured
 BROKEN_INTRINSICS: dict[str, str] = {

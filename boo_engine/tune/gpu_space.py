@@ -38,7 +38,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .dispatch import RootOp
+from ..variants.root_op import RootOp
+from ..variants.tile_spec import gpu_compilation_info
 from .gpu_dispatch import (
     BYTES,
     GemmView,
@@ -50,7 +51,6 @@ from .gpu_dispatch import (
     parse_gpu_target,
 )
 from .space import Candidate, Choice, GlobalChoice
-from .spec import gpu_compilation_info
 
 SUBGROUPS = (1, 2, 4)            # along the innermost M, N dims and each outer one
 TILES = (1, 2, 4, 8)             # intrinsic tiles per subgroup along the innermost M / N dim

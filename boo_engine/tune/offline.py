@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import BooError, first_line
 from ..variants import spec_applied
-from .dispatch import RootOp, read_root
+from ..variants.root_op import RootOp, read_root
 from .records import COMPILE_FAILED, KERNEL_FAILED, NOT_APPLIED, Tried, TunedKernel
 from .space import Candidate, GlobalChoice, SearchSpace, global_choices, new_study, suggest, tile_space
 

@@ -19,7 +19,8 @@ from typing import Any
 
 from ..compare import geomean, next_run_interval
 from ..fsutil import atomic_write
-from .dispatch import RootOp
+from ..variants.root_op import RootOp
+from ..variants.tile_spec import SpecEntry, spec_module, symbol
 from .records import (
     COMPILE_FAILED,
     DUPLICATE,
@@ -31,7 +32,6 @@ from .records import (
     Tried,
     TunedKernel,
 )
-from .spec import SpecEntry, spec_module, symbol
 
 SPEC_FILE, VARIANTS_FILE, REPORT_FILE = "tuned.mlir", "tuned.toml", "report.md"
 #: the flag a no-winner tuned.toml names: the compiler's own default (O2 is NOT: it builds other gemm kernels)

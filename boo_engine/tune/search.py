@@ -37,8 +37,9 @@ from ..results import DONE, FAILED, IREE, JobResult
 from ..session import Session
 from ..session.state import Listener as SessionListener
 from ..variants import BASELINE, Variant
+from ..variants.root_op import RootOp, read_root
+from ..variants.tile_spec import SpecEntry, spec_module, symbol
 from .context import TuneContext, TuneSettings
-from .dispatch import RootOp, read_root
 from .events import KernelTuned, TuneEvent, TuneLog, TuneUpdate
 from .kernel import STAGE_ITERS, KernelSearch, configs_dir
 from .offline import space_for
@@ -54,7 +55,6 @@ from .records import (
     load_kernels,
 )
 from .space import Candidate, GlobalChoice, global_choices
-from .spec import SpecEntry, spec_module, symbol
 
 Listener = Callable[[TuneEvent], None]
 

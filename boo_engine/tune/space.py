@@ -24,8 +24,8 @@ from ..cpu_defaults.machine import per_op_default_flags
 from ..cpu_defaults.rules import DATA_TILING, IM2COL
 from ..ops.base import OpSignature
 from ..targets import Target
-from .dispatch import RootOp
-from .spec import cpu_compilation_info
+from ..variants.root_op import RootOp
+from ..variants.tile_spec import cpu_compilation_info
 
 if TYPE_CHECKING:
     import optuna

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..variants.mlir_text import angle_end
+from .mlir_text import angle_end
 
 #: the implicit indexing maps of named linalg ops the tuner configures (generic ops print theirs)
 NAMED_MAPS: dict[str, tuple[str, ...]] = {

@@ -14,8 +14,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..variants.common import SPEC_MARKER
-from .dispatch import RootOp
+from .common import SPEC_MARKER
+from .root_op import RootOp
 
 _CONV_GROUPS = ("batch", "output_image", "output_channel", "filter", "input_channel", "depth")
 _CONTRACTION_GROUPS = ("batch", "m", "n", "k")
