@@ -14,6 +14,7 @@ from ..errors import BooError, first_line
 from ..ops.base import OpSignature
 from ..targets import Target
 from ..variants import BASELINE, Variant
+from ..variants.best import best_variant, is_unresolved
 from .cache import KernelCache
 from .flags import as_target
 from .pool import CompilePool
@@ -88,7 +89,9 @@ def preload(commands: Iterable[Command | OpSignature | str], target: Target | st
             k = (sig.func_name, v.name)
             if k not in seen:
                 seen.add(k)
-                jobs.append((sig, v))
+                # the best column as a run resolves it for this kernel (a tune's winner aside: that lookup is the
+                # run's database), so the kernel filled here is the one the run measures
+                jobs.append((sig, best_variant(sig, target) if is_unresolved(v) else v))
     total = len(jobs) + len(summary.items)
     done = len(summary.items)
     with CompilePool(workers=workers, timeout_s=timeout_s, cache=cache) as pool:
