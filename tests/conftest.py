@@ -19,8 +19,8 @@ os.environ[DEFAULTS_TABLE_ENV] = "off"
 FEATURES: dict[str, tuple[str, ...]] = {
     "commands": ("test_commands", "test_commands_fuzz", "test_commands_long_lines", "test_aten", "test_ops",
                  "test_driver_samples", "test_targets"),
-    "compile": ("test_aten_lowering", "test_best_column", "test_boo_build", "test_cache", "test_cache_disk_full",
-                "test_cache_faults", "test_cache_trust", "test_compile_ops", "test_compile_prebuilt",
+    "compile": ("test_aten_lowering", "test_aligned_tiles", "test_best_column", "test_boo_build", "test_cache",
+                "test_cache_disk_full", "test_cache_faults", "test_cache_trust", "test_compile_ops", "test_compile_prebuilt",
                 "test_compile_preload", "test_compile_robustness", "test_cpu_defaults", "test_decompositions",
                 "test_formulations", "test_ops_compile", "test_specs", "test_variants", "test_variants_dispatches"),
     "measure": ("test_cache_mode", "test_compare", "test_devices", "test_harness", "test_harness_outputs",

@@ -351,7 +351,7 @@ def test_a_run_measures_boo_and_best_side_by_side(tmp_path):
         assert r.status == DONE and r.numerics is not None and r.numerics.verdict == "pass", (r.variant, r.error)
     assert jobs[(BWD_DATA, "baseline")].compile.build.startswith("boo: iree-turbine")
     best = jobs[(BWD_DATA, "best")].compile
-    assert (best.build, best.chosen_by) == ("ours: matmul formulation", "rules")
+    assert best.build.startswith("ours: matmul formulation") and best.chosen_by == "rules"
     tuned = jobs[(GEMM, "best")].compile
     assert tuned.chosen_by == f"tune {tid}" and "--iree-llvmcpu-enable-ukernels=all" in tuned.command
     with Store(db) as store:   # what chose it is stored with the result

@@ -27,6 +27,7 @@ from ..ops.base import DEFAULT_FORMULATION, OpSignature
 from ..targets import BOO_BUILD, OUR_BUILD, Target
 from ..variants import BASELINE, Variant
 from . import cache as cache_mod
+from .aligned import ALIGNED_SPEC, AlignedTiles, first_pass
 from .artifact import Artifact, artifact_from_meta
 from .cache import KernelCache
 from .compiler_run import run_compiler
@@ -189,11 +190,18 @@ def _build(cache: KernelCache, sig: OpSignature, target: Target, variant: Varian
     # written to the staging folder, and the folder becomes visible as a valid entry only at the final rename
     # (readers check meta.json; writers hold the per-key lock).
     cache.discard(func, key)
-    cmd = [exe, str(mlir_path), *flags, *run_flags(flags),
-           f"--iree-hal-dump-executable-configurations-to={final / CONFIGS}", "-o"]
-    shown = cmd + [str(final / VMFB)]
     try:
-        seconds = run_compiler(cmd + [str(staging / VMFB)], shown, func, timeout_s)
+        aligned = _aligned(exe, mlir_path, flags, staging, func, target, variant)
+        try:
+            seconds, shown = _compile(exe, mlir_path, flags, staging, final, func, timeout_s, aligned)
+        except CompileError:
+            if aligned is None:
+                raise
+            # IREE refused the aligned tiles: the kernel as IREE configures it, as if there were no rule
+            cache.discard(func, key)
+            (staging / ALIGNED_SPEC).unlink(missing_ok=True)
+            aligned = None
+            seconds, shown = _compile(exe, mlir_path, flags, staging, final, func, timeout_s, aligned)
         if not (staging / VMFB).is_file() or (staging / VMFB).stat().st_size == 0:
             raise CompileError(f"{func}: iree-compile exited 0 but wrote no kernel", command=shown)
         if (final / CONFIGS).is_dir():
@@ -212,7 +220,9 @@ def _build(cache: KernelCache, sig: OpSignature, target: Target, variant: Varian
             "compiler_version": cache.compiler_version, "compile_seconds": round(seconds, 4),
             "export_seconds": round(export_s, 4), "num_dispatches": len(configs), "configs": configs,
             "mlir_sha256": cache_mod.file_sha256(mlir_path), "created_at": time.time(),
-            "decompositions": list(decompositions), "build": build, "mlir_name": mlir_path.name,
+            "decompositions": list(decompositions), "mlir_name": mlir_path.name,
+            "build": f"{build}; {ALIGNED_BUILD}" if aligned is not None else build,
+            "aligned_tiles": aligned.describe() if aligned is not None else "",
         }
         return cache.commit(staging, func, key, meta)
     except BaseException:
@@ -221,3 +231,34 @@ def _build(cache: KernelCache, sig: OpSignature, target: Target, variant: Varian
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
+
+
+#: how the build of a kernel with aligned workgroup tiles says so ("ours: matmul formulation; aligned tiles")
+ALIGNED_BUILD = "aligned tiles"
+
+
+def _aligned(exe: str, mlir_path: Path, flags: list[str], staging: Path, func: str, target: Target,
+             variant: Variant) -> AlignedTiles | None:
+    """The aligned tiles of a variant that asks for them (`Variant.aligned_tiles`, the CPU only, and no tuning
+    spec of its own: IREE takes one), their spec written into the staging folder; else None."""
+    if not variant.aligned_tiles or target.kind != "cpu" or any(f.startswith(_SPEC_FLAG) for f in flags):
+        return None
+    aligned = first_pass(exe, mlir_path, [*flags, *run_flags(flags)], staging, func)
+    if aligned is not None:
+        (staging / ALIGNED_SPEC).write_text(aligned.spec)
+    return aligned
+
+
+_SPEC_FLAG = "--iree-codegen-tuning-spec-path="
+
+
+def _compile(exe: str, mlir_path: Path, flags: list[str], staging: Path, final: Path, func: str, timeout_s: float,
+             aligned: AlignedTiles | None) -> tuple[float, list[str]]:
+    """Run the real compile into `staging`, its configurations dumped to the entry's final folder; (wall seconds,
+    the command as compile_command.sh shows it: final paths)."""
+    spec = [f"{_SPEC_FLAG}{staging / ALIGNED_SPEC}"] if aligned is not None else []
+    shown_spec = [f"{_SPEC_FLAG}{final / ALIGNED_SPEC}"] if aligned is not None else []
+    tail = [*run_flags(flags), f"--iree-hal-dump-executable-configurations-to={final / CONFIGS}", "-o"]
+    cmd = [exe, str(mlir_path), *flags, *spec, *tail, str(staging / VMFB)]
+    shown = [exe, str(mlir_path), *flags, *shown_spec, *tail, str(final / VMFB)]
+    return run_compiler(cmd, shown, func, timeout_s), shown

@@ -2,7 +2,7 @@
 known; the figures behind each are in its docstring and docs/performance.md."""
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -295,3 +295,34 @@ def _filter_spatial(d: dict, sig: OpSignature) -> tuple[int, ...]:
     if fl and len(shapes) >= 2 and len(shapes[1]) == len(fl):
         return tuple(int(s) for s, c in zip(shapes[1], fl) if c not in "NCKF")
     return ()
+
+
+#: the most vector tiles in one workgroup's tile of a dimension when `rule_aligned_distribution` re-chooses it
+ALIGNED_MAX_VECTORS = 8
+
+
+def rule_aligned_distribution(bounds: Sequence[int], parallel: Collection[int], distribution: Sequence[int],
+                              vector: Sequence[int]) -> tuple[int, ...] | None:
+    """The distribution (workgroup) tiles of a kernel's root op with each parallel dimension's tile a whole number
+    of its vector tiles, by rule, or None where IREE's already are. Each tile IREE chose that is not such a
+    multiple becomes the largest multiple of the vector tile, up to ALIGNED_MAX_VECTORS of them, that divides the
+    dimension (every workgroup then runs whole vector tiles), else IREE's rounded up to a multiple (only the last
+    workgroup is left a remainder). The cause: IREE 3.13 on the CPU picks a distribution tile that divides the
+    dimension without looking at the vector tile, e.g. 56 of 784 where the vector tile is 16, so EVERY workgroup
+    runs 3.5 vector tiles, a peeled remainder included. Applied by a first pass of the compiler that stops at the
+    configured executables (compile/aligned.py) and a tuning spec for the root op alone. On a 2-core Zen 4, one
+    thread, 4 rounds interleaved, us per call, the best column before (data-tiled where it was) -> the matmul
+    formulation aligned (torch): conv n2 c64 28x28 3x3 1,398 -> 1,153 (1,106), NHWC 1,325 -> 1,185 (1,267), n1
+    c64 56x56 3,377 -> 2,418 (2,127), n2 c16 28x28 118 -> 93 (122), grouped g4 135 -> 116 (123), the data
+    gradient n2 c32 28x28 462 -> 340 (326)."""
+    out = list(distribution)
+    for d in parallel:
+        if d >= len(out) or d >= len(vector) or d >= len(bounds):
+            continue
+        v, b, t = int(vector[d]), int(bounds[d]), int(out[d])
+        if v <= 1 or t <= 0 or t % v == 0 or t >= b:
+            continue
+        whole = [m for m in range(v, min(b, ALIGNED_MAX_VECTORS * v) + 1, v) if b % m == 0]
+        out[d] = max(whole) if whole else min(-(-t // v) * v, b)
+    new = tuple(out)
+    return None if new == tuple(distribution) else new

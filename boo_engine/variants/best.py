@@ -20,7 +20,10 @@ products (`rule_conv_matmul`); a 2-D matmul is data-tiled where its right-hand o
 bf16 (`rule_data_tiled_gemm`), and so is a channels-last 1x1 f32 conv, whose filter is such an operand
 (`rule_data_tiled_pointwise`); a conv's weight and bias gradients are summed reassociated
 (`rule_reassociated_gradients`). None of these goes into the per-op flags that tuning specs are compiled with:
-data-tiling leaves a matmul's spec nothing to match.
+data-tiling leaves a matmul's spec nothing to match. And every kernel the best column builds our way on the CPU
+(a tune's winner aside: its tiles are its own) takes aligned workgroup tiles (`Variant.aligned_tiles`,
+`rule_aligned_distribution`): where IREE's workgroup tile of the root op is not a whole number of vector tiles, a
+one-op spec written from a first compile pass makes it one (compile/aligned.py).
 
 The result is a Variant named `best` (so job ids stay what they are) that says in `best` what chose it, and
 builds the kernel our way (`base="ours"`) with that kernel's formulation and flags, or BOO's way where that is
@@ -72,6 +75,7 @@ def best_variant(sig: OpSignature, target: Target, tuned: TunedLookup | None = N
         extra = tuple(rule_reduction_flags(cls)) if target.kind == "cpu" else ()
         return Variant(name=BEST_NAME, base=BOO_BUILD, best=chosen_by, flags=extra)
     flags: tuple[str, ...] = ()
+    aligned = target.kind == "cpu" and target.per_op_defaults   # our build: whole vector tiles per workgroup
     if chosen_by == "table":
         flags = _table_best_flags(str(cls), form)
     elif chosen_by == "rules" and target.kind == "cpu" and target.per_op_defaults:
@@ -84,7 +88,7 @@ def best_variant(sig: OpSignature, target: Target, tuned: TunedLookup | None = N
         if rule_reassociated_gradients(cls):
             flags = (*flags, REASSOCIATE)
     func = sig.func_name
-    return Variant(name=BEST_NAME, base=OUR_BUILD, best=chosen_by, flags=flags,
+    return Variant(name=BEST_NAME, base=OUR_BUILD, best=chosen_by, flags=flags, aligned_tiles=aligned,
                    kernel_formulations=((func, form),) if form != DEFAULT_FORMULATION else ())
 
 

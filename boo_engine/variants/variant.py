@@ -12,6 +12,9 @@ from ..results import CacheMode
 from .common import BASELINE_NAME, BEST_NAME, file_bytes
 from .linking import merged_spec_path
 
+#: in the cache key of a kernel built with aligned tiles: a change of the rule's meaning bumps it
+ALIGNED_TILES_VERSION = 1
+
 
 @dataclass(frozen=True)
 class Variant:
@@ -54,6 +57,10 @@ class Variant:
     #: configuration ("rules", "table", "tune N"). "" for every other variant. Not in the key: it changes no
     #: kernel (the configuration it chose does).
     best: str = ""
+    #: the kernel's root op takes workgroup tiles that are whole vector tiles, by rule (the best column on the CPU;
+    #: cpu_defaults.rules.rule_aligned_distribution): a first compile pass reads IREE's configuration, a tuning
+    #: spec written from it sets the aligned tiles (compile/aligned.py)
+    aligned_tiles: bool = False
 
     @property
     def is_baseline(self) -> bool:
@@ -61,7 +68,8 @@ class Variant:
         mode or build of its own."""
         return not (self.tuning_specs or self.flags or self.substitutions or self.preprocess or self.kernel_flags
                     or self.kernel_formulations or self.kernel_substitutions or self.formulation is not None
-                    or self.cache_mode is not None or self.base is not None or self.best)
+                    or self.cache_mode is not None or self.base is not None or self.best
+                    or self.aligned_tiles)
 
     def flags_for(self, func_name: str, path_of: Callable[[str], str] = str) -> list[str]:
         """The kernel-specific flags of this variant for `func_name` (after compile_flags()): its substituted
@@ -139,6 +147,8 @@ class Variant:
             h.update(f"formulation\0{name}\0{form}".encode() + b"\0")
         for name, kind, exe, path in self.kernel_substitutions:
             h.update(f"ksub\0{name}\0{kind}\0{exe}\0".encode() + file_bytes(path) + b"\0")
+        if self.aligned_tiles:
+            h.update(f"aligned-tiles\0{ALIGNED_TILES_VERSION}\0".encode())
         return h.hexdigest()
 
     def _kernel_key_material(self, func_name: str) -> str:
@@ -151,6 +161,8 @@ class Variant:
         for kind, name, path in self.substitutions_for(func_name):
             h.update(f"sub\0{kind}\0{name}\0".encode() + file_bytes(path) + b"\0")
         h.update(("preprocess\0" + (self.preprocess or "")).encode() + b"\0")
+        if self.aligned_tiles:
+            h.update(f"aligned-tiles\0{ALIGNED_TILES_VERSION}\0".encode())
         return h.hexdigest()
 
     def describe(self) -> dict[str, Any]:
@@ -177,6 +189,8 @@ class Variant:
             d["base"] = self.base
         if self.best:
             d["best"] = self.best
+        if self.aligned_tiles:
+            d["aligned_tiles"] = True
         return d
 
     @classmethod
@@ -192,7 +206,8 @@ class Variant:
                    kernel_substitutions=tuple((str(f), str(k), str(n), str(p))
                                               for f, k, n, p in d.get("kernel_substitutions") or ()),
                    formulation=d.get("formulation") or None, cache_mode=d.get("cache_mode") or None,
-                   base=d.get("base") or None, best=str(d.get("best") or ""))
+                   base=d.get("base") or None, best=str(d.get("best") or ""),
+                   aligned_tiles=bool(d.get("aligned_tiles")))
 
 
 def _substitute_flag(kind: str, executable: str, path: str) -> str:
