@@ -110,9 +110,10 @@ DT, MM = ("--iree-opt-data-tiling",), ()
 
 
 @pytest.mark.parametrize("command, expected", [
-    ("conv -n 2 -c 64 -H 28 -W 28 -k 64 -y 3 -x 3 -p 1 -q 1", DT),              # 576-long dot products
+    ("conv -n 2 -c 64 -H 28 -W 28 -k 64 -y 3 -x 3 -p 1 -q 1", MM),              # 576 long, 784 = 49 x 16
+    ("conv -n 1 -c 128 -H 14 -W 14 -k 128 -y 3 -x 3 -p 1 -q 1", DT),            # 196 positions: data tiles
     ("conv -n 2 -c 32 -H 28 -W 28 -k 32 -y 3 -x 3 -p 1 -q 1 --in_layout NHWC --out_layout NHWC --fil_layout NHWC",
-     DT),
+     MM),
     ("conv -n 2 -c 16 -H 56 -W 56 -k 32 -y 3 -x 3 -p 1 -q 1", MM),              # 144: packing does not pay
     ("conv -n 1 -c 24 -H 48 -W 32 -k 24 -y 3 -x 3 -p 1 -q 1", MM),              # 216: IREE's conv 2.6x slower
     ("conv -n 8 -c 8 -H 32 -W 32 -k 8 -y 3 -x 3 -p 1 -q 1", None),              # 72: IREE's own conv
@@ -120,6 +121,7 @@ DT, MM = ("--iree-opt-data-tiling",), ()
     ("conv -n 1 -c 64 -H 38 -W 38 -k 64 -y 3 -x 1 -p 1 -q 0", DT),              # not 3x3: 192 is long enough
     ("conv -n 1 -c 64 -H 38 -W 38 -k 64 -y 1 -x 3 -p 0 -q 1", DT),
     ("conv -n 1 -c 48 -H 48 -W 32 -k 48 -y 1 -x 3 -p 0 -q 1", MM),              # 144: the plain matmul
+    ("conv -n 1 -c 96 -H 48 -W 32 -k 96 -y 3 -x 1 -p 1 -q 0", MM),              # 288, but 1,536 = 96 x 16
     ("conv -n 2 -c 8 -H 32 -W 32 -k 8 -y 3 -x 1 -p 1 -q 0", MM),                # never IREE's conv (14x slower)
     ("conv -n 2 -c 8 -H 38 -W 38 -k 16 -y 5 -x 5 -p 2 -q 2", DT),               # 5x5: 200
     ("conv -n 2 -c 64 -H 28 -W 28 -k 64 -y 3 -x 3 -p 1 -q 1 -u 2 -v 2", None),  # strided: im2col
@@ -131,7 +133,8 @@ DT, MM = ("--iree-opt-data-tiling",), ()
 ])
 def test_a_plain_kxk_conv_with_avx512_is_our_matmul_unless_iree_conv_is_known_faster(command, expected):
     """A plain kxk f32 forward conv on an AVX-512 CPU: the matmul formulation, data-tiled for long dot products
-    (C x taps >= 256, or >= 192 for a filter other than 3x3), except a 3x3 one with short dot products (< 128),
+    (C x taps >= 256, or >= 192 for a filter other than 3x3) unless its output positions are whole vector tiles
+    (aligned workgroup tiles do better there), except a 3x3 one with short dot products (< 128),
     which stays IREE's own conv; never without AVX-512; on this machine the best column says so exactly then."""
     from boo_engine.cpu_defaults.rules import rule_conv_matmul
 
