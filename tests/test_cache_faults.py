@@ -24,7 +24,9 @@ from boo_engine.commands import parse_command
 from boo_engine.compile.cache import KernelCache
 from boo_engine.compile.pool import compile_signature, lookup_cached
 from boo_engine.errors import BooError
+from boo_engine.targets import parse_target
 from boo_engine.variants import BASELINE, Variant, preflight_variant, spec_applied
+from boo_engine.variants.best import best_variant
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = ROOT / "tuning_specs" / "cpu_gemm_256x512x512_fast.mlir"
@@ -178,12 +180,14 @@ def read_only_view(src: Path):
 
 def test_a_read_only_cache_serves_hits_and_compiles_misses_into_the_overlay(tmp_path):
     warm = tmp_path / "warm"
-    compile_signature(parse_command(SMALL), "cpu", cache=KernelCache(warm))  # no reproducer inputs in it
+    small = parse_command(SMALL)
+    best = best_variant(small, parse_target("cpu"))   # the column checked below, as the run resolves it
+    compile_signature(small, "cpu", best, cache=KernelCache(warm))  # no reproducer inputs in it
     before = sorted(str(p.relative_to(warm)) for p in warm.rglob("*"))
     with read_only_view(warm) as ro:
         cache = KernelCache(ro)
         assert cache.lower == ro.resolve() and cache.root != ro.resolve() and cache.notice
-        assert lookup_cached(parse_command(SMALL), "cpu", cache=cache) is not None
+        assert lookup_cached(small, "cpu", best, cache=cache) is not None
 
         overlay = tmp_path / "mine"
         p = boo_tui([SMALL, OTHER, "--backend", "iree", "--iter", "5", "--cache-dir", str(overlay),
@@ -191,7 +195,8 @@ def test_a_read_only_cache_serves_hits_and_compiles_misses_into_the_overlay(tmp_
         assert p.returncode == 0, p.stderr
         assert "Read-only" not in p.stderr and "internal error" not in p.stderr
         assert p.stderr.count("is read-only") == 1, p.stderr
-        results = {r["command"]: r for r in json.loads((tmp_path / "r.json").read_text())["results"]}
+        results = {r["command"]: r for r in json.loads((tmp_path / "r.json").read_text())["results"]
+                   if r["variant"] == "best"}
         hit, miss = results[SMALL], results[OTHER]
         assert hit["status"] == miss["status"] == "done" and not hit["error"] and not miss["error"]
         assert hit["compile"]["cache_hit"] and str(_module(hit)).startswith(str(ro))
