@@ -112,6 +112,8 @@ DT, MM = ("--iree-opt-data-tiling",), ()
 @pytest.mark.parametrize("command, expected", [
     ("conv -n 2 -c 64 -H 28 -W 28 -k 64 -y 3 -x 3 -p 1 -q 1", MM),              # 576 long, 784 = 49 x 16
     ("conv -n 1 -c 128 -H 14 -W 14 -k 128 -y 3 -x 3 -p 1 -q 1", DT),            # 196 positions: data tiles
+    ("conv -n 2 -c 256 -H 7 -W 7 -k 256 -y 3 -x 3 -p 1 -q 1", MM),              # 49: channels innermost
+    ("conv -n 1 -c 512 -H 7 -W 7 -k 512 -y 3 -x 3 -p 1 -q 1", DT),              # 512 channels: data tiles
     ("conv -n 2 -c 32 -H 28 -W 28 -k 32 -y 3 -x 3 -p 1 -q 1 --in_layout NHWC --out_layout NHWC --fil_layout NHWC",
      MM),
     ("conv -n 2 -c 16 -H 56 -W 56 -k 32 -y 3 -x 3 -p 1 -q 1", MM),              # 144: packing does not pay

@@ -34,6 +34,10 @@ COMMANDS = [
     "conv -_ 1 -n 2 -c 4 -H 12 -k 6 -y 3 -p 1 -u 2 -l 2 -g 2 -F 10 -I NHC -O NHC -f NHC",
     "conv -_ 3 -n 1 -c 2 -! 5 -H 5 -W 4 -k 4 -@ 3 -y 3 -x 2 -$ 2 -p 1 -u 2 -F 10",
     "convfp16 -n 2 -c 4 -H 9 -W 8 -k 6 -y 3 -x 3 -p 1 -q 1 -u 2 -v 2 -F 10",
+    # a 7x7 image: the matmul puts the output channels innermost (conv_forms.channels_innermost), forward and in a
+    # data gradient's conv
+    "conv -n 1 -c 4 -H 7 -W 7 -k 32 -y 3 -x 3 -p 1 -q 1 -F 1",
+    f"conv -n 1 -c 64 -H 7 -W 7 -k 4 -y 3 -x 3 -p 1 -q 1 -g 2 -F 2 {NHWC}",
 ]
 # compiled: every formulation of every 2-D kernel; 1-D and 3-D with fwdconv only (their matmul form, the same slices
 # and matmuls over more taps, costs 7 s of compile and is checked eagerly below)
@@ -107,6 +111,24 @@ def test_fwdconv_and_matmul_cover_every_stride_padding_dilation_and_group():
         for form in sig.formulations()[1:]:
             for o, r in zip(_tuple(sig.formulated(form, *args)), ref):
                 torch.testing.assert_close(o, r, rtol=1e-9, atol=1e-9, msg=f"{form}: {cmd}")
+
+
+@pytest.mark.parametrize("positions, channels, taps, inner", [
+    (49, 32, (3, 3), True), (49, 256, (3, 3), True), (25, 64, (3, 3), True),     # 7x7, 5x5 images
+    (49, 512, (3, 3), False), (49, 16, (3, 3), False), (49, 40, (3, 3), False),  # too many, one vector, not whole
+    (196, 64, (3, 3), False), (784, 64, (3, 3), False), (25, 192, (3, 1), False),  # few lanes idle; not 3x3
+])
+def test_the_matmul_puts_channels_innermost_on_small_images(positions, channels, taps, inner):
+    from boo_engine.ops.conv_forms import channels_innermost
+
+    assert channels_innermost(positions, channels, taps) is inner
+
+
+def test_the_matmul_of_a_small_image_is_written_channels_innermost():
+    """The 7x7 conv's matmul reads the im2col transposed (channels innermost); a 28x28 one's does not."""
+    small = export_mlir(parse_command("conv -n 1 -c 4 -H 7 -W 7 -k 32 -y 3 -x 3 -p 1 -q 1 -F 1"), "matmul")
+    big = export_mlir(parse_command("conv -n 1 -c 4 -H 28 -W 28 -k 32 -y 3 -x 3 -p 1 -q 1 -F 1"), "matmul")
+    assert "torch.aten.transpose" in small and "torch.aten.transpose" not in big
 
 
 def test_default_formulation_exports_the_reference():

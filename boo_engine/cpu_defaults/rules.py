@@ -7,6 +7,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..ops.conv_forms import VECTOR_ELEMS, channels_innermost
 from ..targets import BOO_BUILD
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -159,8 +160,6 @@ DEEP_REDUCTION = 256
 DEEP_REDUCTION_OTHER = 192
 #: the shortest dot product for which a 3x3 conv is faster as our matmul than as IREE's own conv
 MATMUL_REDUCTION_3X3 = 128
-#: floats in an AVX-512 register: IREE's vector tile of an f32 matmul's output positions there
-VECTOR_F32 = 16
 
 
 def rule_conv_matmul(cls: OpClass, sig: OpSignature, features: Collection[str]) -> tuple[str, ...] | None:
@@ -182,11 +181,13 @@ def rule_conv_matmul(cls: OpClass, sig: OpSignature, features: Collection[str]) 
       38x19 5x1 6,227 / 430 / 341, c32 38x38 3x1 2,221 / 148 / 135, c48 48x32 1x3 4,066 / 221 / 246, c16 1x3
       497 / 35 / 43, n2 c8 3x1 238 / 17 / 23, n2 c8 5x5 1,192 / 694 / 318 (201), c16 5x5 2,367 / 326 / 291: the
       matmul always, data-tiled from DEEP_REDUCTION_OTHER.
-    - Data tiles only where the output positions per image are not whole vector tiles (VECTOR_F32): where they
+    - Data tiles only where the output positions per image are not whole vector tiles (VECTOR_ELEMS): where they
       are, the plain matmul with aligned workgroup tiles (`rule_aligned_distribution`, every best-column kernel)
       is faster than the data tiles: n2 c64 28x28 3x3 1,398 -> 1,130 (torch 1,058), NHWC 1,325 -> 1,171 (1,257),
       n1 c64 56x56 3,377 -> 2,418 (2,127), c96 48x32 3x1 891 -> 819 (850), c48 48x32 3x3 753 -> 646 (627), c96
-      3,022 -> 2,555 (2,323); but n1 c128 14x14 (196 positions) 625 data-tiled against 700.
+      3,022 -> 2,555 (2,323); but n1 c128 14x14 (196 positions) 625 data-tiled against 700. A small image whose
+      matmul puts the output channels innermost instead (`conv_forms.channels_innermost`: 7x7, 32-256 channels)
+      has those whole: n2 c256 7x7 2,520 data-tiled -> 1,361 (torch 1,002).
     Not measured on an AVX2 CPU: none there."""
     if not (cls.op == "conv" and cls.dtype == "float32" and cls.mode == "forward" and cls.filter == "kxk"
             and not cls.detail and "avx512f" in features):
@@ -197,8 +198,11 @@ def rule_conv_matmul(cls: OpClass, sig: OpSignature, features: Collection[str]) 
         return None
     reduction = int(d.get("in_channels") or 0) * taps[0] * taps[1]
     positions = math.prod(int(s) for s in d.get("output_spatial") or (0,))
-    # output positions in whole vector tiles: the plain matmul with aligned workgroup tiles beats the data tiles
-    tiled = () if positions % VECTOR_F32 == 0 else (DATA_TILING,)
+    channels = int(d.get("out_channels") or 0) // max(1, int(d.get("groups") or 1))
+    # output positions (or, where they are not, the output channels: the matmul then puts those innermost) in
+    # whole vector tiles: the plain matmul with aligned workgroup tiles beats the data tiles
+    whole = positions % VECTOR_ELEMS == 0 or channels_innermost(positions, channels, taps)
+    tiled = () if whole else (DATA_TILING,)
     if reduction >= DEEP_REDUCTION:
         return tiled
     if taps != [3, 3]:

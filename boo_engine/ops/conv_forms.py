@@ -103,14 +103,44 @@ def unfold(x: torch.Tensor, fil_spatial: Sequence[int], stride: Sequence[int], p
     return torch.stack(taps, 2)
 
 
+#: the elements of the vectors a CPU matmul's innermost output dimension is computed in: 16 floats in an AVX-512
+#: register (two AVX2 ones). A dimension that is not a whole number of them leaves lanes idle in every row
+VECTOR_ELEMS = 16
+
+
+#: the fewest and most output channels per group for which `channels_innermost` measured faster
+INNER_CHANNELS = (32, 256)
+
+
+def channels_innermost(positions: int, channels_per_group: int, taps: Sequence[int]) -> bool:
+    """Whether `mm_conv` puts the output channels innermost (cols^T @ w^T, then transposed back) rather than the
+    output positions (w @ cols): for a 3x3 filter over a small image whose positions leave a fifth or more of
+    the last vectors' lanes idle (VECTOR_ELEMS; 49 positions fill 64 lanes: a 7x7 image), where the channels per
+    group are whole vectors, INNER_CHANNELS of them. On a 2-core Zen 4, one thread, us per call, positions ->
+    channels innermost (torch): n2 c256 7x7 2,520 (data-tiled) -> 1,361 (1,002), NHWC 2,800 -> 1,484 (1,439), n4
+    c64 7x7 342 -> 197, n2 c48 7x7 123 -> 61 (90). Not taken: n1 c512 7x7 4,127 -> 4,386 (slower), 14x14 images
+    (196 positions, 6% idle: c32 154 -> 111 but c64 430 -> 470, c128 610 -> 596, c256 2,527 -> 2,683), one vector
+    of channels per group (g4, 16 each: 117 -> 166, torch 123), other filters (c192 25x1 3x1 81 -> 183)."""
+    lanes = -(-positions // VECTOR_ELEMS) * VECTOR_ELEMS
+    low, high = INNER_CHANNELS
+    return (list(taps) == [3, 3] and 5 * (lanes - positions) >= lanes and channels_per_group % VECTOR_ELEMS == 0
+            and low <= channels_per_group <= high)
+
+
 def mm_conv(x: torch.Tensor, w: torch.Tensor, stride: Sequence[int], padding: Sequence[int],
             dilation: Sequence[int], groups: int) -> torch.Tensor:
-    """`conv` as im2col + matmul: per batch and group, w (Kg, Cg*taps) @ cols (Cg*taps, O) (no transposes)."""
+    """`conv` as im2col + matmul: per batch and group, w (Kg, Cg*taps) @ cols (Cg*taps, O), or its transpose
+    cols^T @ w^T (O, Kg) where `channels_innermost` says so."""
     n, k_out = x.shape[0], w.shape[0]
     cols = unfold(x, w.shape[2:], stride, padding, dilation)
     out_spatial = list(cols.shape[3:])
-    cols = cols.reshape(n, groups, -1, numel(out_spatial))
-    y = torch.matmul(w.reshape(groups, k_out // groups, -1), cols)      # (N, g, Kg, O)
+    positions = numel(out_spatial)
+    cols = cols.reshape(n, groups, -1, positions)
+    wg = w.reshape(groups, k_out // groups, -1)
+    if channels_innermost(positions, k_out // groups, w.shape[2:]):
+        y = torch.matmul(cols.transpose(-1, -2), wg.transpose(-1, -2)).transpose(-1, -2)   # (N, g, O, Kg)^T
+    else:
+        y = torch.matmul(wg, cols)      # (N, g, Kg, O)
     return y.reshape(n, k_out, *out_spatial)
 
 
