@@ -7,17 +7,14 @@ import json
 from pathlib import Path
 
 import pytest
+from best_support import boo_beside_best
 
 from boo_engine.commands import parse_command
 from boo_engine.compile import aligned as aligned_mod
 from boo_engine.compile.build import ALIGNED_BUILD, compile_signature
 from boo_engine.compile.cache import KernelCache
-from boo_engine.config import SessionConfig
 from boo_engine.cpu_defaults.rules import rule_aligned_distribution
-from boo_engine.results import DONE, IREE
-from boo_engine.session import Session
 from boo_engine.targets import parse_target
-from boo_engine.variants import BASELINE, BEST
 from boo_engine.variants.best import best_variant
 from boo_engine.variants.common import SPEC_MARKER
 from boo_engine.variants.root_op import read_root
@@ -94,18 +91,7 @@ def test_a_spec_iree_refuses_falls_back_to_iree_own_tiles(tmp_path, monkeypatch)
 def test_kernels_with_aligned_tiles_run_and_pass_numerics(tmp_path):
     """BOO's build beside the best column: a data gradient, a grouped conv and a strided conv with a bias, whose
     root ops all get aligned tiles here, run and pass the numerics check against torch."""
-    cfg = SessionConfig(target="cpu", build="boo", variants=[BASELINE, BEST], backends=(IREE,), iters=5,
-                        rounds=1, db_path=str(tmp_path / "r.db"), cache_dir=str(tmp_path / "cache"))
-    commands = [DATA_GRAD, "conv -n 2 -c 32 -H 14 -W 14 -k 32 -y 3 -x 3 -p 1 -q 1 -g 4",
-                "conv -n 1 -c 8 -H 56 -W 56 -k 16 -y 3 -x 3 -p 1 -q 1 -u 2 -v 2 -b 1"]
-    with Session(cfg) as s:
-        for c in commands:
-            s.add_command(c)
-        s.start()
-        s.wait()
-        jobs = list(s.jobs.values())
-    assert len(jobs) == 2 * len(commands)
-    for r in jobs:
-        assert r.status == DONE and r.numerics is not None and r.numerics.verdict == "pass", (r.variant, r.error)
+    jobs = boo_beside_best(tmp_path, DATA_GRAD, "conv -n 2 -c 32 -H 14 -W 14 -k 32 -y 3 -x 3 -p 1 -q 1 -g 4",
+                           "conv -n 1 -c 8 -H 56 -W 56 -k 16 -y 3 -x 3 -p 1 -q 1 -u 2 -v 2 -b 1")
     best = [r for r in jobs if r.variant == "best"]
     assert all(r.compile.build.endswith(ALIGNED_BUILD) for r in best), [r.compile.build for r in best]

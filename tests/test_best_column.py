@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from best_support import boo_beside_best
 
 from boo_engine.commands import parse_command
 from boo_engine.config import SessionConfig
@@ -27,23 +28,6 @@ CPU = Target("cpu")
 BWD_DATA = "conv -n 2 -c 8 -H 10 -W 10 -k 8 -y 3 -x 3 -p 1 -q 1 -F 2"
 GEMM = "gemm -k 32 -m 32 -n 32"
 REASSOCIATE_FLAG = "--iree-llvmcpu-reassociate-fp-reductions=true"
-
-
-def _boo_beside_best(tmp_path, *commands: str) -> list:
-    """The commands run with BOO's build and the best column side by side (IREE only, real compiles and kernels):
-    every job, each asserted done with numerics passing against torch."""
-    cfg = SessionConfig(target="cpu", build="boo", variants=[BASELINE, BEST], backends=(IREE,), iters=5,
-                        rounds=1, db_path=str(tmp_path / "r.db"), cache_dir=str(tmp_path / "cache"))
-    with Session(cfg) as s:
-        for c in commands:
-            s.add_command(c)
-        s.start()
-        s.wait()
-        jobs = list(s.jobs.values())
-    assert len(jobs) == 2 * len(commands)
-    for r in jobs:
-        assert r.status == DONE and r.numerics is not None and r.numerics.verdict == "pass", (r.variant, r.error)
-    return jobs
 
 
 def formulation(variant) -> str | None:
@@ -101,8 +85,8 @@ def test_reductions_get_reassociated_sums_in_either_build_convs_and_gemms_do_not
 def test_reassociated_reductions_pass_numerics_in_16_bits(tmp_path):
     """Reordered sums change the rounding: a bf16 layer norm and a bf16 batch norm, BOO's build and the best
     column side by side, both pass the numerics check against torch."""
-    jobs = _boo_beside_best(tmp_path, "layernormbfp16 --input 8x16x384 --eps 1e-5 --mode 0 --normalized_dim 2 -F 1",
-                            "bnormbfp16 -n 4 -c 16 -H 14 -W 14 -m 1 -F 1")
+    jobs = boo_beside_best(tmp_path, "layernormbfp16 --input 8x16x384 --eps 1e-5 --mode 0 --normalized_dim 2 -F 1",
+                           "bnormbfp16 -n 4 -c 16 -H 14 -W 14 -m 1 -F 1")
     assert all(REASSOCIATE_FLAG in r.compile.command for r in jobs if r.variant == "best")
 
 
@@ -248,7 +232,7 @@ def test_a_data_tiled_gemm_runs_and_passes_numerics(tmp_path):
     CPU features for it)."""
     from boo_engine.cpu_defaults.rules import DATA_TILING, rule_data_tiled_gemm
 
-    jobs = _boo_beside_best(tmp_path, "gemm --a_w 96 --a_h 64 --b_w 80 --transB 1", "gemmbfp16 --a_w 96 --a_h 64 --b_w 80")
+    jobs = boo_beside_best(tmp_path, "gemm --a_w 96 --a_h 64 --b_w 80 --transB 1", "gemmbfp16 --a_w 96 --a_h 64 --b_w 80")
     for r in jobs:
         if r.variant == "best":
             tiled = rule_data_tiled_gemm(parse_command(r.command), host_cpu().features)
