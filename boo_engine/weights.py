@@ -167,7 +167,7 @@ def _line(target: str, label: str, baseline: str, weights: Mapping[str, JobResul
     if any(len(r.samples_us) < MIN_SAMPLES or b is None or len(b.samples_us) < MIN_SAMPLES for _, r, b in counted):
         return ModelLine(baseline_us=base_total, ratio=ratio, ci_low=math.nan, ci_high=math.nan, p_value=math.nan,
                          verdict=INSUFFICIENT, **common)  # type: ignore[arg-type]
-    low, high, p_value = _bootstrap(counted, n_boot=n_boot, seed=seed, confidence=confidence)
+    low, high, p_value = _bootstrap(counted, ratio, n_boot=n_boot, seed=seed, confidence=confidence)
     verdict = decide(ratio, low, high, p_value, min_effect=min_effect, alpha=alpha)
     return ModelLine(baseline_us=base_total, ratio=ratio, ci_low=low, ci_high=high, p_value=p_value,
                      verdict=verdict, **common)  # type: ignore[arg-type]
@@ -185,11 +185,15 @@ def captured_total(weighted: Iterable[JobResult]) -> float | None:
     return us * 100.0 / share if share > 0 else None
 
 
-def _bootstrap(counted: list[tuple[int, JobResult, JobResult | None]], *, n_boot: int, seed: int,
+def _bootstrap(counted: list[tuple[int, JobResult, JobResult | None]], ratio: float, *, n_boot: int, seed: int,
                confidence: float) -> tuple[float, float, float]:
-    """CI and two-sided p-value of sum(calls x median(variant)) / sum(calls x median(baseline)), resampling every
-    kernel's measuring ROUNDS (their medians, of the time the kernel ran), the rounds of both sides together where
-    they were measured side by side: samples of one round are not independent draws of another (compare.py)."""
+    """CI and two-sided p-value of `ratio`, sum(calls x median(variant)) / sum(calls x median(baseline)),
+    resampling every kernel's measuring ROUNDS (their medians, of the time the kernel ran), the rounds of both sides
+    together where they were measured side by side: samples of one round are not independent draws of another
+    (compare.py). The resampled statistic is the median of the round medians, which is not the median of all the
+    samples `ratio` takes: the resampled ratios are scaled so that their median is `ratio` before the CI and the
+    p-value are read off them, so the CI always holds the ratio it is printed beside (unscaled, a few runs with
+    an uneven round printed a ratio just outside its own CI)."""
     rng = np.random.default_rng(seed)
     sum_v = np.zeros(n_boot)
     sum_b = np.zeros(n_boot)
@@ -206,6 +210,9 @@ def _bootstrap(counted: list[tuple[int, JobResult, JobResult | None]], *, n_boot
     ratios = ratios[np.isfinite(ratios)]
     if ratios.size == 0:
         return math.nan, math.nan, math.nan
+    center = float(np.median(ratios))
+    if center > 0 and math.isfinite(ratio) and ratio > 0:
+        ratios = ratios * (ratio / center)
     tail = (1.0 - confidence) / 2.0 * 100.0
     low, high = np.percentile(ratios, [tail, 100.0 - tail])
     p_value = min(1.0, 2.0 * min(float(np.mean(ratios >= 1.0)), float(np.mean(ratios <= 1.0))))

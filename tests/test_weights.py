@@ -115,6 +115,23 @@ def test_model_line_is_the_weighted_sum_with_a_ci_and_partial_when_a_kernel_fail
     assert "partial: 2 of 3 weighted commands" in describe_model_line(v) and "1 without weight" in describe_model_line(v)
 
 
+def test_model_line_ci_holds_its_ratio_when_the_median_of_rounds_is_not_the_median_of_samples():
+    """The line's ratio is of the medians of all samples, its CI resamples the rounds' medians: with one long round
+    unlike the short ones the two differ, and the CI must still hold the ratio it is printed beside."""
+    def result(variant: str, samples: list[float], rounds: list[int]) -> JobResult:
+        return JobResult(job_id=f"a/{variant}", command="a", func_name="k", op="conv", variant=variant, target="cpu",
+                         backend="iree", status=DONE, calls=2, share=50.0, samples_us=samples,
+                         stats=compute_stats(samples), rounds=rounds)
+
+    rng = random.Random(7)
+    rounds = [3] * 6 + [40]
+    base = result("baseline", _noisy(100, 18, rng) + _noisy(200, 40, rng), rounds)   # median 200, rounds' 100
+    v = result("v", _noisy(100, 58, rng), rounds)
+    (_, line) = model_lines([base, v], compare_results([base, v]))
+    assert math.isclose(line.ratio, v.stats.median_us / base.stats.median_us) and line.ratio < 0.6
+    assert line.ci_low <= line.ratio <= line.ci_high, (line.ci_low, line.ratio, line.ci_high)
+
+
 def test_model_line_says_what_part_of_the_capture_it_counts_and_its_time_against_the_captured():
     rng = random.Random(4)
     # a file cut to its top three commands: shares 50 + 20 + 5 = 75% of a 1,000 us compute total
